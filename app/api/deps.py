@@ -1,0 +1,14 @@
+"""Annotated dependencies shared by the routers."""
+
+from typing import Annotated
+
+from fastapi import Depends
+from sqlalchemy.orm import Session
+
+from app.core.db import get_session
+from app.core.security import read_access, require_scope
+from app.tokens.models import ApiToken
+
+SessionDep = Annotated[Session, Depends(get_session)]
+IngestToken = Annotated[ApiToken, Depends(require_scope("ingest"))]
+ReadAccess = Depends(read_access)

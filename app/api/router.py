@@ -1,0 +1,12 @@
+"""Mounts every domain router under /api/v1."""
+
+from fastapi import APIRouter
+
+from app.benchmarks.router import router as benchmarks_router
+from app.runs.router import reads as runs_reads
+from app.runs.router import router as runs_router
+from app.summaries.router import router as summaries_router
+
+api_router = APIRouter(prefix="/api/v1")
+for router in (runs_router, runs_reads, benchmarks_router, summaries_router):
+    api_router.include_router(router)

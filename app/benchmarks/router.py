@@ -1,0 +1,51 @@
+"""The catalog: machines, benchmarks, and series search."""
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends
+
+from app.api.deps import ReadAccess, SessionDep
+from app.benchmarks import service
+from app.benchmarks.models import Machine, Series
+from app.benchmarks.schemas import BenchmarkRead, MachineRead, SeriesRead
+from app.core.pagination import Page, PageParams
+
+router = APIRouter(tags=["catalog"], dependencies=[ReadAccess])
+Paging = Annotated[PageParams, Depends()]
+Filter = Annotated[service.SeriesFilter, Depends()]
+
+
+@router.get("/machines", response_model=list[MachineRead])
+def list_machines(session: SessionDep) -> list[Machine]:
+    """Every machine results were posted from."""
+    return service.list_machines(session)
+
+
+@router.get("/benchmarks", response_model=Page[BenchmarkRead])
+def list_benchmarks(session: SessionDep, where: Filter, paging: Paging) -> Page[BenchmarkRead]:
+    """Benchmark cases, filtered by suite / model / category / mode / precision / config."""
+    items, total = service.list_benchmarks(session, where, paging.offset, paging.limit)
+    return Page(
+        items=[BenchmarkRead.model_validate(b) for b in items],
+        total=total,
+        page=paging.page,
+        limit=paging.limit,
+    )
+
+
+@router.get("/series", response_model=Page[SeriesRead])
+def search_series(session: SessionDep, where: Filter, paging: Paging) -> Page[SeriesRead]:
+    """Series by any of suite / model / mode / precision / config / metric / machine / channel."""
+    items, total = service.search_series(session, where, paging.offset, paging.limit)
+    return Page(
+        items=[SeriesRead.model_validate(s) for s in items],
+        total=total,
+        page=paging.page,
+        limit=paging.limit,
+    )
+
+
+@router.get("/series/{series_id}", response_model=SeriesRead)
+def get_series(series_id: int, session: SessionDep) -> Series:
+    """One series."""
+    return service.get_series(session, series_id)

@@ -1,0 +1,29 @@
+"""Settings, read once from ``BENCHWATCH_*`` environment variables (or a ``.env`` file)."""
+
+from pathlib import Path
+
+from platformdirs import user_data_dir
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def default_database_url() -> str:
+    """SQLite file in the user's data directory: the embedded default."""
+    data_dir = Path(user_data_dir("benchwatch", appauthor=False))
+    return f"sqlite:///{data_dir / 'benchwatch.db'}"
+
+
+class Settings(BaseSettings):
+    """Everything configurable about a benchwatch deployment."""
+
+    model_config = SettingsConfigDict(env_prefix="BENCHWATCH_", env_file=".env", extra="ignore")
+
+    DATABASE_URL: str = Field(default_factory=default_database_url)
+    BROKER_URL: str | None = None  # None: background work runs in process
+    PUBLIC_READ: bool = True  # False: every read needs a token (any scope)
+    TOKEN_PEPPER: SecretStr = SecretStr("benchwatch-dev-pepper")
+    MAX_BODY_BYTES: int = 64 * 1024 * 1024  # larger request bodies get 413
+    LOG_LEVEL: str = "INFO"
+
+
+settings = Settings()

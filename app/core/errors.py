@@ -1,0 +1,59 @@
+"""Domain errors and the one handler that renders them as JSON."""
+
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import JSONResponse
+
+
+class DomainError(Exception):
+    """Base of every error a service raises; the status code travels with the class."""
+
+    status_code = 400
+
+    def __init__(self, detail: str, *, errors: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.errors = errors or []
+
+
+class NotFound(DomainError):
+    """A named thing does not exist."""
+
+    status_code = 404
+
+
+class Conflict(DomainError):
+    """The request contradicts what is stored."""
+
+    status_code = 409
+
+
+class InvalidInput(DomainError):
+    """The request is well-formed JSON but says something that cannot be stored."""
+
+    status_code = 422
+
+
+class PayloadTooLarge(DomainError):
+    """The request body is over the configured limit."""
+
+    status_code = 413
+
+
+def error_body(
+    name: str, detail: str, errors: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """The JSON shape of every error answer: ``{"error", "detail", "errors"?}``."""
+    body: dict[str, Any] = {"error": name, "detail": detail}
+    if errors:
+        body["errors"] = errors
+    return body
+
+
+async def handle_domain_error(request: Request, exc: Exception) -> JSONResponse:
+    """Render a DomainError (registered for the class on the app)."""
+    assert isinstance(exc, DomainError)
+    return JSONResponse(
+        error_body(type(exc).__name__, exc.detail, exc.errors), status_code=exc.status_code
+    )

@@ -1,0 +1,70 @@
+"""Refuse request bodies over the configured size with a 413, before they are read whole."""
+
+import json
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.core.errors import error_body
+
+
+class BodyTooLarge(Exception):
+    """Raised inside ``receive`` when a streamed body passes the limit."""
+
+
+class BodySizeLimit:
+    """ASGI middleware: 413 when Content-Length or the streamed body exceeds ``max_bytes``."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Check the declared length, then count what is streamed."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await self._reject(send)
+            return
+        received = 0
+        started = False
+
+        async def counting_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            received += len(message.get("body", b""))
+            if received > self.max_bytes:
+                raise BodyTooLarge
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counting_receive, tracking_send)
+        except BodyTooLarge:
+            if not started:
+                await self._reject(send)
+
+    async def _reject(self, send: Send) -> None:
+        body = json.dumps(
+            error_body(
+                "PayloadTooLarge",
+                f"request body is over the limit of {self.max_bytes} bytes "
+                "(BENCHWATCH_MAX_BODY_BYTES); split the upload into several runs",
+            )
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})

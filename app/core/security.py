@@ -1,0 +1,76 @@
+"""Hashed API tokens and the dependencies that demand them."""
+
+import hashlib
+import hmac
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.core.config import Settings
+from app.core.db import get_session, utcnow
+from app.tokens.models import ApiToken
+
+SCOPES = ("ingest", "triage", "admin", "read")
+TOUCH_EVERY = timedelta(minutes=1)  # last_used_at granularity: no write per request
+
+bearer = HTTPBearer(auto_error=False, description="`Authorization: Bearer bw_...`")
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
+DbSession = Annotated[Session, Depends(get_session)]
+
+
+def hash_token(token: str, pepper: str) -> str:
+    """Keyed hash of a token: what the database stores."""
+    return hmac.new(pepper.encode(), token.encode(), hashlib.sha256).hexdigest()
+
+
+def _unauthorized(detail: str) -> HTTPException:
+    return HTTPException(401, detail=detail, headers={"WWW-Authenticate": "Bearer"})
+
+
+def authenticate(
+    request: Request, session: Session, credentials: HTTPAuthorizationCredentials | None
+) -> ApiToken:
+    """The live token in the request's bearer header; 401 when missing, unknown or revoked."""
+    if credentials is None:
+        raise _unauthorized("missing API token: send 'Authorization: Bearer <token>'")
+    settings: Settings = request.app.state.settings
+    digest = hash_token(credentials.credentials, settings.TOKEN_PEPPER.get_secret_value())
+    token = session.scalar(select(ApiToken).where(ApiToken.token_hash == digest))
+    if token is None or token.revoked_at is not None:
+        raise _unauthorized("invalid or revoked API token")
+    now = utcnow()
+    if token.last_used_at is None or now - token.last_used_at > TOUCH_EVERY:
+        token.last_used_at = now
+    return token
+
+
+def require_scope(scope: str) -> Callable[..., ApiToken]:
+    """Dependency factory: a token that has ``scope`` (or ``admin``); 403 otherwise."""
+
+    def dependency(
+        request: Request,
+        session: DbSession,
+        credentials: Credentials,
+    ) -> ApiToken:
+        token = authenticate(request, session, credentials)
+        if scope not in token.scopes and "admin" not in token.scopes:
+            raise HTTPException(403, detail=f"token {token.name!r} lacks the scope {scope!r}")
+        return token
+
+    return dependency
+
+
+def read_access(
+    request: Request,
+    session: DbSession,
+    credentials: Credentials,
+) -> None:
+    """Reads are public unless ``BENCHWATCH_PUBLIC_READ=false``; then any live token reads."""
+    settings: Settings = request.app.state.settings
+    if not settings.PUBLIC_READ:
+        authenticate(request, session, credentials)

@@ -1,0 +1,53 @@
+"""Liveness and readiness probes."""
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from kombu import Connection
+from sqlalchemy import text
+
+from app.core.config import Settings
+from app.core.db import Database
+from app.core.migrate import is_up_to_date
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz")
+def healthz() -> dict[str, str]:
+    """The process is up."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz", responses={503: {"description": "a dependency is not ready"}})
+def readyz(request: Request) -> JSONResponse:
+    """The database answers and is migrated; the broker answers when one is configured."""
+    database: Database = request.app.state.database
+    settings: Settings = request.app.state.settings
+    checks: dict[str, Any] = {"database": _check_database(database)}
+    if settings.BROKER_URL:
+        checks["broker"] = _check_broker(settings.BROKER_URL)
+    ready = all(c == "ok" for c in checks.values())
+    return JSONResponse(
+        {"status": "ok" if ready else "unavailable", "checks": checks},
+        status_code=200 if ready else 503,
+    )
+
+
+def _check_database(database: Database) -> str:
+    try:
+        with database.engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
+        return "ok" if is_up_to_date(database.engine) else "not migrated: run benchwatch migrate"
+    except Exception as exc:  # any failure is "not ready", reported, never raised
+        return f"error: {type(exc).__name__}: {exc}"
+
+
+def _check_broker(url: str) -> str:
+    try:
+        with Connection(url, connect_timeout=2) as connection:
+            connection.ensure_connection(max_retries=1, timeout=2)
+        return "ok"
+    except Exception as exc:
+        return f"error: {type(exc).__name__}: {exc}"

@@ -1,0 +1,39 @@
+"""create_app(): the FastAPI application with its routers, error handlers and limits."""
+
+from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
+
+import app.models  # noqa: F401  (every model registered before the first query)
+from app.api.router import api_router
+from app.api.validation import handle_validation_error
+from app.core.config import Settings, settings
+from app.core.db import Database
+from app.core.errors import DomainError, handle_domain_error
+from app.core.limits import BodySizeLimit
+from app.core.logging import configure_logging
+from app.health.router import router as health_router
+
+DESCRIPTION = """
+benchwatch stores PyTorch benchmark results per machine, environment and compiler config,
+and serves their history, summaries and comparisons.
+
+Writes need an API token (`benchwatch token create --name ci --scope ingest`), sent as
+`Authorization: Bearer <token>`. Reads are public unless `BENCHWATCH_PUBLIC_READ=false`.
+Errors are JSON: `{"error": <kind>, "detail": <sentence>, "errors": [{loc, field,
+result_index, message}]}`.
+"""
+
+
+def create_app(config: Settings | None = None) -> FastAPI:
+    """The application for ``config`` (default: the environment's settings)."""
+    config = config or settings
+    configure_logging(config.LOG_LEVEL)
+    application = FastAPI(title="benchwatch", version="0.1.0", description=DESCRIPTION)
+    application.state.settings = config
+    application.state.database = Database(config.DATABASE_URL)
+    application.add_middleware(BodySizeLimit, max_bytes=config.MAX_BODY_BYTES)
+    application.add_exception_handler(DomainError, handle_domain_error)
+    application.add_exception_handler(RequestValidationError, handle_validation_error)
+    application.include_router(health_router)
+    application.include_router(api_router)
+    return application

@@ -1,0 +1,106 @@
+"""Runs, the software environment they ran in, and their results."""
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from app.benchmarks.models import Machine, Series
+from app.core.db import Base, UTCDateTime, utcnow
+
+
+class Environment(Base):
+    """A software stack, stored once per distinct content (``content_hash``)."""
+
+    __tablename__ = "environment"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    content_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    channel: Mapped[str] = mapped_column(String(64), index=True)
+    torch: Mapped[str] = mapped_column(String(128), default="")
+    torch_git_sha: Mapped[str] = mapped_column(String(64), default="")
+    triton: Mapped[str] = mapped_column(String(128), default="")
+    python: Mapped[str] = mapped_column(String(64), default="")
+    cuda: Mapped[str] = mapped_column(String(64), default="")
+    hip: Mapped[str] = mapped_column(String(64), default="")
+    driver: Mapped[str] = mapped_column(String(128), default="")
+    packages: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
+    compiler_options: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    extra: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+class Run(Base):
+    """One execution on one machine in one environment; ``key`` makes ingestion idempotent."""
+
+    __tablename__ = "run"
+    __table_args__ = (Index("ix_run_started_at_id", "started_at", "id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    key: Mapped[str] = mapped_column(String(256), unique=True)
+    payload_hash: Mapped[str] = mapped_column(String(64))
+    machine_id: Mapped[int] = mapped_column(ForeignKey("machine.id"), index=True)
+    environment_id: Mapped[int] = mapped_column(ForeignKey("environment.id"), index=True)
+    channel: Mapped[str] = mapped_column(String(64), index=True)
+    trigger: Mapped[str] = mapped_column(String(16))
+    tier: Mapped[str] = mapped_column(String(32), default="")
+    commit: Mapped[str] = mapped_column(String(64), default="")
+    branch: Mapped[str] = mapped_column(String(256), default="")
+    url: Mapped[str] = mapped_column(Text, default="")
+    hostname: Mapped[str] = mapped_column(String(256), default="")
+    status: Mapped[str] = mapped_column(String(16), default="completed")
+    source: Mapped[str] = mapped_column(String(128), default="")
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    cases_attempted: Mapped[int] = mapped_column(Integer, default=0)
+    cases_passed: Mapped[int] = mapped_column(Integer, default=0)
+    cases_failed: Mapped[int] = mapped_column(Integer, default=0)
+    cases_skipped: Mapped[int] = mapped_column(Integer, default=0)
+    result_count: Mapped[int] = mapped_column(Integer, default=0)
+    extra: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+    machine: Mapped[Machine] = relationship(lazy="joined")
+    environment: Mapped[Environment] = relationship(lazy="joined")
+
+    @property
+    def coverage(self) -> dict[str, int]:
+        """Cases attempted, passed, failed and skipped."""
+        return {
+            "attempted": self.cases_attempted,
+            "passed": self.cases_passed,
+            "failed": self.cases_failed,
+            "skipped": self.cases_skipped,
+        }
+
+
+class Result(Base):
+    """One value of one series in one run, with its raw samples and status."""
+
+    __tablename__ = "result"
+    __table_args__ = (
+        UniqueConstraint("run_id", "series_id"),
+        Index("ix_result_series_id_measured_at", "series_id", "measured_at"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"))
+    series_id: Mapped[int] = mapped_column(ForeignKey("series.id"))
+    measured_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    status: Mapped[str] = mapped_column(String(16), default="ok")
+    value: Mapped[float | None] = mapped_column(Float)
+    samples: Mapped[list[float] | None] = mapped_column(JSON)
+    text_value: Mapped[str | None] = mapped_column(String(256))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    extra: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+
+    series: Mapped[Series] = relationship(lazy="raise")

@@ -1,0 +1,364 @@
+"""The native run payload (DESIGN.md §3, a public contract) and the run read models."""
+
+from datetime import datetime
+from typing import Annotated, Any, Self
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from app.benchmarks import vocabulary as vocab
+from app.benchmarks.schemas import MachineRead
+
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+Name = Annotated[str, Field(min_length=1, max_length=128)]
+Timestamp = Annotated[datetime, Field(strict=False)]  # ISO 8601 strings from JSON
+MAX_SAMPLES = 100_000
+
+
+def _finite_json(value: Any, path: str = "") -> None:
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        raise ValueError(f"NaN and Infinity are not JSON numbers (at {path or 'top level'})")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _finite_json(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _finite_json(item, f"{path}[{index}]")
+
+
+def _check_finite(value: dict[str, Any]) -> dict[str, Any]:
+    _finite_json(value)
+    return value
+
+
+# Free-form JSON objects (extra, params, options): anything JSON, but NaN/Infinity.
+JSONObject = Annotated[dict[str, Any], AfterValidator(_check_finite)]
+
+EXAMPLE_RUN: dict[str, Any] = {
+    "key": "gha-123456-1",
+    "machine": {
+        "name": "mi300x-8",
+        "device": "rocm",
+        "arch": "AMD Instinct MI300X",
+        "gpu_count": 8,
+        "hostname": "node17",
+    },
+    "environment": {
+        "channel": "nightly",
+        "torch": "2.6.0.dev20241101+rocm6.2",
+        "packages": {"triton": "3.1.0", "numpy": "2.1.2"},
+    },
+    "trigger": "schedule",
+    "tier": "daily",
+    "commit": "3f2c9e1",
+    "branch": "main",
+    "url": "https://ci.example/run/123456",
+    "started_at": "2026-11-29T00:00:00Z",
+    "finished_at": "2026-11-29T03:10:00Z",
+    "results": [
+        {
+            "suite": "torchbench",
+            "model": "resnet50",
+            "mode": "inference",
+            "precision": "bf16",
+            "config": "cudagraphs",
+            "batch_size": 32,
+            "metric": "latency",
+            "unit": "ms",
+            "higher_is_better": False,
+            "value": 4.21,
+            "samples": [4.20, 4.21, 4.25],
+        },
+        {
+            "suite": "torchbench",
+            "model": "resnet50",
+            "mode": "inference",
+            "precision": "bf16",
+            "config": "cudagraphs",
+            "batch_size": 32,
+            "metric": "accuracy",
+            "status": "ok",
+            "text_value": "pass",
+        },
+        {
+            "suite": "torchbench",
+            "model": "hf_T5",
+            "mode": "inference",
+            "precision": "bf16",
+            "config": "cudagraphs",
+            "batch_size": 8,
+            "metric": "latency",
+            "unit": "ms",
+            "higher_is_better": False,
+            "status": "failed",
+            "reason": "OOM",
+        },
+    ],
+}
+
+
+class Strict(BaseModel):
+    """Input models: no unknown fields, no silent type coercion."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, str_strip_whitespace=True)
+
+
+class MachineIn(Strict):
+    """The hardware a run ran on; ``name`` identifies it across runs."""
+
+    name: Annotated[str, Field(min_length=1, max_length=128, pattern=vocab.NAME_PATTERN.pattern)]
+    device: vocab.Device
+    arch: Annotated[str, Field(max_length=256)] = ""
+    gpu_count: Annotated[int, Field(ge=0)] | None = None
+    gpu_memory_gb: Annotated[Finite, Field(ge=0)] | None = None
+    cpu: Annotated[str, Field(max_length=256)] = ""
+    cpu_count: Annotated[int, Field(ge=0)] | None = None
+    host_memory_gb: Annotated[Finite, Field(ge=0)] | None = None
+    driver: Annotated[str, Field(max_length=128)] = ""
+    hostname: Annotated[str, Field(max_length=256)] = ""
+    extra: JSONObject = Field(default_factory=dict)
+
+
+class EnvironmentIn(Strict):
+    """The software stack of a run; ``channel`` is its release line (N-1, N, N+1, ...)."""
+
+    channel: Annotated[
+        str, Field(min_length=1, max_length=64, pattern=vocab.NAME_PATTERN.pattern)
+    ] = "nightly"
+    torch: Annotated[str, Field(max_length=128)] = ""
+    torch_git_sha: Annotated[str, Field(max_length=64)] = ""
+    triton: Annotated[str, Field(max_length=128)] = ""
+    python: Annotated[str, Field(max_length=64)] = ""
+    cuda: Annotated[str, Field(max_length=64)] = ""
+    hip: Annotated[str, Field(max_length=64)] = ""
+    driver: Annotated[str, Field(max_length=128)] = ""
+    packages: dict[str, Annotated[str, Field(max_length=256)]] = Field(default_factory=dict)
+    compiler_options: JSONObject = Field(default_factory=dict)
+    extra: JSONObject = Field(default_factory=dict)
+
+
+class ResultIn(Strict):
+    """One metric of one benchmark case in a run."""
+
+    suite: Name
+    model: Annotated[str, Field(min_length=1, max_length=256)]
+    category: Annotated[str, Field(max_length=64)] = ""
+    mode: vocab.Mode = "inference"
+    precision: Annotated[str, Field(min_length=1, max_length=16)] = "fp32"
+    config: Name = "eager"
+    config_options: JSONObject | None = None
+    batch_size: Annotated[int, Field(ge=0)] | None = None
+    params: JSONObject = Field(default_factory=dict)
+    metric: Name
+    unit: Annotated[str, Field(max_length=32)] | None = None
+    higher_is_better: bool | None = None
+    kind: vocab.MetricKind | None = None
+    value: Finite | None = None
+    samples: Annotated[list[Finite], Field(max_length=MAX_SAMPLES)] | None = None
+    status: vocab.Status = "ok"
+    reason: Annotated[str, Field(max_length=4000)] = ""
+    text_value: Annotated[str, Field(min_length=1, max_length=256)] | None = None
+    extra: JSONObject | None = None
+
+    @field_validator("precision")
+    @classmethod
+    def _known_precision(cls, value: str) -> str:
+        if (canonical := vocab.canonical_precision(value)) is None:
+            raise ValueError(f"unknown precision {value!r}; one of {', '.join(vocab.PRECISIONS)}")
+        return canonical
+
+    @field_validator("config")
+    @classmethod
+    def _canonical_config(cls, value: str) -> str:
+        if not vocab.NAME_PATTERN.match(value):
+            raise ValueError("config must be letters, digits and _ . : + -")
+        return vocab.canonical_config(value)
+
+    @field_validator("metric")
+    @classmethod
+    def _canonical_metric(cls, value: str) -> str:
+        return vocab.canonical_metric(value)
+
+    @field_validator("unit")
+    @classmethod
+    def _known_unit(cls, value: str | None) -> str | None:
+        if value is not None and value not in vocab.UNITS:
+            known = ", ".join(repr(u) for u in vocab.UNITS)
+            raise ValueError(f"unknown unit {value!r}; known units: {known}")
+        return value
+
+    @field_validator("samples")
+    @classmethod
+    def _non_empty(cls, value: list[float] | None) -> list[float] | None:
+        if value is not None and not value:
+            raise ValueError("samples must not be empty (leave the field out instead)")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.status == "ok" and self.value is None and not self.samples and not self.text_value:
+            raise ValueError("a result with status 'ok' needs a value, samples or a text_value")
+        if self.status != "ok" and not self.reason:
+            raise ValueError(f"a result with status {self.status!r} needs a reason")
+        unit = self.resolved_unit
+        if unit not in vocab.UNITS:
+            raise ValueError(f"unknown unit {unit!r}")
+        if not vocab.allows_negative(unit) and any(v < 0 for v in self.numbers):
+            raise ValueError(f"values in {unit!r} cannot be negative")
+        if self.resolved_direction is None and self.numbers:
+            raise ValueError(
+                f"higher_is_better is required: {self.metric!r} is not a well-known metric "
+                f"and its unit {unit!r} does not say which way is better"
+            )
+        return self
+
+    @property
+    def spec(self) -> vocab.MetricSpec | None:
+        """Defaults when the metric is well known."""
+        return vocab.WELL_KNOWN_METRICS.get(self.metric)
+
+    @property
+    def resolved_unit(self) -> str:
+        """The unit given, else the well-known metric's, else dimensionless."""
+        if self.unit is not None:
+            return self.unit
+        return self.spec.unit if self.spec else ""
+
+    @property
+    def resolved_direction(self) -> bool | None:
+        """Whether higher is better: given, else the well-known metric's, else the unit's."""
+        if self.higher_is_better is not None:
+            return self.higher_is_better
+        if self.spec is not None:
+            return self.spec.higher_is_better
+        return vocab.default_direction(self.resolved_unit)
+
+    @property
+    def resolved_kind(self) -> str:
+        """The metric kind given, else the well-known metric's, else ``performance``."""
+        if self.kind is not None:
+            return self.kind
+        return self.spec.kind if self.spec else "performance"
+
+    @property
+    def numbers(self) -> list[float]:
+        """Every number the result carries (value and samples)."""
+        return ([self.value] if self.value is not None else []) + (self.samples or [])
+
+
+class RunIn(Strict):
+    """One run with all its results: the body of ``POST /api/v1/runs``."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [EXAMPLE_RUN]})
+
+    key: Annotated[str, Field(min_length=1, max_length=256)]
+    machine: MachineIn
+    environment: EnvironmentIn = Field(default_factory=EnvironmentIn)
+    trigger: vocab.Trigger = "manual"
+    tier: Annotated[str, Field(max_length=32)] = ""
+    commit: Annotated[str, Field(max_length=64)] = ""
+    branch: Annotated[str, Field(max_length=256)] = ""
+    url: Annotated[str, Field(max_length=2000)] = ""
+    started_at: Timestamp | None = None
+    finished_at: Timestamp | None = None
+    extra: JSONObject = Field(default_factory=dict)
+    results: Annotated[list[ResultIn], Field(min_length=1)]
+
+    @model_validator(mode="after")
+    def _ordered_times(self) -> Self:
+        if self.started_at and self.started_at.tzinfo is None:
+            raise ValueError("started_at needs a timezone (e.g. a trailing Z)")
+        if self.finished_at and self.finished_at.tzinfo is None:
+            raise ValueError("finished_at needs a timezone (e.g. a trailing Z)")
+        if self.started_at and self.finished_at and self.finished_at < self.started_at:
+            raise ValueError("finished_at is before started_at")
+        return self
+
+
+class EnvironmentRead(BaseModel):
+    """A stored environment."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    channel: str
+    torch: str
+    torch_git_sha: str
+    triton: str
+    python: str
+    cuda: str
+    hip: str
+    driver: str
+    packages: dict[str, str]
+    compiler_options: dict[str, Any]
+    extra: dict[str, Any]
+
+
+class Coverage(BaseModel):
+    """How many cases (benchmarks) a run attempted, and how they ended."""
+
+    attempted: int
+    passed: int
+    failed: int
+    skipped: int
+
+
+class RunRead(BaseModel):
+    """A stored run, without its results."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    key: str
+    machine: MachineRead
+    environment: EnvironmentRead
+    channel: str
+    trigger: str
+    tier: str
+    commit: str
+    branch: str
+    url: str
+    hostname: str
+    status: str
+    started_at: datetime
+    finished_at: datetime | None
+    created_at: datetime
+    result_count: int
+    coverage: Coverage
+    extra: dict[str, Any]
+
+
+class ResultRead(BaseModel):
+    """One stored result with what identifies its series."""
+
+    id: int
+    series_id: int
+    suite: str
+    model: str
+    category: str
+    mode: str
+    precision: str
+    config: str
+    batch_size: int | None
+    params: dict[str, Any]
+    metric: str
+    unit: str
+    higher_is_better: bool | None
+    status: str
+    value: float | None
+    samples: list[float] | None
+    text_value: str | None
+    reason: str
+    extra: dict[str, Any] | None
+
+
+class RunDetail(RunRead):
+    """A stored run with every result."""
+
+    results: list[ResultRead]
+
+
+class RunPage(BaseModel):
+    """One page of runs, newest first; pass ``next_cursor`` back as ``cursor``."""
+
+    items: list[RunRead]
+    next_cursor: str | None

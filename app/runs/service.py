@@ -1,0 +1,352 @@
+"""Ingest runs (idempotent, all-or-nothing) and read them back."""
+
+import hashlib
+import json
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.benchmarks import service as catalog
+from app.benchmarks import vocabulary as vocab
+from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
+from app.core.db import utcnow
+from app.core.errors import Conflict, InvalidInput, NotFound
+from app.core.upsert import insert_missing, table_of
+from app.runs.models import Environment, Result, Run
+from app.runs.schemas import EnvironmentIn, ResultIn, RunIn
+
+
+class RunNotFound(NotFound):
+    """No run with this id."""
+
+    def __init__(self, run_id: int) -> None:
+        super().__init__(f"run {run_id} does not exist")
+
+
+class KeyReused(Conflict):
+    """A different payload was posted under a key that is already stored."""
+
+    def __init__(self, key: str, run_id: int) -> None:
+        super().__init__(
+            f"run key {key!r} is already stored (run {run_id}) with a different payload; "
+            "a retry must send the same payload, a new run needs a new key"
+        )
+
+
+@dataclass(frozen=True)
+class Ingested:
+    """The stored run, and whether this call created it (False: an idempotent retry)."""
+
+    run: Run
+    created: bool
+
+
+def payload_hash(run_in: RunIn) -> str:
+    """A hash of the validated payload: equal for a retry, different for any change."""
+    canonical = json.dumps(run_in.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def ingest_run(session: Session, run_in: RunIn, *, source: str) -> Ingested:
+    """Store a run and its results; a retry with the same key and payload returns the stored run.
+
+    Everything happens in the caller's transaction (the caller commits), so a request that
+    fails validation half-way stores nothing.
+    """
+    digest = payload_hash(run_in)
+    if (existing := _run_by_key(session, run_in.key)) is not None:
+        return Ingested(_same_payload(existing, digest), created=False)
+    keys = _benchmark_keys(run_in.results)
+    _reject_duplicates(run_in.results, keys)
+    ingested = _insert_run(session, run_in, digest, source)
+    if ingested.created:
+        _store_results(session, ingested.run, run_in.results, keys)
+        session.flush()
+    return ingested
+
+
+def _run_by_key(session: Session, key: str) -> Run | None:
+    return session.scalar(select(Run).where(Run.key == key))
+
+
+def _same_payload(run: Run, digest: str) -> Run:
+    if run.payload_hash != digest:
+        raise KeyReused(run.key, run.id)
+    return run
+
+
+def _benchmark_keys(results: list[ResultIn]) -> list[catalog.BenchmarkKey]:
+    return [
+        catalog.BenchmarkKey.of(
+            r.suite, r.model, r.mode, r.precision, r.config, r.batch_size, r.params
+        )
+        for r in results
+    ]
+
+
+def _reject_duplicates(results: list[ResultIn], keys: list[catalog.BenchmarkKey]) -> None:
+    first: dict[tuple[catalog.BenchmarkKey, str], int] = {}
+    errors = []
+    for index, (result, key) in enumerate(zip(results, keys, strict=True)):
+        seen = first.setdefault((key, result.metric), index)
+        if seen != index:
+            errors.append(
+                {
+                    "loc": f"results[{index}]",
+                    "result_index": index,
+                    "field": "metric",
+                    "message": f"duplicates results[{seen}]: same benchmark and metric "
+                    f"({result.suite}/{result.model}, {result.metric!r})",
+                }
+            )
+    if errors:
+        raise InvalidInput(f"{len(errors)} duplicate (benchmark, metric) rows", errors=errors)
+
+
+def _insert_run(session: Session, run_in: RunIn, digest: str, source: str) -> Ingested:
+    machine_in = run_in.machine
+    machine = catalog.upsert_machine(
+        session,
+        machine_in.name,
+        machine_in.device,
+        arch=machine_in.arch,
+        arch_short=vocab.short_arch(machine_in.arch) if machine_in.arch else "",
+        gpu_count=machine_in.gpu_count,
+        gpu_memory_gb=machine_in.gpu_memory_gb,
+        cpu=machine_in.cpu,
+        cpu_count=machine_in.cpu_count,
+        host_memory_gb=machine_in.host_memory_gb,
+        extra=machine_in.extra,
+    )
+    environment = _get_or_create_environment(session, run_in.environment, machine_in.driver)
+    started_at = run_in.started_at or utcnow()
+    run = Run(
+        key=run_in.key,
+        payload_hash=digest,
+        machine=machine,
+        environment=environment,
+        channel=environment.channel,
+        trigger=run_in.trigger,
+        tier=run_in.tier,
+        commit=run_in.commit,
+        branch=run_in.branch,
+        url=run_in.url,
+        hostname=machine_in.hostname,
+        source=source,
+        started_at=started_at,
+        finished_at=run_in.finished_at,
+        extra=run_in.extra,
+    )
+    session.add(run)
+    try:
+        with session.begin_nested():  # a concurrent upload of the same key wins the race
+            session.flush()
+    except IntegrityError:
+        session.expunge(run)
+        existing = _run_by_key(session, run_in.key)
+        if existing is None:
+            raise
+        return Ingested(_same_payload(existing, digest), created=False)
+    return Ingested(run, created=True)
+
+
+def _get_or_create_environment(
+    session: Session, env_in: EnvironmentIn, machine_driver: str
+) -> Environment:
+    fields = env_in.model_dump()
+    fields["driver"] = fields["driver"] or machine_driver
+    for package in ("torch", "triton"):  # versions given only in the package list
+        fields[package] = fields[package] or env_in.packages.get(package, "")
+    canonical = json.dumps(fields, sort_keys=True, default=str)
+    content_hash = hashlib.sha256(canonical.encode()).hexdigest()
+    row = {"content_hash": content_hash, **fields}
+    insert_missing(session, Environment, [row], ["content_hash"])
+    query = select(Environment).where(Environment.content_hash == content_hash)
+    return session.scalars(query).one()
+
+
+def _store_results(
+    session: Session, run: Run, results: list[ResultIn], keys: list[catalog.BenchmarkKey]
+) -> None:
+    metrics = catalog.resolve_metrics(session, _metric_claims(results))
+    config_ids = catalog.resolve_configs(
+        session,
+        {r.config for r in results},
+        {r.config: r.config_options for r in results if r.config_options},
+    )
+    fingerprints = [k.fingerprint for k in keys]
+    benchmark_ids = catalog.resolve_benchmarks(
+        session,
+        dict(zip(fingerprints, keys, strict=True)),
+        {fp: r.category for fp, r in zip(fingerprints, results, strict=True) if r.category},
+        config_ids,
+    )
+    pairs = {
+        (benchmark_ids[fp], metrics[r.metric].id)
+        for fp, r in zip(fingerprints, results, strict=True)
+    }
+    series_ids = catalog.resolve_series(session, pairs, run.machine_id, run.channel)
+    rows = []
+    for fp, result in zip(fingerprints, results, strict=True):
+        metric = metrics[result.metric]
+        series_id = series_ids[(benchmark_ids[fp], metric.id)]
+        rows.append(_result_row(run, series_id, result, metric))
+    session.execute(table_of(Result).insert(), rows)
+    _set_coverage(run, results, fingerprints)
+
+
+def _metric_claims(results: list[ResultIn]) -> dict[str, catalog.MetricClaim]:
+    claims: dict[str, catalog.MetricClaim] = {}
+    for index, result in enumerate(results):
+        claim = catalog.MetricClaim(
+            result.metric,
+            result.resolved_unit,
+            result.resolved_direction,
+            result.resolved_kind,
+            explicit_direction=result.higher_is_better is not None,
+        )
+        first = claims.setdefault(result.metric, claim)
+        if vocab.unit_factor(claim.unit, first.unit) is None or (
+            claim.higher_is_better is not None
+            and first.higher_is_better is not None
+            and claim.higher_is_better != first.higher_is_better
+        ):
+            raise InvalidInput(
+                f"results disagree about metric {result.metric!r}",
+                errors=[
+                    {
+                        "loc": f"results[{index}]",
+                        "result_index": index,
+                        "field": "unit",
+                        "message": "unit or higher_is_better differs from an earlier "
+                        f"result of metric {result.metric!r}",
+                    }
+                ],
+            )
+    return claims
+
+
+def _result_row(run: Run, series_id: int, result: ResultIn, metric: Metric) -> dict[str, Any]:
+    factor = vocab.unit_factor(result.resolved_unit, metric.unit) or 1.0
+    samples = [s * factor for s in result.samples] if result.samples else None
+    value = result.value * factor if result.value is not None else None
+    if value is None and samples and result.status == "ok":
+        value = statistics.median(samples)
+    return {
+        "run_id": run.id,
+        "series_id": series_id,
+        "measured_at": run.started_at,
+        "status": result.status,
+        "value": value,
+        "samples": samples,
+        "text_value": result.text_value,
+        "reason": result.reason,
+        "extra": result.extra,
+    }
+
+
+def _set_coverage(run: Run, results: list[ResultIn], fingerprints: list[str]) -> None:
+    """A case (benchmark) failed if any result failed or its accuracy is not passing."""
+    outcome: dict[str, set[str]] = defaultdict(set)
+    for fp, result in zip(fingerprints, results, strict=True):
+        status = result.status
+        if (
+            result.metric == "accuracy"
+            and result.text_value is not None
+            and result.text_value not in vocab.PASSING_ACCURACY
+        ):
+            status = "failed"
+        outcome[fp].add(status)
+    run.cases_attempted = len(outcome)
+    run.cases_failed = sum("failed" in s for s in outcome.values())
+    run.cases_skipped = sum(s == {"skipped"} for s in outcome.values())
+    run.cases_passed = run.cases_attempted - run.cases_failed - run.cases_skipped
+    run.result_count = len(results)
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    """Filters of the run listing; None means any."""
+
+    machine: str | None = None
+    channel: str | None = None
+    trigger: str | None = None
+    tier: str | None = None
+    branch: str | None = None
+    commit: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+def list_runs(
+    session: Session, where: RunFilter, after: tuple[datetime, int] | None, limit: int
+) -> list[Run]:
+    """Runs newest first, starting after the keyset ``after`` (started_at, id)."""
+    query = select(Run)
+    if where.machine is not None:
+        query = query.join(Machine).where(Machine.name == where.machine)
+    for column, wanted in (
+        (Run.channel, where.channel),
+        (Run.trigger, where.trigger),
+        (Run.tier, where.tier),
+        (Run.branch, where.branch),
+        (Run.commit, where.commit),
+    ):
+        if wanted is not None:
+            query = query.where(column == wanted)
+    if where.since is not None:
+        query = query.where(Run.started_at >= where.since)
+    if where.until is not None:
+        query = query.where(Run.started_at < where.until)
+    if after is not None:
+        at, run_id = after
+        query = query.where((Run.started_at < at) | ((Run.started_at == at) & (Run.id < run_id)))
+    query = query.order_by(Run.started_at.desc(), Run.id.desc()).limit(limit)
+    return list(session.scalars(query))
+
+
+def get_run(session: Session, run_id: int) -> Run:
+    """One run by id."""
+    if (run := session.get(Run, run_id)) is None:
+        raise RunNotFound(run_id)
+    return run
+
+
+def list_run_results(session: Session, run_id: int) -> list[dict[str, Any]]:
+    """Every result of a run with the fields that identify its series, ordered by case."""
+    query = (
+        select(
+            Result.id,
+            Result.series_id,
+            Benchmark.suite,
+            Benchmark.model,
+            Benchmark.category,
+            Benchmark.mode,
+            Benchmark.precision,
+            CompilerConfig.name.label("config"),
+            Benchmark.batch_size,
+            Benchmark.params,
+            Metric.name.label("metric"),
+            Metric.unit,
+            Metric.higher_is_better,
+            Result.status,
+            Result.value,
+            Result.samples,
+            Result.text_value,
+            Result.reason,
+            Result.extra,
+        )
+        .join(Series, Result.series_id == Series.id)
+        .join(Benchmark, Series.benchmark_id == Benchmark.id)
+        .join(CompilerConfig, Benchmark.compiler_config_id == CompilerConfig.id)
+        .join(Metric, Series.metric_id == Metric.id)
+        .where(Result.run_id == run_id)
+        .order_by(Benchmark.suite, Benchmark.model, Benchmark.id, Metric.name)
+    )
+    return [dict(row._mapping) for row in session.execute(query)]

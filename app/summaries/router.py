@@ -1,0 +1,63 @@
+"""Dashboard aggregates per suite x config x precision, and run-vs-run comparison."""
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from app.api.deps import ReadAccess, SessionDep
+from app.runs import service as runs_service
+from app.summaries import service
+from app.summaries.schemas import Comparison, ComparisonRow, GroupSummary, RunRef, Summary
+
+router = APIRouter(tags=["summaries"], dependencies=[ReadAccess])
+
+
+@router.get("/summary", response_model=Summary)
+def get_summary(
+    session: SessionDep,
+    machine: Annotated[str, Query(description="machine name, e.g. h100-8")],
+    channel: str | None = None,
+    run_id: Annotated[int | None, Query(description="default: the machine's newest run")] = None,
+    base_run_id: Annotated[int | None, Query(description="a run to compare with")] = None,
+    common_only: Annotated[
+        bool, Query(description=("aggregate only over models present in both runs"))
+    ] = False,
+) -> Summary:
+    """Pass rate, geomean speedup, mean compile time and compression ratio per group."""
+    run = (
+        runs_service.get_run(session, run_id)
+        if run_id is not None
+        else service.latest_run(session, machine, channel)
+    )
+    base = runs_service.get_run(session, base_run_id) if base_run_id is not None else None
+    groups = service.summarize_runs(session, run, base, common_only)
+    return Summary(
+        machine=machine,
+        run=RunRef.model_validate(run),
+        base_run=RunRef.model_validate(base) if base else None,
+        common_only=common_only,
+        groups=[GroupSummary.model_validate(g, from_attributes=True) for g in groups],
+    )
+
+
+@router.get("/compare", response_model=Comparison)
+def compare_runs(
+    session: SessionDep,
+    base_run_id: int,
+    new_run_id: int,
+    suite: str | None = None,
+    config: str | None = None,
+    precision: str | None = None,
+    mode: str | None = None,
+    metric: str | None = None,
+    threshold: Annotated[float, Query(description="relative change counted as a move")] = 0.05,
+) -> Comparison:
+    """Per benchmark and metric: base value, new value, relative change and a verdict."""
+    where = service.CompareFilter(suite, config, precision, mode, metric)
+    rows = service.compare_runs(session, base_run_id, new_run_id, where, threshold)
+    return Comparison(
+        base_run=RunRef.model_validate(runs_service.get_run(session, base_run_id)),
+        new_run=RunRef.model_validate(runs_service.get_run(session, new_run_id)),
+        threshold=threshold,
+        rows=[ComparisonRow(**row) for row in rows],
+    )

@@ -1,0 +1,86 @@
+"""Read models of summaries and run-vs-run comparisons."""
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+
+class RunRef(BaseModel):
+    """Enough of a run to name it."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    key: str
+    channel: str
+    commit: str
+    started_at: datetime
+
+
+class Stats(BaseModel):
+    """The dashboard aggregates of one group in one run."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    pass_count: int
+    total_count: int
+    pass_rate: float
+    geomean_speedup: float | None
+    mean_compile_time_s: float | None
+    mean_compression_ratio: float | None
+    mean_peak_memory_gb: float | None
+    mean_abs_latency_ms: float | None
+
+
+class GroupSummary(BaseModel):
+    """One suite x config x precision x mode: the new run's aggregates and the base's."""
+
+    suite: str
+    config: str
+    precision: str
+    mode: str
+    new: Stats | None
+    base: Stats | None
+
+
+class Summary(BaseModel):
+    """Aggregates of a run (and optionally a base run) on one machine."""
+
+    machine: str
+    run: RunRef
+    base_run: RunRef | None
+    common_only: bool
+    groups: list[GroupSummary]
+
+
+class ComparisonRow(BaseModel):
+    """One benchmark x metric in two runs."""
+
+    suite: str
+    model: str
+    mode: str
+    precision: str
+    config: str
+    batch_size: int | None
+    params: dict[str, Any]
+    metric: str
+    unit: str
+    higher_is_better: bool | None
+    base_value: float | None
+    new_value: float | None
+    base_status: str | None
+    new_status: str | None
+    base_text: str | None
+    new_text: str | None
+    rel_change: float | None
+    verdict: str  # better | worse | unchanged | new | missing | now_fails | now_passes | failing
+
+
+class Comparison(BaseModel):
+    """Every benchmark x metric of two runs, side by side."""
+
+    base_run: RunRef
+    new_run: RunRef
+    threshold: float
+    rows: list[ComparisonRow]

@@ -1,0 +1,197 @@
+"""Summaries per suite x config x precision and run-vs-run comparisons, at query time."""
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
+from app.benchmarks.vocabulary import PASSING_ACCURACY
+from app.core.errors import InvalidInput, NotFound
+from app.runs import service as runs_service
+from app.runs.models import Result, Run
+from app.summaries import aggregates
+from app.summaries.aggregates import ModelRecord
+
+SUMMARY_METRICS = (
+    "speedup",
+    "accuracy",
+    "compilation_latency",
+    "compression_ratio",
+    "dynamo_peak_mem",
+    "abs_latency",
+)
+
+
+class NoRuns(NotFound):
+    """The machine has no run to summarise."""
+
+
+def latest_run(session: Session, machine: str, channel: str | None) -> Run:
+    """The newest run of a machine (on a channel, if given)."""
+    query = select(Run).join(Machine).where(Machine.name == machine)
+    if channel is not None:
+        query = query.where(Run.channel == channel)
+    run = session.scalar(query.order_by(Run.started_at.desc(), Run.id.desc()).limit(1))
+    if run is None:
+        raise NoRuns(
+            f"machine {machine!r} has no runs" + (f" on channel {channel!r}" if channel else "")
+        )
+    return run
+
+
+def model_records(session: Session, run_id: int) -> list[ModelRecord]:
+    """One record per benchmark of a run, pivoting the dashboard's metrics."""
+    query = (
+        select(
+            Benchmark.id,
+            Benchmark.suite,
+            CompilerConfig.name,
+            Benchmark.precision,
+            Benchmark.mode,
+            Benchmark.model,
+            Metric.name,
+            Result.status,
+            Result.value,
+            Result.text_value,
+        )
+        .join(Series, Result.series_id == Series.id)
+        .join(Benchmark, Series.benchmark_id == Benchmark.id)
+        .join(CompilerConfig, Benchmark.compiler_config_id == CompilerConfig.id)
+        .join(Metric, Series.metric_id == Metric.id)
+        .where(Result.run_id == run_id, Metric.name.in_(SUMMARY_METRICS))
+    )
+    records: dict[int, ModelRecord] = {}
+    for bid, suite, config, precision, mode, model, metric, status, value, text in session.execute(
+        query
+    ):
+        record = records.setdefault(bid, ModelRecord(suite, config, precision, mode, model))
+        if metric == "accuracy":
+            record.accuracy = text if status == "ok" else (text or "fail_to_run")
+        elif metric == "speedup":
+            record.speedup = value if status == "ok" and value is not None else 0.0
+        elif status == "ok":
+            setattr(record, metric, value)
+    return list(records.values())
+
+
+def summarize_runs(
+    session: Session, run: Run, base: Run | None, common_only: bool
+) -> list[dict[str, Any]]:
+    """Per group: the new run's aggregates and, with a base run, the base's."""
+    new_records = model_records(session, run.id)
+    base_records = model_records(session, base.id) if base is not None else []
+    if common_only and base is not None:
+        new_records, base_records = aggregates.common_only(new_records, base_records)
+    new_stats = aggregates.summarize(new_records)
+    base_stats = aggregates.summarize(base_records)
+    return [
+        {
+            "suite": k[0],
+            "config": k[1],
+            "precision": k[2],
+            "mode": k[3],
+            "new": new_stats.get(k),
+            "base": base_stats.get(k),
+        }
+        for k in sorted(new_stats.keys() | base_stats.keys())
+    ]
+
+
+@dataclass(frozen=True)
+class CompareFilter:
+    """Narrow a comparison; None means any."""
+
+    suite: str | None = None
+    config: str | None = None
+    precision: str | None = None
+    mode: str | None = None
+    metric: str | None = None
+
+
+def compare_runs(
+    session: Session, base_id: int, new_id: int, where: CompareFilter, threshold: float
+) -> list[dict[str, Any]]:
+    """Every benchmark x metric of either run, with base, new, relative change and verdict."""
+    if not 0 <= threshold < 1:
+        raise InvalidInput("threshold is a fraction in [0, 1), e.g. 0.05 for 5%")
+    base_rows = _rows_by_case(session, base_id, where)
+    new_rows = _rows_by_case(session, new_id, where)
+    out = []
+    for key in sorted(base_rows.keys() | new_rows.keys(), key=str):
+        base, new = base_rows.get(key), new_rows.get(key)
+        ident = new or base
+        assert ident is not None
+        out.append(
+            {
+                **{
+                    f: ident[f]
+                    for f in (
+                        "suite",
+                        "model",
+                        "mode",
+                        "precision",
+                        "config",
+                        "batch_size",
+                        "params",
+                        "metric",
+                        "unit",
+                        "higher_is_better",
+                    )
+                },
+                "base_value": base and base["value"],
+                "new_value": new and new["value"],
+                "base_status": base and base["status"],
+                "new_status": new and new["status"],
+                "base_text": base and base["text_value"],
+                "new_text": new and new["text_value"],
+                **_change(base, new, threshold),
+            }
+        )
+    return out
+
+
+def _rows_by_case(
+    session: Session, run_id: int, where: CompareFilter
+) -> dict[tuple[str, str], dict[str, Any]]:
+    runs_service.get_run(session, run_id)
+    rows = runs_service.list_run_results(session, run_id)
+    wanted = {k: v for k, v in vars(where).items() if v is not None}
+    return {
+        (_case_key(r), r["metric"]): r for r in rows if all(r[k] == v for k, v in wanted.items())
+    }
+
+
+def _case_key(row: dict[str, Any]) -> str:
+    """The benchmark identity, comparable across machines and channels."""
+    fields = ("suite", "model", "mode", "precision", "config", "batch_size", "params")
+    return json.dumps([row[f] for f in fields], sort_keys=True)
+
+
+def _change(
+    base: dict[str, Any] | None, new: dict[str, Any] | None, threshold: float
+) -> dict[str, Any]:
+    if base is None:
+        return {"rel_change": None, "verdict": "new"}
+    if new is None:
+        return {"rel_change": None, "verdict": "missing"}
+    base_ok, new_ok = base["status"] == "ok", new["status"] == "ok"
+    if base_ok != new_ok:
+        return {"rel_change": None, "verdict": "now_passes" if new_ok else "now_fails"}
+    if not new_ok:
+        return {"rel_change": None, "verdict": "failing"}
+    if new["metric"] == "accuracy" and base["text_value"] != new["text_value"]:
+        now_passing = new["text_value"] in PASSING_ACCURACY
+        if now_passing != (base["text_value"] in PASSING_ACCURACY):
+            return {"rel_change": None, "verdict": "now_passes" if now_passing else "now_fails"}
+    if base["value"] is None or new["value"] is None or base["value"] == 0:
+        same = base["value"] == new["value"] and base["text_value"] == new["text_value"]
+        return {"rel_change": None, "verdict": "unchanged" if same else "changed"}
+    rel = (new["value"] - base["value"]) / abs(base["value"])
+    if abs(rel) <= threshold or new["higher_is_better"] is None:
+        verdict = "unchanged" if abs(rel) <= threshold else "changed"
+    else:
+        verdict = "better" if (rel > 0) == new["higher_is_better"] else "worse"
+    return {"rel_change": rel, "verdict": verdict}

@@ -1,0 +1,117 @@
+"""Shared fixtures: each database test runs on SQLite and on the real Postgres."""
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+
+import app.models  # noqa: F401
+from app.core.config import Settings
+from app.core.db import Base, Database
+from app.core.migrate import upgrade_database
+from app.main import create_app
+from app.tokens import service as tokens_service
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+POSTGRES_URL = os.environ.get(
+    "BENCHWATCH_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
+REDIS_URL = os.environ.get("BENCHWATCH_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+PEPPER = "test-pepper"
+
+
+def service_missing(what: str, exc: Exception) -> None:
+    """Fail in CI (a missing service is a broken setup), skip with the reason elsewhere."""
+    message = f"{what} is not reachable ({type(exc).__name__}: {exc})"
+    if IN_CI:
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def _psycopg_dsn(url: str) -> str:
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A fresh, migrated Postgres database for this test session, dropped at the end."""
+    name = f"benchwatch_test_{uuid.uuid4().hex[:10]}"
+    admin = _psycopg_dsn(POSTGRES_URL)
+    try:
+        with psycopg.connect(admin, autocommit=True, connect_timeout=5) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+    except psycopg.OperationalError as exc:
+        service_missing("PostgreSQL", exc)
+    url = make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
+    upgrade_database(url)
+    yield url
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A migrated SQLite file for this test session."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('db') / 'benchwatch.db'}"
+    upgrade_database(url)
+    return url
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def database_url(request: pytest.FixtureRequest) -> str:
+    """The URL of a migrated database: the test runs once per dialect."""
+    fixture = "postgres_url" if request.param == "postgres" else "sqlite_url"
+    url: str = request.getfixturevalue(fixture)
+    return url
+
+
+def _empty(database: Database) -> None:
+    tables = [t.name for t in reversed(Base.metadata.sorted_tables)]
+    with database.engine.begin() as conn:
+        if database.engine.dialect.name == "postgresql":
+            conn.execute(text(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE"))
+        else:
+            for table in tables:
+                conn.execute(text(f"DELETE FROM {table}"))
+
+
+@pytest.fixture
+def database(database_url: str) -> Iterator[Database]:
+    """A Database on an emptied schema."""
+    db = Database(database_url)
+    _empty(db)
+    yield db
+    db.dispose()
+
+
+@pytest.fixture
+def settings(database: Database) -> Settings:
+    """Settings pointing at the test database."""
+    return Settings(DATABASE_URL=database.url, TOKEN_PEPPER=PEPPER, BROKER_URL=None)
+
+
+@pytest.fixture
+def client(settings: Settings) -> Iterator[TestClient]:
+    """An HTTP client of a fresh app on the test database."""
+    application = create_app(settings)
+    with TestClient(application) as test_client:
+        yield test_client
+    application.state.database.dispose()
+
+
+def make_token(database: Database, *scopes: str, name: str = "ci") -> str:
+    """A new token with these scopes; returns its plain text."""
+    with database.session_scope() as session:
+        _, plain = tokens_service.create_token(session, name, list(scopes), PEPPER)
+    return plain
+
+
+@pytest.fixture
+def ingest_headers(database: Database) -> dict[str, str]:
+    """Authorization headers of a token with scope ``ingest``."""
+    return {"Authorization": f"Bearer {make_token(database, 'ingest')}"}

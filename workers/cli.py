@@ -1,0 +1,133 @@
+"""The ``benchwatch`` command line: serve, migrate, token."""
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+import uvicorn
+
+import app.models  # noqa: F401  (every model registered)
+from app.core.config import settings
+from app.core.db import Database
+from app.core.errors import DomainError
+from app.core.migrate import upgrade_database
+from app.core.security import SCOPES
+from app.tokens import service as tokens_service
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Migrate the configured database (unless told not to) and serve the app."""
+    if not args.no_migrate:
+        upgrade_database(settings.DATABASE_URL)
+    print(
+        f"benchwatch on http://{args.host}:{args.port}  (database: {_safe_url()})", file=sys.stderr
+    )
+    uvicorn.run(
+        "app.main:create_app",
+        factory=True,
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        log_level=settings.LOG_LEVEL.lower(),
+    )
+    return 0
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    """Upgrade the configured database to the newest schema."""
+    upgrade_database(settings.DATABASE_URL, args.revision)
+    print(f"database at {_safe_url()} is at {args.revision}")
+    return 0
+
+
+def cmd_token_create(args: argparse.Namespace) -> int:
+    """Create a token and print it once."""
+    with Database(settings.DATABASE_URL).session_scope() as session:
+        token, plain = tokens_service.create_token(
+            session, args.name, args.scope, settings.TOKEN_PEPPER.get_secret_value()
+        )
+        print(plain)
+        print(
+            f"token {token.id} {token.name!r} scopes={','.join(token.scopes)}: "
+            "store it now, it is not shown again",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def cmd_token_list(args: argparse.Namespace) -> int:
+    """List tokens (never their secrets)."""
+    with Database(settings.DATABASE_URL).session_scope() as session:
+        print(
+            f"{'id':>4}  {'name':<20} {'prefix':<12} {'scopes':<24} {'created':<20} "
+            f"{'last used':<20} status"
+        )
+        for t in tokens_service.list_tokens(session):
+            used = t.last_used_at.strftime("%Y-%m-%d %H:%M") if t.last_used_at else "never"
+            status = "revoked" if t.revoked_at else "active"
+            print(
+                f"{t.id:>4}  {t.name:<20} {t.prefix + '…':<12} {','.join(t.scopes):<24} "
+                f"{t.created_at:%Y-%m-%d %H:%M}{'':<4} {used:<20} {status}"
+            )
+    return 0
+
+
+def cmd_token_revoke(args: argparse.Namespace) -> int:
+    """Revoke a token by id, or every live token of a name."""
+    with Database(settings.DATABASE_URL).session_scope() as session:
+        for token in tokens_service.revoke_token(session, args.token):
+            print(f"revoked token {token.id} {token.name!r}")
+    return 0
+
+
+def _safe_url() -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(settings.DATABASE_URL).render_as_string(hide_password=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(prog="benchwatch", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="run the API (migrates the database first)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
+    serve.add_argument("--no-migrate", action="store_true", help="do not migrate on start")
+    serve.set_defaults(func=cmd_serve)
+
+    migrate = commands.add_parser("migrate", help="upgrade the database schema")
+    migrate.add_argument("revision", nargs="?", default="head")
+    migrate.set_defaults(func=cmd_migrate)
+
+    token = commands.add_parser("token", help="manage API tokens").add_subparsers(
+        dest="token_command", required=True
+    )
+    create = token.add_parser("create", help="create a token and print it once")
+    create.add_argument("--name", required=True)
+    create.add_argument(
+        "--scope", action="append", choices=SCOPES, required=True, help="repeat for several scopes"
+    )
+    create.set_defaults(func=cmd_token_create)
+    token.add_parser("list", help="list tokens").set_defaults(func=cmd_token_list)
+    revoke = token.add_parser("revoke", help="revoke a token by id, or all of a name")
+    revoke.add_argument("token", help="token id or name")
+    revoke.set_defaults(func=cmd_token_revoke)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``benchwatch`` console script."""
+    args = build_parser().parse_args(argv)
+    func: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return func(args)
+    except DomainError as exc:
+        print(f"benchwatch: {exc.detail}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
