@@ -127,7 +127,7 @@ def resolve_configs(
 
 def _config_ids(session: Session, names: set[str]) -> dict[str, int]:
     query = select(CompilerConfig.name, CompilerConfig.id).where(CompilerConfig.name.in_(names))
-    return dict(session.execute(query).tuples().all())
+    return dict(session.execute(query).all())
 
 
 def resolve_metrics(session: Session, claims: dict[str, MetricClaim]) -> dict[str, Metric]:
@@ -212,7 +212,7 @@ def _benchmark_ids(session: Session, fingerprints: Sequence[str]) -> dict[str, i
     found: dict[str, int] = {}
     for part in chunks(fingerprints):
         query = select(Benchmark.fingerprint, Benchmark.id).where(Benchmark.fingerprint.in_(part))
-        found.update(session.execute(query).tuples().all())
+        found.update(session.execute(query).all())
     return found
 
 

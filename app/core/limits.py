@@ -7,12 +7,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.core.errors import error_body
 
 
-class BodyTooLarge(Exception):
-    """Raised inside ``receive`` when a streamed body passes the limit."""
-
-
 class BodySizeLimit:
-    """ASGI middleware: 413 when Content-Length or the streamed body exceeds ``max_bytes``."""
+    """ASGI middleware: 413 when Content-Length or the streamed body exceeds ``max_bytes``.
+
+    A streamed body over the limit is answered at once; the app then sees the client
+    disconnect, so nothing it was about to write is committed.
+    """
 
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app = app
@@ -28,26 +28,22 @@ class BodySizeLimit:
             await self._reject(send)
             return
         received = 0
-        started = False
+        answered = False  # once the 413 is sent, whatever the app answers is dropped
 
         async def counting_receive() -> Message:
-            nonlocal received
+            nonlocal received, answered
             message = await receive()
             received += len(message.get("body", b""))
-            if received > self.max_bytes:
-                raise BodyTooLarge
-            return message
-
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, counting_receive, tracking_send)
-        except BodyTooLarge:
-            if not started:
+            if received > self.max_bytes and not answered:
+                answered = True
                 await self._reject(send)
+            return {"type": "http.disconnect"} if answered else message
+
+        async def guarded_send(message: Message) -> None:
+            if not answered:
+                await send(message)
+
+        await self.app(scope, counting_receive, guarded_send)
 
     async def _reject(self, send: Send) -> None:
         body = json.dumps(

@@ -143,12 +143,13 @@ def _insert_run(session: Session, run_in: RunIn, digest: str, source: str) -> In
         finished_at=run_in.finished_at,
         extra=run_in.extra,
     )
-    session.add(run)
     try:
         with session.begin_nested():  # a concurrent upload of the same key wins the race
+            session.add(run)
             session.flush()
     except IntegrityError:
-        session.expunge(run)
+        if run in session:  # the savepoint's rollback normally expunges it already
+            session.expunge(run)
         existing = _run_by_key(session, run_in.key)
         if existing is None:
             raise

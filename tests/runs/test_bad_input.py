@@ -1,0 +1,224 @@
+"""Every kind of bad input gets a 4xx that says what and where, and nothing is written."""
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import func, select
+
+from app.core.config import Settings
+from app.core.db import Database
+from app.main import create_app
+from app.models import Benchmark, Machine, Metric, Result, Run, Series
+from tests.factories import example_run, result, run_payload
+
+Mutation = Callable[[dict[str, Any]], None]
+
+
+def stored_rows(database: Database) -> int:
+    with database.session_scope() as session:
+        return sum(
+            session.scalar(select(func.count()).select_from(m)) or 0
+            for m in (Run, Result, Series, Benchmark, Metric, Machine)
+        )
+
+
+def set_result(index: int, field: str, value: Any) -> Mutation:
+    def mutate(payload: dict[str, Any]) -> None:
+        payload["results"][index][field] = value
+
+    return mutate
+
+
+def drop_result_field(index: int, field: str) -> Mutation:
+    def mutate(payload: dict[str, Any]) -> None:
+        del payload["results"][index][field]
+
+    return mutate
+
+
+def set_top(field: str, value: Any) -> Mutation:
+    def mutate(payload: dict[str, Any]) -> None:
+        payload[field] = value
+
+    return mutate
+
+
+def duplicate_row(payload: dict[str, Any]) -> None:
+    payload["results"].append(dict(payload["results"][0], value=9.9))
+
+
+CASES: dict[str, tuple[Mutation, int, str, int | None, str]] = {
+    # name: (mutation, status, field, result_index, words in the message)
+    "value as string": (set_result(0, "value", "4.21"), 422, "value", 0, "number"),
+    "batch_size as float": (set_result(0, "batch_size", 32.5), 422, "batch_size", 0, "integer"),
+    "missing metric": (drop_result_field(2, "metric"), 422, "metric", 2, "required"),
+    "missing key": (lambda p: p.pop("key"), 422, "key", None, "required"),
+    "missing machine": (lambda p: p.pop("machine"), 422, "machine", None, "required"),
+    "negative sample": (set_result(0, "samples", [4.2, -1.0]), 422, "results", 0, "negative"),
+    "negative value": (set_result(0, "value", -4.2), 422, "results", 0, "negative"),
+    "empty samples": (set_result(0, "samples", []), 422, "samples", 0, "empty"),
+    "unknown unit": (set_result(0, "unit", "furlongs"), 422, "unit", 0, "unknown unit"),
+    "unknown field": (set_result(1, "colour", "red"), 422, "colour", 1, "extra"),
+    "unknown top field": (set_top("owner", "me"), 422, "owner", None, "extra"),
+    "unknown precision": (set_result(0, "precision", "fp7"), 422, "precision", 0, "precision"),
+    "bad mode": (set_result(0, "mode", "serving"), 422, "mode", 0, "inference"),
+    "failed without reason": (set_result(2, "reason", ""), 422, "results", 2, "reason"),
+    "ok without value": (drop_result_field(0, "value"), None, "", None, ""),
+    "no direction": (
+        lambda p: p["results"][0].update(metric="my_score", unit="", higher_is_better=None),
+        422,
+        "results",
+        0,
+        "higher_is_better",
+    ),
+    "empty results": (set_top("results", []), 422, "results", None, "at least 1"),
+    "time order": (set_top("finished_at", "2026-11-28T00:00:00Z"), 422, "body", None, "before"),
+    "bad device": (lambda p: p["machine"].update(device="tpu"), 422, "device", None, "cuda"),
+    "duplicate rows": (duplicate_row, 422, "metric", 3, "duplicates results[0]"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_payload_is_rejected_with_location(
+    case: str, client: TestClient, ingest_headers: dict[str, str], database: Database
+) -> None:
+    mutate, status, field, index, words = CASES[case]
+    payload = example_run()
+    mutate(payload)
+    if status is None:  # "ok without value": samples still carry it
+        assert client.post("/api/v1/runs", json=payload, headers=ingest_headers).is_success
+        return
+    response = client.post("/api/v1/runs", json=payload, headers=ingest_headers)
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert body["error"] in ("ValidationError", "InvalidInput")
+    located = [
+        e
+        for e in body["errors"]
+        if e.get("field") == field
+        or e["loc"] == field
+        or (field == "results" and e["loc"].startswith(f"results[{index}]"))
+    ]
+    assert located, body
+    if index is not None:
+        assert located[0]["result_index"] == index
+    assert words.lower() in json.dumps(body).lower()
+    assert stored_rows(database) == 0
+
+
+@pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity"])
+def test_nan_and_infinity_are_refused(
+    token: str, client: TestClient, ingest_headers: dict[str, str], database: Database
+) -> None:
+    text = json.dumps(example_run())
+    for place in ('"value": 4.21', '"samples": [4.2, 4.21, 4.25]'):
+        assert place in text
+        field = place.split(":")[0]
+        bad = text.replace(
+            place, f"{field}: {token}" if "value" in field else f"{field}: [4.2, {token}]", 1
+        )
+        response = client.post(
+            "/api/v1/runs",
+            content=bad,
+            headers={**ingest_headers, "Content-Type": "application/json"},
+        )
+        assert response.status_code == 422, response.text
+        assert "finite number" in response.text
+        assert response.json()["errors"][0]["result_index"] == 0
+    nested = example_run()
+    nested["results"][0]["extra"] = {"nested": {"x": float("nan")}}
+    body = json.dumps(nested)  # Python writes NaN
+    response = client.post(
+        "/api/v1/runs", content=body, headers={**ingest_headers, "Content-Type": "application/json"}
+    )
+    assert response.status_code == 422
+    assert "nested.x" in response.text
+    assert stored_rows(database) == 0
+
+
+def test_malformed_json_is_400_with_line_and_column(
+    client: TestClient, ingest_headers: dict[str, str], database: Database
+) -> None:
+    text = '{\n  "key": "x",\n  "machine": {,}\n}'
+    response = client.post(
+        "/api/v1/runs", content=text, headers={**ingest_headers, "Content-Type": "application/json"}
+    )
+    assert response.status_code == 400
+    assert response.json()["error"] == "MalformedJSON"
+    assert "line 3 column 15" in response.json()["detail"]
+    assert stored_rows(database) == 0
+
+
+def test_a_bad_row_late_in_a_big_run_stores_nothing(
+    client: TestClient, ingest_headers: dict[str, str], database: Database
+) -> None:
+    rows = [result(model=f"m{i}", value=1.0) for i in range(1500)]
+    rows[1499]["unit"] = "parsecs"
+    response = client.post("/api/v1/runs", json=run_payload("k", rows), headers=ingest_headers)
+    assert response.status_code == 422
+    assert response.json()["errors"][0]["result_index"] == 1499
+    assert stored_rows(database) == 0
+
+
+def test_contradicting_a_stored_metric_stores_nothing(
+    client: TestClient, ingest_headers: dict[str, str], database: Database
+) -> None:
+    ok = client.post(
+        "/api/v1/runs", json=run_payload("a", [result(value=1.0)]), headers=ingest_headers
+    )
+    assert ok.status_code == 201
+    before = stored_rows(database)
+    flipped = run_payload("b", [result(model="other", value=1.0, higher_is_better=True)])
+    response = client.post("/api/v1/runs", json=flipped, headers=ingest_headers)
+    assert response.status_code == 422
+    assert "higher_is_better" in response.text
+    other_dimension = run_payload("c", [result(model="other", value=1.0, unit="GB")])
+    response = client.post("/api/v1/runs", json=other_dimension, headers=ingest_headers)
+    assert response.status_code == 422
+    assert "cannot be converted" in response.text
+    assert stored_rows(database) == before
+
+
+def test_machine_device_cannot_change(
+    client: TestClient, ingest_headers: dict[str, str], database: Database
+) -> None:
+    assert (
+        client.post(
+            "/api/v1/runs", json=run_payload("a", [result()]), headers=ingest_headers
+        ).status_code
+        == 201
+    )
+    before = stored_rows(database)
+    response = client.post(
+        "/api/v1/runs", json=run_payload("b", [result()], device="rocm"), headers=ingest_headers
+    )
+    assert response.status_code == 422
+    assert response.json()["errors"][0]["loc"] == "machine.device"
+    assert stored_rows(database) == before
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_oversized_body_is_413(
+    chunked: bool, settings: Settings, database: Database, ingest_headers: dict[str, str]
+) -> None:
+    small = settings.model_copy(update={"MAX_BODY_BYTES": 2000})
+    application = create_app(small)
+    body = json.dumps(example_run(url="x" * 3000)).encode()
+    with TestClient(application) as client:
+        headers = {**ingest_headers, "Content-Type": "application/json"}
+        if chunked:
+            response = client.post(
+                "/api/v1/runs", content=iter([body[:1500], body[1500:]]), headers=headers
+            )
+        else:
+            response = client.post("/api/v1/runs", content=body, headers=headers)
+        assert response.status_code == 413
+        assert "BENCHWATCH_MAX_BODY_BYTES" in response.json()["detail"]
+        assert (
+            client.post("/api/v1/runs", json=example_run(), headers=ingest_headers).status_code
+            == 201
+        )
+    application.state.database.dispose()
