@@ -5,6 +5,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from app.api.deps import ReadAccess, SessionDep
+from app.core.errors import InvalidInput
 from app.runs import service as runs_service
 from app.summaries import service
 from app.summaries.schemas import Comparison, ComparisonRow, GroupSummary, RunRef, Summary
@@ -15,7 +16,7 @@ router = APIRouter(tags=["summaries"], dependencies=[ReadAccess])
 @router.get("/summary", response_model=Summary)
 def get_summary(
     session: SessionDep,
-    machine: Annotated[str, Query(description="machine name, e.g. h100-8")],
+    machine: Annotated[str | None, Query(description="machine name, e.g. h100-8")] = None,
     channel: str | None = None,
     run_id: Annotated[int | None, Query(description="default: the machine's newest run")] = None,
     base_run_id: Annotated[int | None, Query(description="a run to compare with")] = None,
@@ -24,15 +25,16 @@ def get_summary(
     ] = False,
 ) -> Summary:
     """Pass rate, geomean speedup, mean compile time and compression ratio per group."""
-    run = (
-        runs_service.get_run(session, run_id)
-        if run_id is not None
-        else service.latest_run(session, machine, channel)
-    )
+    if run_id is not None:
+        run = runs_service.get_run(session, run_id)
+    elif machine is not None:
+        run = service.latest_run(session, machine, channel)
+    else:
+        raise InvalidInput("give a machine (its newest run is summarised) or a run_id")
     base = runs_service.get_run(session, base_run_id) if base_run_id is not None else None
     groups = service.summarize_runs(session, run, base, common_only)
     return Summary(
-        machine=machine,
+        machine=run.machine.name,
         run=RunRef.model_validate(run),
         base_run=RunRef.model_validate(base) if base else None,
         common_only=common_only,
