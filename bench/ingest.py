@@ -345,11 +345,13 @@ class Load:
 def post_runs(server: Server, body_of: Callable[[int], bytes], count: int, threads: int) -> Load:
     """POST ``count`` runs from ``threads`` client threads; each must answer 201."""
     local = threading.local()
+    clients: list[httpx.Client] = []  # one per thread (keep-alive), closed at the end
     headers = {"Authorization": f"Bearer {server.token}", "Content-Type": "application/json"}
 
     def post(index: int) -> tuple[int, float]:
         if not hasattr(local, "client"):
             local.client = httpx.Client(base_url=server.url, headers=headers, timeout=300)
+            clients.append(local.client)
         body = body_of(index)
         began = time.perf_counter()
         response = local.client.post(f"{API}/runs", content=body)
@@ -359,8 +361,12 @@ def post_runs(server: Server, body_of: Callable[[int], bytes], count: int, threa
         return response.json()["result_count"], elapsed
 
     began = time.perf_counter()
-    with ThreadPoolExecutor(threads) as pool:
-        done = list(pool.map(post, range(count)))
+    try:
+        with ThreadPoolExecutor(threads) as pool:
+            done = list(pool.map(post, range(count)))
+    finally:
+        for client in clients:
+            client.close()
     seconds = time.perf_counter() - began
     return Load(sum(n for n, _ in done), seconds, [ms for _, ms in done])
 

@@ -6,14 +6,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Select, func, select, tuple_
+from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
 from app.benchmarks import vocabulary as vocab
 from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
+from app.core.bulk import insert_missing, member_of
 from app.core.db import utcnow
 from app.core.errors import InvalidInput, NotFound
-from app.core.upsert import chunks, insert_missing
 
 
 class SeriesNotFound(NotFound):
@@ -56,7 +56,7 @@ class BenchmarkKey:
             config,
             batch_size,
             params,
-            json.dumps(params, sort_keys=True, separators=(",", ":")),
+            json.dumps(params, sort_keys=True, separators=(",", ":")) if params else "{}",
         )
 
     @property
@@ -210,8 +210,8 @@ def resolve_benchmarks(
 
 def _benchmark_ids(session: Session, fingerprints: Sequence[str]) -> dict[str, int]:
     found: dict[str, int] = {}
-    for part in chunks(fingerprints):
-        query = select(Benchmark.fingerprint, Benchmark.id).where(Benchmark.fingerprint.in_(part))
+    for condition in member_of(session, Benchmark.fingerprint, fingerprints):
+        query = select(Benchmark.fingerprint, Benchmark.id).where(condition)
         found.update(session.execute(query).all())
     return found
 
@@ -239,14 +239,17 @@ def resolve_series(
 def _series_ids(
     session: Session, pairs: Sequence[tuple[int, int]], machine_id: int, channel: str
 ) -> dict[tuple[int, int], int]:
+    wanted = set(pairs)
+    metric_ids = sorted({m for _, m in wanted})
     found: dict[tuple[int, int], int] = {}
-    for part in chunks(pairs, 400):
+    for condition in member_of(session, Series.benchmark_id, sorted({b for b, _ in wanted})):
         query = select(Series.benchmark_id, Series.metric_id, Series.id).where(
+            condition,
             Series.machine_id == machine_id,
             Series.channel == channel,
-            tuple_(Series.benchmark_id, Series.metric_id).in_(part),
+            Series.metric_id.in_(metric_ids),
         )
-        found.update({(b, m): series_id for b, m, series_id in session.execute(query)})
+        found.update({(b, m): i for b, m, i in session.execute(query) if (b, m) in wanted})
     return found
 
 

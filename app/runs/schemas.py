@@ -199,12 +199,18 @@ class ResultIn(Strict):
             raise ValueError("a result with status 'ok' needs a value, samples or a text_value")
         if self.status != "ok" and not self.reason:
             raise ValueError(f"a result with status {self.status!r} needs a reason")
-        unit = self.resolved_unit
+        spec = vocab.WELL_KNOWN_METRICS.get(self.metric)
+        unit = self.unit if self.unit is not None else (spec.unit if spec else "")
         if unit not in vocab.UNITS:
             raise ValueError(f"unknown unit {unit!r}")
-        if not vocab.allows_negative(unit) and any(v < 0 for v in self.numbers):
+        lowest = min(self.samples) if self.samples else None
+        if self.value is not None:
+            lowest = self.value if lowest is None else min(lowest, self.value)
+        if lowest is None:
+            return self
+        if lowest < 0 and not vocab.allows_negative(unit):
             raise ValueError(f"values in {unit!r} cannot be negative")
-        if self.resolved_direction is None and self.numbers:
+        if self.higher_is_better is None and spec is None and vocab.default_direction(unit) is None:
             raise ValueError(
                 f"higher_is_better is required: {self.metric!r} is not a well-known metric "
                 f"and its unit {unit!r} does not say which way is better"
@@ -238,11 +244,6 @@ class ResultIn(Strict):
         if self.kind is not None:
             return self.kind
         return self.spec.kind if self.spec else "performance"
-
-    @property
-    def numbers(self) -> list[float]:
-        """Every number the result carries (value and samples)."""
-        return ([self.value] if self.value is not None else []) + (self.samples or [])
 
 
 class RunIn(Strict):

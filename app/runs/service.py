@@ -15,9 +15,9 @@ from sqlalchemy.orm import Session
 from app.benchmarks import service as catalog
 from app.benchmarks import vocabulary as vocab
 from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
+from app.core.bulk import insert_missing, table_of
 from app.core.db import utcnow
 from app.core.errors import Conflict, InvalidInput, NotFound
-from app.core.upsert import insert_missing, table_of
 from app.runs.models import Environment, Result, Run
 from app.runs.schemas import EnvironmentIn, ResultIn, RunIn
 
@@ -49,8 +49,7 @@ class Ingested:
 
 def payload_hash(run_in: RunIn) -> str:
     """A hash of the validated payload: equal for a retry, different for any change."""
-    canonical = json.dumps(run_in.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    return hashlib.sha256(run_in.model_dump_json().encode()).hexdigest()
 
 
 def ingest_run(session: Session, run_in: RunIn, *, source: str) -> Ingested:
@@ -198,8 +197,42 @@ def _store_results(
         metric = metrics[result.metric]
         series_id = series_ids[(benchmark_ids[fp], metric.id)]
         rows.append(_result_row(run, series_id, result, metric))
-    session.execute(table_of(Result).insert(), rows)
+    insert_results(session, rows)
     _set_coverage(run, results, fingerprints)
+
+
+RESULT_COLUMNS = (
+    "run_id",
+    "series_id",
+    "measured_at",
+    "status",
+    "value",
+    "samples",
+    "text_value",
+    "reason",
+    "extra",
+)
+
+
+def insert_results(session: Session, rows: list[dict[str, Any]]) -> None:
+    """Bulk-insert result rows: COPY on Postgres (several times faster), executemany elsewhere."""
+    if not rows:
+        return
+    connection = session.connection()
+    if connection.dialect.name != "postgresql":
+        session.execute(table_of(Result).insert(), rows)
+        return
+    columns = ", ".join(RESULT_COLUMNS)
+    cursor = connection.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    with cursor.copy(f"COPY result ({columns}) FROM STDIN") as copy:
+        for row in rows:
+            copy.write_row([_copy_value(row[c]) for c in RESULT_COLUMNS])
+
+
+def _copy_value(value: Any) -> Any:
+    if isinstance(value, list):  # samples: finite floats, whose repr is valid JSON
+        return "[" + ",".join(map(repr, value)) + "]"
+    return json.dumps(value) if isinstance(value, dict) else value
 
 
 def _metric_claims(results: list[ResultIn]) -> dict[str, catalog.MetricClaim]:

@@ -1,11 +1,11 @@
-"""Insert-if-absent that is safe under concurrent writers, on Postgres and SQLite."""
+"""Bulk statements on Postgres and SQLite: insert-if-absent, membership in long lists."""
 
 from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import Table
+from sqlalchemy import ColumnElement, Table, any_, bindparam
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.orm import DeclarativeBase, Session
+from sqlalchemy.orm import DeclarativeBase, InstrumentedAttribute, Session
 
 T = TypeVar("T")
 CHUNK = 900  # below SQLite's oldest bound-parameter limit per statement
@@ -36,8 +36,7 @@ def insert_missing(
     if not rows:
         return
     rows = sorted(rows, key=lambda row: tuple(str(row[c]) for c in conflict))
-    dialect = session.get_bind().dialect.name
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    insert = postgresql.insert if is_postgres(session) else sqlite.insert
     for part in chunks(rows, CHUNK // max(1, len(rows[0]))):
         statement = (
             insert(table_of(model))
@@ -45,3 +44,23 @@ def insert_missing(
             .on_conflict_do_nothing(index_elements=conflict)
         )
         session.execute(statement)
+
+
+def is_postgres(session: Session) -> bool:
+    """Whether the session talks to Postgres."""
+    return session.get_bind().dialect.name == "postgresql"
+
+
+def member_of(
+    session: Session, column: InstrumentedAttribute[Any], values: Sequence[Any]
+) -> list[ColumnElement[bool]]:
+    """Conditions "column is one of values", one per statement to run.
+
+    Postgres takes the whole list as one array parameter (``= ANY(:values)``), which is
+    far cheaper to bind and plan than thousands of IN placeholders; SQLite gets IN lists
+    in chunks below its parameter limit.
+    """
+    if is_postgres(session):
+        array = bindparam(None, list(values), type_=postgresql.ARRAY(column.type))
+        return [column == any_(array)]
+    return [column.in_(part) for part in chunks(values)]
