@@ -3,8 +3,8 @@
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
@@ -23,8 +23,7 @@ class SeriesNotFound(NotFound):
         super().__init__(f"series {series_id} does not exist")
 
 
-@dataclass(frozen=True)
-class BenchmarkKey:
+class BenchmarkKey(NamedTuple):
     """What identifies a benchmark case (category is descriptive, not identifying)."""
 
     suite: str
@@ -33,45 +32,17 @@ class BenchmarkKey:
     precision: str
     config: str
     batch_size: int | None
-    params: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
-    params_json: str = ""
+    params_json: str  # canonical JSON of the extra parameters ("{}" for none)
 
-    @classmethod
-    def of(
-        cls,
-        suite: str,
-        model: str,
-        mode: str,
-        precision: str,
-        config: str,
-        batch_size: int | None,
-        params: dict[str, Any],
-    ) -> "BenchmarkKey":
-        """A key whose params compare by their canonical JSON."""
-        return cls(
-            suite,
-            model,
-            mode,
-            precision,
-            config,
-            batch_size,
-            params,
-            json.dumps(params, sort_keys=True, separators=(",", ":")) if params else "{}",
-        )
+    @staticmethod
+    def params_to_json(params: dict[str, Any]) -> str:
+        """Canonical JSON of a params dict: equal dicts give equal text."""
+        return json.dumps(params, sort_keys=True, separators=(",", ":")) if params else "{}"
 
     @property
     def fingerprint(self) -> str:
-        """A stable hash of the identifying fields."""
-        parts = [
-            self.suite,
-            self.model,
-            self.mode,
-            self.precision,
-            self.config,
-            self.batch_size,
-            self.params_json,
-        ]
-        return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+        """A stable hash of the identifying fields (the benchmark table's unique key)."""
+        return hashlib.sha256(json.dumps(list(self)).encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -197,7 +168,7 @@ def resolve_benchmarks(
                 "precision": keys[fp].precision,
                 "compiler_config_id": config_ids[keys[fp].config],
                 "batch_size": keys[fp].batch_size,
-                "params": keys[fp].params,
+                "params": json.loads(keys[fp].params_json),
             }
             for fp in missing
         ],
@@ -212,7 +183,7 @@ def _benchmark_ids(session: Session, fingerprints: Sequence[str]) -> dict[str, i
     found: dict[str, int] = {}
     for condition in member_of(session, Benchmark.fingerprint, fingerprints):
         query = select(Benchmark.fingerprint, Benchmark.id).where(condition)
-        found.update(session.execute(query).all())
+        found.update(session.connection().execute(query).all())
     return found
 
 
@@ -249,7 +220,9 @@ def _series_ids(
             Series.channel == channel,
             Series.metric_id.in_(metric_ids),
         )
-        found.update({(b, m): i for b, m, i in session.execute(query) if (b, m) in wanted})
+        found.update(
+            {(b, m): i for b, m, i in session.connection().execute(query) if (b, m) in wanted}
+        )
     return found
 
 

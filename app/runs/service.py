@@ -15,11 +15,12 @@ from sqlalchemy.orm import Session
 from app.benchmarks import service as catalog
 from app.benchmarks import vocabulary as vocab
 from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
-from app.core.bulk import insert_missing, table_of
+from app.core.bulk import insert_missing
 from app.core.db import utcnow
 from app.core.errors import Conflict, InvalidInput, NotFound
 from app.runs.models import Environment, Result, Run
 from app.runs.schemas import EnvironmentIn, ResultIn, RunIn
+from app.runs.writer import ResultRow, write_results
 
 
 class RunNotFound(NotFound):
@@ -81,9 +82,10 @@ def _same_payload(run: Run, digest: str) -> Run:
 
 
 def _benchmark_keys(results: list[ResultIn]) -> list[catalog.BenchmarkKey]:
+    to_json = catalog.BenchmarkKey.params_to_json
     return [
-        catalog.BenchmarkKey.of(
-            r.suite, r.model, r.mode, r.precision, r.config, r.batch_size, r.params
+        catalog.BenchmarkKey(
+            r.suite, r.model, r.mode, r.precision, r.config, r.batch_size, to_json(r.params)
         )
         for r in results
     ]
@@ -174,70 +176,55 @@ def _get_or_create_environment(
 def _store_results(
     session: Session, run: Run, results: list[ResultIn], keys: list[catalog.BenchmarkKey]
 ) -> None:
-    metrics = catalog.resolve_metrics(session, _metric_claims(results))
+    claims, unit_of = _metric_claims(results)
+    metrics = catalog.resolve_metrics(session, claims)
     config_ids = catalog.resolve_configs(
         session,
         {r.config for r in results},
         {r.config: r.config_options for r in results if r.config_options},
     )
-    fingerprints = [k.fingerprint for k in keys]
-    benchmark_ids = catalog.resolve_benchmarks(
-        session,
-        dict(zip(fingerprints, keys, strict=True)),
-        {fp: r.category for fp, r in zip(fingerprints, results, strict=True) if r.category},
-        config_ids,
-    )
-    pairs = {
-        (benchmark_ids[fp], metrics[r.metric].id)
-        for fp, r in zip(fingerprints, results, strict=True)
+    fingerprints = {key: key.fingerprint for key in dict.fromkeys(keys)}
+    categories = {
+        fingerprints[k]: r.category for k, r in zip(keys, results, strict=True) if r.category
     }
+    benchmark_ids = catalog.resolve_benchmarks(
+        session, {fp: key for key, fp in fingerprints.items()}, categories, config_ids
+    )
+    benchmark_of = {key: benchmark_ids[fp] for key, fp in fingerprints.items()}
+    pairs = {(benchmark_of[k], metrics[r.metric].id) for k, r in zip(keys, results, strict=True)}
     series_ids = catalog.resolve_series(session, pairs, run.machine_id, run.channel)
-    rows = []
-    for fp, result in zip(fingerprints, results, strict=True):
-        metric = metrics[result.metric]
-        series_id = series_ids[(benchmark_ids[fp], metric.id)]
-        rows.append(_result_row(run, series_id, result, metric))
-    insert_results(session, rows)
-    _set_coverage(run, results, fingerprints)
+    rows = [
+        _result_row(
+            series_ids[(benchmark_of[key], metrics[r.metric].id)],
+            r,
+            unit_of[_claim_key(r)],
+            metrics[r.metric].unit,
+        )
+        for key, r in zip(keys, results, strict=True)
+    ]
+    write_results(session, run.id, run.started_at, rows)
+    _set_coverage(run, results, keys)
 
 
-RESULT_COLUMNS = (
-    "run_id",
-    "series_id",
-    "measured_at",
-    "status",
-    "value",
-    "samples",
-    "text_value",
-    "reason",
-    "extra",
-)
+ClaimKey = tuple[str, str | None, bool | None, str | None]
 
 
-def insert_results(session: Session, rows: list[dict[str, Any]]) -> None:
-    """Bulk-insert result rows: COPY on Postgres (several times faster), executemany elsewhere."""
-    if not rows:
-        return
-    connection = session.connection()
-    if connection.dialect.name != "postgresql":
-        session.execute(table_of(Result).insert(), rows)
-        return
-    columns = ", ".join(RESULT_COLUMNS)
-    cursor = connection.connection.driver_connection.cursor()  # type: ignore[union-attr]
-    with cursor.copy(f"COPY result ({columns}) FROM STDIN") as copy:
-        for row in rows:
-            copy.write_row([_copy_value(row[c]) for c in RESULT_COLUMNS])
+def _claim_key(result: ResultIn) -> ClaimKey:
+    return (result.metric, result.unit, result.higher_is_better, result.kind)
 
 
-def _copy_value(value: Any) -> Any:
-    if isinstance(value, list):  # samples: finite floats, whose repr is valid JSON
-        return "[" + ",".join(map(repr, value)) + "]"
-    return json.dumps(value) if isinstance(value, dict) else value
+def _metric_claims(
+    results: list[ResultIn],
+) -> tuple[dict[str, catalog.MetricClaim], dict[ClaimKey, str]]:
+    """What the results say of each metric, refused where they disagree.
 
-
-def _metric_claims(results: list[ResultIn]) -> dict[str, catalog.MetricClaim]:
+    Also returns, per distinct (metric, unit, direction, kind), the unit the values come in.
+    """
     claims: dict[str, catalog.MetricClaim] = {}
+    units: dict[ClaimKey, str] = {}
     for index, result in enumerate(results):
+        if (key := _claim_key(result)) in units:
+            continue
         claim = catalog.MetricClaim(
             result.metric,
             result.resolved_unit,
@@ -263,32 +250,29 @@ def _metric_claims(results: list[ResultIn]) -> dict[str, catalog.MetricClaim]:
                     }
                 ],
             )
-    return claims
+        units[key] = claim.unit
+    return claims, units
 
 
-def _result_row(run: Run, series_id: int, result: ResultIn, metric: Metric) -> dict[str, Any]:
-    factor = vocab.unit_factor(result.resolved_unit, metric.unit) or 1.0
-    samples = [s * factor for s in result.samples] if result.samples else None
-    value = result.value * factor if result.value is not None else None
+def _result_row(series_id: int, result: ResultIn, unit: str, stored_unit: str) -> ResultRow:
+    """One row, its numbers converted from ``unit`` to the metric's stored unit."""
+    factor = 1.0 if unit == stored_unit else vocab.unit_factor(unit, stored_unit) or 1.0
+    samples = result.samples
+    value = result.value
+    if factor != 1.0:
+        samples = [s * factor for s in samples] if samples else samples
+        value = value * factor if value is not None else None
     if value is None and samples and result.status == "ok":
         value = statistics.median(samples)
-    return {
-        "run_id": run.id,
-        "series_id": series_id,
-        "measured_at": run.started_at,
-        "status": result.status,
-        "value": value,
-        "samples": samples,
-        "text_value": result.text_value,
-        "reason": result.reason,
-        "extra": result.extra,
-    }
+    return ResultRow(
+        series_id, result.status, value, samples, result.text_value, result.reason, result.extra
+    )
 
 
-def _set_coverage(run: Run, results: list[ResultIn], fingerprints: list[str]) -> None:
+def _set_coverage(run: Run, results: list[ResultIn], keys: list[catalog.BenchmarkKey]) -> None:
     """A case (benchmark) failed if any result failed or its accuracy is not passing."""
-    outcome: dict[str, set[str]] = defaultdict(set)
-    for fp, result in zip(fingerprints, results, strict=True):
+    outcome: dict[catalog.BenchmarkKey, set[str]] = defaultdict(set)
+    for fp, result in zip(keys, results, strict=True):
         status = result.status
         if (
             result.metric == "accuracy"

@@ -192,12 +192,6 @@ def upgrade() -> None:
         sa.Column("text_value", sa.String(length=256), nullable=True),
         sa.Column("reason", sa.Text(), nullable=False),
         sa.Column("extra", sa.JSON(), nullable=True),
-        sa.ForeignKeyConstraint(
-            ["run_id"], ["run.id"], name=op.f("fk_result_run_id_run"), ondelete="CASCADE"
-        ),
-        sa.ForeignKeyConstraint(
-            ["series_id"], ["series.id"], name=op.f("fk_result_series_id_series")
-        ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_result")),
         sa.UniqueConstraint("run_id", "series_id", name=op.f("uq_result_run_id_series_id")),
     )
