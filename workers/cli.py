@@ -1,12 +1,17 @@
-"""The ``benchwatch`` command line: serve, migrate, token."""
+"""The ``benchwatch`` command line: serve, migrate, token, detect."""
 
 import argparse
+import json
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
 
 import uvicorn
 
 import app.models  # noqa: F401  (every model registered)
+from app.anomalies.detectors import DetectorConfig, find_change_points
+from app.anomalies.series_file import SeriesFileError, read_series
 from app.core.config import settings
 from app.core.db import Database
 from app.core.errors import DomainError
@@ -80,6 +85,29 @@ def cmd_token_revoke(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_detect(args: argparse.Namespace) -> int:
+    """Run the change-point detector on a series file and print its findings as JSON."""
+    try:
+        series = read_series(Path(args.file))
+    except SeriesFileError as exc:
+        print(f"benchwatch detect: {exc}", file=sys.stderr)
+        return 1
+    config = DetectorConfig(
+        min_segment=args.min_segment,
+        max_p_value=args.max_p_value,
+        min_rel_change=args.min_rel_change,
+        window=args.window,
+    )
+    found = []
+    for change in find_change_points(series.values, config):
+        point = asdict(change)
+        if series.timestamps is not None:
+            point["timestamp"] = series.timestamps[change.index]
+        found.append(point)
+    print(json.dumps({"points": len(series.values), "change_points": found}, indent=2))
+    return 0
+
+
 def _safe_url() -> str:
     from sqlalchemy.engine import make_url
 
@@ -101,6 +129,39 @@ def build_parser() -> argparse.ArgumentParser:
     migrate = commands.add_parser("migrate", help="upgrade the database schema")
     migrate.add_argument("revision", nargs="?", default="head")
     migrate.set_defaults(func=cmd_migrate)
+
+    detect = commands.add_parser("detect", help="find steps in a series (CSV or JSON file)")
+    detect.add_argument(
+        "file",
+        help="CSV with a 'value' column (and optional 'timestamp'), "
+        "or a JSON list of numbers; null/blank is a missing point",
+    )
+    defaults = DetectorConfig()
+    detect.add_argument(
+        "--min-rel-change",
+        type=float,
+        default=defaults.min_rel_change,
+        help="smallest relative step reported (default %(default)s)",
+    )
+    detect.add_argument(
+        "--max-p-value",
+        type=float,
+        default=defaults.max_p_value,
+        help="confirmation test threshold (default %(default)s)",
+    )
+    detect.add_argument(
+        "--min-segment",
+        type=int,
+        default=defaults.min_segment,
+        help="points a new level must hold (default %(default)s)",
+    )
+    detect.add_argument(
+        "--window",
+        type=int,
+        default=defaults.window,
+        help="points each side used to confirm a step (default %(default)s)",
+    )
+    detect.set_defaults(func=cmd_detect)
 
     token = commands.add_parser("token", help="manage API tokens").add_subparsers(
         dest="token_command", required=True

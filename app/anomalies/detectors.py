@@ -1,0 +1,231 @@
+"""Change-point detection over one series: pure numpy and scipy, no database, no direction.
+
+The method, in three stages:
+
+1. **Propose** steps by binary segmentation (Scott & Knott 1974; Vostrikova 1981) with the
+   normalised CUSUM statistic ``sqrt(k (n - k) / n) * |mean_left - mean_right| / sigma`` on a
+   3-point running median of the series, so that an isolated outlier cannot create a
+   proposal. ``sigma`` is a robust noise scale: the median absolute deviation of the first
+   differences divided by sqrt(2), which a step barely moves (it adds one large difference).
+2. **Confirm** each proposal on the raw points either side, within ``window`` points and
+   never past a neighbouring proposal: a Mann-Whitney U test (rank based, so heavy tails and
+   outliers do not fool it) must give ``p <= max_p_value`` (and so must the raw samples,
+   where they are given), the medians must differ by at least ``min_rel_change``, and both
+   levels must hold at least ``min_segment`` points. Rejected proposals are dropped and the
+   rest re-confirmed with the wider windows that leaves, until nothing changes.
+3. **Place** each confirmed step at the nearby split where two flat levels fit the windows
+   best (least absolute deviation from each side's median).
+
+What this ignores, by construction: single outliers (stage 1's median and stage 2's ranks),
+short blips (``min_segment``), bimodal noise (the mixture is the same on both sides, so the
+ranks do not separate), slow drift (adjacent windows differ by less than ``min_rel_change``),
+and steps at the very end (fewer than ``min_segment`` points after: no verdict yet).
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+from scipy.stats import mannwhitneyu
+
+FloatArray = npt.NDArray[np.float64]
+PROPOSAL_THRESHOLD = 4.0  # normalised CUSUM needed to propose a split
+MAX_ROUNDS = 5  # confirm / drop / re-confirm rounds
+REFINE_RADIUS = 5  # points either side of a proposal where the step may really start
+
+
+@dataclass(frozen=True)
+class DetectorConfig:
+    """Thresholds of the detector (per metric or suite, configurable)."""
+
+    min_segment: int = 5  # points a new level must hold before it counts as a step
+    max_p_value: float = 0.001  # confirmation test across the step
+    min_rel_change: float = 0.03  # ignore moves under 3%, however quiet the series
+    window: int = 20  # points each side used to confirm a step
+
+
+@dataclass(frozen=True)
+class ChangePoint:
+    """A confirmed step: ``index`` is the first point of the new level (in the input)."""
+
+    index: int
+    before: float  # median of the level before
+    after: float  # median of the level after
+    rel_change: float  # (after - before) / |before|
+    p_value: float
+    before_spread: float  # median absolute deviation before
+    after_spread: float  # median absolute deviation after
+
+
+def find_change_points(
+    values: npt.ArrayLike,
+    config: DetectorConfig = DetectorConfig(),
+    samples: Sequence[Sequence[float] | None] | None = None,
+) -> list[ChangePoint]:
+    """Steps in a series: proposed by change-point search, kept if the test and size agree.
+
+    Args:
+        values: the series in time order; NaN marks a missing or failed point.
+        config: thresholds.
+        samples: optionally each point's raw samples (None where absent).
+    """
+    series = np.asarray(values, dtype=np.float64)
+    observed = np.flatnonzero(np.isfinite(series))
+    points = series[observed]
+    if len(points) < 2 * config.min_segment:
+        return []  # too short for a verdict
+    kept_samples = [samples[int(i)] for i in observed] if samples is not None else None
+    sigma = noise_scale(points)
+    proposals = binary_segmentation(running_median(points), sigma, config.min_segment)
+    confirmed = _confirm(points, proposals, config, kept_samples)
+    return [
+        _change_point(points, observed, split, bounds, config, kept_samples)
+        for split, bounds in confirmed
+    ]
+
+
+def noise_scale(points: FloatArray) -> float:
+    """Robust standard deviation of the noise, insensitive to a few steps and outliers."""
+    differences = np.diff(points)
+    mad = float(np.median(np.abs(differences - np.median(differences))))
+    sigma = 1.4826 * mad / np.sqrt(2.0)
+    floor = 1e-9 * max(1.0, float(np.median(np.abs(points))))
+    return float(max(sigma, floor))
+
+
+def running_median(points: FloatArray) -> FloatArray:
+    """3-point running median (ends kept): removes isolated outliers, keeps step edges."""
+    if len(points) < 3:
+        return points.copy()
+    stacked = np.vstack([points[:-2], points[1:-1], points[2:]])
+    smoothed = points.copy()
+    smoothed[1:-1] = np.median(stacked, axis=0)
+    return smoothed
+
+
+def binary_segmentation(points: FloatArray, sigma: float, min_segment: int) -> list[int]:
+    """Split points (first index of each new segment), by the normalised CUSUM statistic."""
+    splits: list[int] = []
+    pending = [(0, len(points))]
+    while pending:
+        start, stop = pending.pop()
+        split = _best_split(points[start:stop], sigma, min_segment)
+        if split is not None:
+            splits.append(start + split)
+            pending += [(start, start + split), (start + split, stop)]
+    return sorted(splits)
+
+
+def _best_split(segment: FloatArray, sigma: float, min_segment: int) -> int | None:
+    n = len(segment)
+    if n < 2 * min_segment:
+        return None
+    k = np.arange(min_segment, n - min_segment + 1)
+    cumulative = np.cumsum(segment)
+    left_mean = cumulative[k - 1] / k
+    right_mean = (cumulative[-1] - cumulative[k - 1]) / (n - k)
+    statistic = np.sqrt(k * (n - k) / n) * np.abs(left_mean - right_mean) / sigma
+    best = int(np.argmax(statistic))
+    return int(k[best]) if statistic[best] > PROPOSAL_THRESHOLD else None
+
+
+Bounds = tuple[int, int]  # [start of the left window, end of the right window)
+
+
+def _confirm(
+    points: FloatArray,
+    proposals: list[int],
+    config: DetectorConfig,
+    samples: Sequence[Sequence[float] | None] | None,
+) -> list[tuple[int, Bounds]]:
+    """The proposals that pass, each with the window bounds it was judged on."""
+    current = proposals
+    for _ in range(MAX_ROUNDS):
+        judged = [
+            (split, bounds, _passes(points, split, bounds, config, samples))
+            for split, bounds in _with_bounds(current, len(points), config.window)
+        ]
+        kept = [split for split, _, ok in judged if ok]
+        if kept == current:
+            return [(split, bounds) for split, bounds, _ in judged]
+        current = kept
+    return list(_with_bounds(current, len(points), config.window))
+
+
+def _with_bounds(splits: list[int], n: int, window: int) -> list[tuple[int, Bounds]]:
+    edges = [0, *splits, n]
+    return [
+        (split, (max(edges[i], split - window), min(edges[i + 2], split + window)))
+        for i, split in enumerate(splits)
+    ]
+
+
+def _passes(
+    points: FloatArray,
+    split: int,
+    bounds: Bounds,
+    config: DetectorConfig,
+    samples: Sequence[Sequence[float] | None] | None,
+) -> bool:
+    left, right = points[bounds[0] : split], points[split : bounds[1]]
+    if min(len(left), len(right)) < config.min_segment:
+        return False
+    before, after = float(np.median(left)), float(np.median(right))
+    if before == 0 or abs(after - before) / abs(before) < config.min_rel_change:
+        return False
+    if _p_value(left, right) > config.max_p_value:
+        return False
+    if samples is not None:
+        pooled = _pooled(samples, bounds[0], split), _pooled(samples, split, bounds[1])
+        if len(pooled[0]) and len(pooled[1]) and _p_value(*pooled) > config.max_p_value:
+            return False
+    return True
+
+
+def _pooled(samples: Sequence[Sequence[float] | None], start: int, stop: int) -> FloatArray:
+    chunks = [np.asarray(s, dtype=np.float64) for s in samples[start:stop] if s]
+    return np.concatenate(chunks) if chunks else np.empty(0)
+
+
+def _p_value(left: FloatArray, right: FloatArray) -> float:
+    if np.ptp(np.concatenate([left, right])) == 0:
+        return 1.0
+    return float(mannwhitneyu(left, right, alternative="two-sided").pvalue)
+
+
+def _change_point(
+    points: FloatArray,
+    observed: npt.NDArray[np.intp],
+    split: int,
+    bounds: Bounds,
+    config: DetectorConfig,
+    samples: Sequence[Sequence[float] | None] | None,
+) -> ChangePoint:
+    split = _refine(points, split, bounds, config.min_segment)
+    left, right = points[bounds[0] : split], points[split : bounds[1]]
+    before, after = float(np.median(left)), float(np.median(right))
+    return ChangePoint(
+        index=int(observed[split]),
+        before=before,
+        after=after,
+        rel_change=(after - before) / abs(before),
+        p_value=_p_value(left, right),
+        before_spread=float(np.median(np.abs(left - before))),
+        after_spread=float(np.median(np.abs(right - after))),
+    )
+
+
+def _refine(points: FloatArray, split: int, bounds: Bounds, min_segment: int) -> int:
+    """The split near the proposal that fits two flat levels best (least absolute error)."""
+    start, stop = bounds
+    low = max(start + min_segment, split - REFINE_RADIUS)
+    high = min(stop - min_segment, split + REFINE_RADIUS)
+    return min(
+        range(low, high + 1), key=lambda k: _two_level_cost(points, start, k, stop), default=split
+    )
+
+
+def _two_level_cost(points: FloatArray, start: int, split: int, stop: int) -> float:
+    left, right = points[start:split], points[split:stop]
+    return float(np.abs(left - np.median(left)).sum() + np.abs(right - np.median(right)).sum())

@@ -1,0 +1,69 @@
+"""`benchwatch detect FILE`: JSON out, clear errors and a non-zero exit for bad files."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from workers.cli import main
+
+SERIES = Path(__file__).parent.parent / "data" / "series"
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["detect", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_csv_with_timestamps(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, str(SERIES / "latency_step_at_57.csv"))
+    assert code == 0
+    result = json.loads(out)
+    (change,) = result["change_points"]
+    assert change["index"] == 57
+    assert change["timestamp"] == "2026-01-29T12:00:00+00:00"
+    assert set(change) >= {"before", "after", "rel_change", "p_value"}
+    assert result["points"] == 120
+
+
+def test_json_list_with_missing_points_and_options(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    values = [10.0] * 30 + [None] + [10.2] * 30
+    path = tmp_path / "series.json"
+    path.write_text(json.dumps(values))
+    assert json.loads(run(capsys, str(path))[1])["change_points"] == []  # 2% < 3%
+    code, out, _ = run(capsys, str(path), "--min-rel-change", "0.01")
+    assert code == 0
+    assert json.loads(out)["change_points"][0]["index"] == 31
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("value\n1\n2\nfast\n", "line 4: value 'fast' is not a number"),
+        ("latency\n1\n", "no 'value' column"),
+        ("timestamp,value\nyesterday,1\n", "line 2: timestamp 'yesterday' is not ISO 8601"),
+        ('[1, 2, "x"]', "index 2: 'x' is not a number"),
+        ("[1, 2,", "invalid JSON"),
+        ('{"value": 1}', "expected a JSON list"),
+        ("value\ninf\n", "line 2: inf is not a finite number"),
+    ],
+)
+def test_bad_files(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, content: str, message: str
+) -> None:
+    path = tmp_path / "bad.csv"
+    path.write_text(content)
+    code, out, err = run(capsys, str(path))
+    assert code == 1
+    assert out == ""
+    assert message in err
+    assert str(path) in err
+
+
+def test_missing_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run(capsys, str(tmp_path / "nope.csv"))
+    assert code == 1
+    assert "cannot read" in err

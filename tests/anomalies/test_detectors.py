@@ -1,0 +1,128 @@
+"""The detector on constructed series: steps found, everything else left alone."""
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.anomalies.detectors import DetectorConfig, find_change_points, noise_scale
+
+SERIES = Path(__file__).parent.parent / "data" / "series"
+
+
+def noise(seed: int, n: int, cv: float, level: float = 100.0) -> np.ndarray:
+    return level + np.random.default_rng(seed).normal(0, cv * level, n)
+
+
+def step(seed: int, before: int, after: int, rel: float, cv: float = 0.01) -> np.ndarray:
+    values = noise(seed, before + after, cv)
+    values[before:] *= 1 + rel
+    return values
+
+
+@pytest.mark.parametrize("rel", [0.10, -0.10, 0.05, -0.30])
+def test_a_step_is_found_where_it_starts(rel: float) -> None:
+    (change,) = find_change_points(step(1, 60, 60, rel))
+    assert abs(change.index - 60) <= 1
+    assert change.rel_change == pytest.approx(rel, abs=0.01)
+    assert change.before == pytest.approx(100, rel=0.01)
+    assert change.p_value < 1e-6
+    assert change.before_spread > 0
+
+
+def test_two_steps() -> None:
+    values = noise(2, 150, 0.01)
+    values[50:] *= 1.1
+    values[100:] *= 0.8
+    found = [c.index for c in find_change_points(values)]
+    assert len(found) == 2
+    assert abs(found[0] - 50) <= 1
+    assert abs(found[1] - 100) <= 1
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_noisy_flat_series_have_no_steps(seed: int) -> None:
+    assert find_change_points(noise(seed, 400, 0.06)) == []
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_heavy_tailed_noise_is_not_a_step(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    assert find_change_points(100 + 2 * rng.standard_t(2, 400)) == []
+
+
+def test_isolated_outliers_are_not_steps() -> None:
+    values = noise(3, 200, 0.01)
+    values[[40, 41, 120]] = [300.0, 290.0, 5.0]
+    assert find_change_points(values) == []
+
+
+def test_bimodal_noise_is_not_a_step() -> None:
+    rng = np.random.default_rng(4)
+    values = 100 + 5 * (rng.random(300) < 0.5) + rng.normal(0, 0.3, 300)
+    assert find_change_points(values) == []
+
+
+def test_slow_drift_is_not_a_step() -> None:
+    values = np.linspace(100, 106, 400) + np.random.default_rng(5).normal(0, 0.5, 400)
+    assert find_change_points(values) == []
+
+
+def test_a_short_blip_is_not_a_step() -> None:
+    values = noise(6, 100, 0.01)
+    values[50:53] *= 1.2
+    assert find_change_points(values) == []
+
+
+def test_a_step_needs_to_persist_before_a_verdict() -> None:
+    assert find_change_points(step(7, 60, 3, 0.2)) == []  # too new to judge
+    (change,) = find_change_points(step(7, 60, 8, 0.2))
+    assert change.index == 60
+
+
+def test_moves_below_the_minimum_effect_are_ignored() -> None:
+    quiet_two_percent = step(8, 80, 80, 0.02, cv=0.002)
+    assert find_change_points(quiet_two_percent) == []
+    (change,) = find_change_points(quiet_two_percent, DetectorConfig(min_rel_change=0.01))
+    assert abs(change.index - 80) <= 1
+
+
+def test_short_series_get_no_verdict() -> None:
+    assert find_change_points([1.0, 1.0, 1.0, 2.0, 2.0, 2.0]) == []
+    assert find_change_points([]) == []
+
+
+def test_missing_points_keep_input_indices() -> None:
+    values = step(9, 60, 60, 0.1)
+    values[[10, 55, 58, 70]] = np.nan
+    (change,) = find_change_points(values)
+    assert abs(change.index - 60) <= 1
+    assert not np.isnan(values[change.index])
+
+
+def test_raw_samples_must_agree() -> None:
+    values = step(10, 40, 40, 0.1)
+    agreeing = [[v * 0.99, v, v * 1.01] for v in values]
+    assert len(find_change_points(values, samples=agreeing)) == 1
+    # samples that overlap completely across the step veto it
+    overlapping = [[50.0, 150.0] for _ in values]
+    assert find_change_points(values, samples=overlapping) == []
+
+
+def test_noise_scale_ignores_a_step() -> None:
+    assert noise_scale(step(11, 200, 200, 0.3)) == pytest.approx(1.0, rel=0.2)
+
+
+def read_csv(name: str) -> np.ndarray:
+    with (SERIES / name).open() as handle:
+        return np.array(
+            [float(r["value"]) if r["value"] else np.nan for r in csv.DictReader(handle)]
+        )
+
+
+def test_stored_series_files() -> None:
+    (change,) = find_change_points(read_csv("latency_step_at_57.csv"))
+    assert change.index == 57
+    assert change.rel_change == pytest.approx(0.099, abs=0.01)
+    assert find_change_points(read_csv("noisy_flat.csv")) == []
