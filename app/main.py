@@ -1,5 +1,8 @@
 """create_app(): the FastAPI application with its routers, error handlers and limits."""
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 
@@ -11,7 +14,9 @@ from app.core.db import Database
 from app.core.errors import DomainError, handle_domain_error
 from app.core.limits import BodySizeLimit
 from app.core.logging import configure_logging
+from app.core.queue import InProcessPublisher
 from app.health.router import router as health_router
+from app.jobs import make_publisher
 
 DESCRIPTION = """
 benchwatch stores PyTorch benchmark results per machine, environment and compiler config,
@@ -28,9 +33,23 @@ def create_app(config: Settings | None = None) -> FastAPI:
     """The application for ``config`` (default: the environment's settings)."""
     config = config or settings
     configure_logging(config.LOG_LEVEL)
-    application = FastAPI(title="benchwatch", version="0.1.0", description=DESCRIPTION)
+    database = Database(config.DATABASE_URL)
+    publisher = make_publisher(database, config)
+    database.set_publisher(publisher)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        if isinstance(publisher, InProcessPublisher):
+            publisher.close()  # finish queued jobs before the process ends
+        database.dispose()
+
+    application = FastAPI(
+        title="benchwatch", version="0.1.0", description=DESCRIPTION, lifespan=lifespan
+    )
     application.state.settings = config
-    application.state.database = Database(config.DATABASE_URL)
+    application.state.database = database
+    application.state.publisher = publisher
     application.add_middleware(BodySizeLimit, max_bytes=config.MAX_BODY_BYTES)
     application.add_exception_handler(DomainError, handle_domain_error)
     application.add_exception_handler(RequestValidationError, handle_validation_error)

@@ -1,11 +1,13 @@
 """Every domain's models, imported so that ``Base.metadata`` is complete (Alembic, tests)."""
 
+from app.anomalies.models import AlertGroup, Regression, RunAnomaly
 from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
 from app.core.db import Base
 from app.runs.models import Environment, Result, Run
 from app.tokens.models import ApiToken
 
 __all__ = [
+    "AlertGroup",
     "ApiToken",
     "Base",
     "Benchmark",
@@ -13,7 +15,9 @@ __all__ = [
     "Environment",
     "Machine",
     "Metric",
+    "Regression",
     "Result",
     "Run",
+    "RunAnomaly",
     "Series",
 ]

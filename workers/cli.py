@@ -1,4 +1,4 @@
-"""The ``benchwatch`` command line: serve, migrate, token, detect."""
+"""The ``benchwatch`` command line: serve, migrate, worker, token, detect."""
 
 import argparse
 import json
@@ -10,6 +10,7 @@ from pathlib import Path
 import uvicorn
 
 import app.models  # noqa: F401  (every model registered)
+from app.anomalies import service as anomalies_service
 from app.anomalies.detectors import DetectorConfig, find_change_points
 from app.anomalies.series_file import SeriesFileError, read_series
 from app.core.config import settings
@@ -87,6 +88,11 @@ def cmd_token_revoke(args: argparse.Namespace) -> int:
 
 def cmd_detect(args: argparse.Namespace) -> int:
     """Run the change-point detector on a series file and print its findings as JSON."""
+    if args.all:
+        return _rescan(args.machine)
+    if args.file is None:
+        print("benchwatch detect: give a FILE, or --all to rescan the database", file=sys.stderr)
+        return 2
     try:
         series = read_series(Path(args.file))
     except SeriesFileError as exc:
@@ -105,6 +111,42 @@ def cmd_detect(args: argparse.Namespace) -> int:
             point["timestamp"] = series.timestamps[change.index]
         found.append(point)
     print(json.dumps({"points": len(series.values), "change_points": found}, indent=2))
+    return 0
+
+
+def _rescan(machine: str | None) -> int:
+    database = Database(settings.DATABASE_URL)
+    with database.session_scope() as session:
+        found = anomalies_service.rescan(session, settings.DETECTOR_THRESHOLDS, machine)
+        by_direction: dict[str, int] = {}
+        for regression in found.regressions:
+            by_direction[regression.direction] = by_direction.get(regression.direction, 0) + 1
+    print(json.dumps({"new": by_direction, "reverted": len(found.reverted)}))
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """Run a Celery worker for the service queues."""
+    if not settings.BROKER_URL:
+        print(
+            "benchwatch worker: set BENCHWATCH_BROKER_URL (e.g. redis://127.0.0.1:6379/0); "
+            "without a broker, `benchwatch serve` runs background work itself",
+            file=sys.stderr,
+        )
+        return 2
+    from workers.celery_app import celery_app
+
+    celery_app.worker_main(
+        [
+            "worker",
+            "--queues",
+            args.queues,
+            "--concurrency",
+            str(args.concurrency),
+            "--loglevel",
+            settings.LOG_LEVEL,
+        ]
+    )
     return 0
 
 
@@ -132,7 +174,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     detect = commands.add_parser("detect", help="find steps in a series (CSV or JSON file)")
     detect.add_argument(
+        "--all", action="store_true", help="rescan every stored series instead of reading a file"
+    )
+    detect.add_argument("--machine", help="with --all: only this machine's series")
+    detect.add_argument(
         "file",
+        nargs="?",
         help="CSV with a 'value' column (and optional 'timestamp'), "
         "or a JSON list of numbers; null/blank is a missing point",
     )
@@ -162,6 +209,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="points each side used to confirm a step (default %(default)s)",
     )
     detect.set_defaults(func=cmd_detect)
+
+    worker = commands.add_parser("worker", help="run a Celery worker (needs a broker)")
+    worker.add_argument("--queues", default="default", help="comma-separated queue names")
+    worker.add_argument("--concurrency", type=int, default=1)
+    worker.set_defaults(func=cmd_worker)
 
     token = commands.add_parser("token", help="manage API tokens").add_subparsers(
         dest="token_command", required=True

@@ -11,4 +11,5 @@ from app.tokens.models import ApiToken
 
 SessionDep = Annotated[Session, Depends(get_session)]
 IngestToken = Annotated[ApiToken, Depends(require_scope("ingest"))]
+TriageToken = Annotated[ApiToken, Depends(require_scope("triage"))]
 ReadAccess = Depends(read_access)

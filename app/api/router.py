@@ -2,11 +2,20 @@
 
 from fastapi import APIRouter
 
+from app.anomalies.router import reads as anomalies_reads
+from app.anomalies.router import writes as anomalies_writes
 from app.benchmarks.router import router as benchmarks_router
 from app.runs.router import reads as runs_reads
 from app.runs.router import router as runs_router
 from app.summaries.router import router as summaries_router
 
 api_router = APIRouter(prefix="/api/v1")
-for router in (runs_router, runs_reads, benchmarks_router, summaries_router):
+for router in (
+    runs_router,
+    runs_reads,
+    benchmarks_router,
+    summaries_router,
+    anomalies_reads,
+    anomalies_writes,
+):
     api_router.include_router(router)

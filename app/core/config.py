@@ -24,6 +24,9 @@ class Settings(BaseSettings):
     TOKEN_PEPPER: SecretStr = SecretStr("benchwatch-dev-pepper")
     MAX_BODY_BYTES: int = 64 * 1024 * 1024  # larger request bodies get 413
     LOG_LEVEL: str = "INFO"
+    # Detector thresholds per suite or metric, e.g. {"metric:dynamo_peak_mem":
+    # {"min_rel_change": 0.2}, "suite:timm_models": {"max_p_value": 0.0001}} (JSON in the env).
+    DETECTOR_THRESHOLDS: dict[str, dict[str, float]] = Field(default_factory=dict)
 
 
 settings = Settings()

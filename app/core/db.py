@@ -12,6 +12,8 @@ from sqlalchemy.engine import Dialect, make_url
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 from sqlalchemy.types import TypeDecorator
 
+from app.core.queue import PUBLISHER, Publisher, commit
+
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
     "uq": "uq_%(table_name)s_%(column_0_N_name)s",
@@ -76,20 +78,24 @@ def make_engine(url: str) -> Engine:
 
 
 class Database:
-    """An engine and its session factory: one per app (tests make one per dialect)."""
+    """An engine, its session factory and where its sessions publish background tasks."""
 
     def __init__(self, url: str) -> None:
         self.url = url
         self.engine = make_engine(url)
         self.sessionmaker = sessionmaker(self.engine, expire_on_commit=False)
 
+    def set_publisher(self, publisher: Publisher) -> None:
+        """Sessions made from now on publish their queued tasks here after commit."""
+        self.sessionmaker.configure(info={PUBLISHER: publisher})
+
     @contextmanager
     def session_scope(self) -> Iterator[Session]:
-        """A session that commits at the end of the block, or rolls back on error."""
+        """A session that commits (and publishes) at the end of the block, or rolls back."""
         with self.sessionmaker() as session:
             try:
                 yield session
-                session.commit()
+                commit(session)
             except BaseException:
                 session.rollback()
                 raise

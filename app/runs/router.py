@@ -9,6 +9,7 @@ from sqlalchemy import select
 from app.api.deps import IngestToken, ReadAccess, SessionDep
 from app.benchmarks import service as catalog
 from app.benchmarks.schemas import Point, SeriesPoints, SeriesRead
+from app.core import queue
 from app.core.pagination import decode_cursor, encode_cursor
 from app.runs import service
 from app.runs.downsample import downsample_indices
@@ -33,7 +34,7 @@ reads = APIRouter(tags=["runs"], dependencies=[ReadAccess])
 def create_run(run_in: RunIn, session: SessionDep, token: IngestToken, response: Response) -> Run:
     """Ingest one run with all its results; idempotent on `key`, all-or-nothing."""
     ingested = service.ingest_run(session, run_in, source=token.name)
-    session.commit()
+    queue.commit(session)
     if not ingested.created:
         response.status_code = 200
     return ingested.run

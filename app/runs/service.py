@@ -18,6 +18,7 @@ from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Se
 from app.core.bulk import insert_missing
 from app.core.db import utcnow
 from app.core.errors import Conflict, InvalidInput, NotFound
+from app.core.queue import DETECT_RUN, enqueue_after_commit
 from app.runs.models import Environment, Result, Run
 from app.runs.schemas import EnvironmentIn, ResultIn, RunIn
 from app.runs.writer import ResultRow, write_results
@@ -68,6 +69,7 @@ def ingest_run(session: Session, run_in: RunIn, *, source: str) -> Ingested:
     if ingested.created:
         _store_results(session, ingested.run, run_in.results, keys)
         session.flush()
+        enqueue_after_commit(session, DETECT_RUN, run_id=ingested.run.id)
     return ingested
 
 

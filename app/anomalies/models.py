@@ -1,0 +1,82 @@
+"""Regressions found in series, the alert groups that collect them, and anomalous runs."""
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from app.benchmarks.models import Series
+from app.core.db import Base, UTCDateTime, utcnow
+
+# Triage states, most pressing first (a group shows its most pressing member's).
+STATUSES = ("new", "acknowledged", "fixed", "expected", "invalid")
+
+
+class AlertGroup(Base):
+    """Regressions of one machine and channel whose first bad runs fall in one window."""
+
+    __tablename__ = "alert_group"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    machine_id: Mapped[int] = mapped_column(ForeignKey("machine.id"), index=True)
+    channel: Mapped[str] = mapped_column(String(64))
+    first_bad_run_id: Mapped[int] = mapped_column(ForeignKey("run.id"), index=True)
+    last_good_run_id: Mapped[int] = mapped_column(ForeignKey("run.id"))
+    environment_diff: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    assignee: Mapped[str] = mapped_column(String(128), default="")
+    note: Mapped[str] = mapped_column(Text, default="")
+    bug_url: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    regressions: Mapped[list["Regression"]] = relationship(
+        back_populates="group", lazy="selectin", order_by="Regression.id"
+    )
+
+
+class Regression(Base):
+    """A confirmed step in a series; ``direction`` says whether it hurts or helps."""
+
+    __tablename__ = "regression"
+    __table_args__ = (UniqueConstraint("series_id", "first_bad_run_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    series_id: Mapped[int] = mapped_column(ForeignKey("series.id"), index=True)
+    group_id: Mapped[int] = mapped_column(ForeignKey("alert_group.id"), index=True)
+    last_good_run_id: Mapped[int] = mapped_column(ForeignKey("run.id"))
+    first_bad_run_id: Mapped[int] = mapped_column(ForeignKey("run.id"), index=True)
+    direction: Mapped[str] = mapped_column(String(16))  # regression | improvement | change
+    before: Mapped[float] = mapped_column(Float)
+    after: Mapped[float] = mapped_column(Float)
+    before_spread: Mapped[float] = mapped_column(Float)
+    after_spread: Mapped[float] = mapped_column(Float)
+    rel_change: Mapped[float] = mapped_column(Float)
+    p_value: Mapped[float] = mapped_column(Float)
+    detector: Mapped[dict[str, Any]] = mapped_column(JSON)  # the settings that found it
+    environment_diff: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    hints: Mapped[list[str]] = mapped_column(JSON, default=list)
+    status: Mapped[str] = mapped_column(String(16), default="new", index=True)
+    reverted: Mapped[bool] = mapped_column(Boolean, default=False)
+    reverted_by_run_id: Mapped[int | None] = mapped_column(ForeignKey("run.id"))
+    assignee: Mapped[str] = mapped_column(String(128), default="")
+    note: Mapped[str] = mapped_column(Text, default="")
+    bug_url: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+
+    series: Mapped[Series] = relationship(lazy="joined")
+    group: Mapped[AlertGroup] = relationship(back_populates="regressions")
+
+
+class RunAnomaly(Base):
+    """The secondary signal: how unusual a run's metric vector is (IsolationForest)."""
+
+    __tablename__ = "run_anomaly"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("run.id"), unique=True)
+    score: Mapped[float] = mapped_column(Float)  # lower is more anomalous (sklearn's sign)
+    anomalous: Mapped[bool] = mapped_column(Boolean)
+    features: Mapped[dict[str, float]] = mapped_column(JSON)
+    history_runs: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -1,0 +1,104 @@
+"""Regressions, alert groups and anomalous runs: list, read, triage."""
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query
+
+from app.anomalies import triage
+from app.anomalies.models import AlertGroup, Regression, RunAnomaly
+from app.anomalies.schemas import (
+    AlertGroupDetail,
+    AlertGroupRead,
+    RegressionRead,
+    RunAnomalyRead,
+    Status,
+    TriageUpdate,
+)
+from app.api.deps import ReadAccess, SessionDep, TriageToken
+from app.core import queue
+from app.core.pagination import Page, PageParams
+
+reads = APIRouter(tags=["anomalies"], dependencies=[ReadAccess])
+writes = APIRouter(tags=["anomalies"])
+Paging = Annotated[PageParams, Depends()]
+Filter = Annotated[triage.RegressionFilter, Depends()]
+
+
+@reads.get("/regressions", response_model=Page[RegressionRead])
+def list_regressions(session: SessionDep, where: Filter, paging: Paging) -> Page[RegressionRead]:
+    """Regressions and improvements, newest first; filter by status, machine, suite, ..."""
+    items, total = triage.list_regressions(session, where, paging.offset, paging.limit)
+    return Page(
+        items=[RegressionRead.model_validate(r) for r in items],
+        total=total,
+        page=paging.page,
+        limit=paging.limit,
+    )
+
+
+@reads.get("/regressions/{regression_id}", response_model=RegressionRead)
+def get_regression(regression_id: int, session: SessionDep) -> Regression:
+    """One regression."""
+    return triage.get_regression(session, regression_id)
+
+
+@writes.patch("/regressions/{regression_id}", response_model=RegressionRead)
+def update_regression(
+    regression_id: int, update: TriageUpdate, session: SessionDep, token: TriageToken
+) -> Regression:
+    """Triage a regression: status, assignee, note, bug link (scope `triage`)."""
+    regression = triage.triage_regression(session, regression_id, update)
+    queue.commit(session)
+    return regression
+
+
+@reads.get("/alert-groups", response_model=Page[AlertGroupRead])
+def list_alert_groups(
+    session: SessionDep,
+    paging: Paging,
+    status: Status | None = None,
+    machine: str | None = None,
+    channel: str | None = None,
+    since: datetime | None = None,
+) -> Page[AlertGroupRead]:
+    """Alert groups, newest first; a group's status is its most pressing member's."""
+    groups, total = triage.list_groups(
+        session, status, machine, channel, since, paging.offset, paging.limit
+    )
+    items = [AlertGroupRead(**triage.describe_group(session, g)) for g in groups]
+    return Page(items=items, total=total, page=paging.page, limit=paging.limit)
+
+
+@reads.get("/alert-groups/{group_id}", response_model=AlertGroupDetail)
+def get_alert_group(group_id: int, session: SessionDep) -> AlertGroupDetail:
+    """One alert group with its regressions."""
+    return _detail(session, triage.get_group(session, group_id))
+
+
+@writes.patch("/alert-groups/{group_id}", response_model=AlertGroupDetail)
+def update_alert_group(
+    group_id: int, update: TriageUpdate, session: SessionDep, token: TriageToken
+) -> AlertGroupDetail:
+    """Triage a whole group: the status and fields apply to every member (scope `triage`)."""
+    group = triage.triage_group(session, group_id, update)
+    queue.commit(session)
+    return _detail(session, group)
+
+
+def _detail(session: SessionDep, group: AlertGroup) -> AlertGroupDetail:
+    return AlertGroupDetail(
+        **triage.describe_group(session, group),
+        regressions=[RegressionRead.model_validate(r) for r in group.regressions],
+    )
+
+
+@reads.get("/run-anomalies", response_model=list[RunAnomalyRead])
+def list_run_anomalies(
+    session: SessionDep,
+    machine: str | None = None,
+    anomalous: bool | None = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+) -> list[RunAnomaly]:
+    """Runs scored by the IsolationForest (a secondary signal shown beside the steps)."""
+    return triage.list_run_anomalies(session, machine, anomalous, limit)

@@ -1,0 +1,90 @@
+"""Read and update models of regressions, alert groups and run anomalies."""
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.benchmarks.schemas import SeriesRead
+
+Status = Literal["new", "acknowledged", "invalid", "expected", "fixed"]
+
+
+class RegressionRead(BaseModel):
+    """A detected step with its runs, levels, explanation and triage state."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    group_id: int
+    series: SeriesRead
+    direction: str
+    last_good_run_id: int
+    first_bad_run_id: int
+    before: float
+    after: float
+    before_spread: float
+    after_spread: float
+    rel_change: float
+    p_value: float
+    detector: dict[str, Any]
+    environment_diff: dict[str, Any]
+    hints: list[str]
+    status: str
+    reverted: bool
+    reverted_by_run_id: int | None
+    assignee: str
+    note: str
+    bug_url: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class TriageUpdate(BaseModel):
+    """Fields a triager may change; absent fields stay as they are."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: Status | None = None
+    assignee: str | None = Field(default=None, max_length=128)
+    note: str | None = Field(default=None, max_length=10_000)
+    bug_url: str | None = Field(default=None, max_length=2_000)
+
+
+class AlertGroupRead(BaseModel):
+    """Regressions of one cause window, with what they span."""
+
+    id: int
+    machine: str
+    channel: str
+    first_bad_run_id: int
+    last_good_run_id: int
+    status: str
+    counts: dict[str, int]  # per direction
+    suites: list[str]
+    configs: list[str]
+    precisions: list[str]
+    metrics: list[str]
+    environment_diff: dict[str, Any]
+    assignee: str
+    note: str
+    bug_url: str
+    created_at: datetime
+
+
+class AlertGroupDetail(AlertGroupRead):
+    """A group with its regressions."""
+
+    regressions: list[RegressionRead]
+
+
+class RunAnomalyRead(BaseModel):
+    """The IsolationForest's view of a run (a secondary signal, not an alert)."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    run_id: int
+    score: float
+    anomalous: bool
+    features: dict[str, float]
+    history_runs: int

@@ -1,0 +1,337 @@
+"""Detection over stored series: find steps after each run, group them, explain them.
+
+The detector (``detectors.py``) knows nothing of directions or runs; here a step gets its
+runs (last good, first bad), its direction from the metric, an alert group, the environment
+diff between the two runs and hints from correlated metrics. Detection is idempotent: a step
+already recorded (at the same place, give or take the detector's refinement radius) is not
+recorded again, whatever its triage status, so an accepted step becomes the baseline.
+"""
+
+import json
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.anomalies import explain, outliers
+from app.anomalies.detectors import REFINE_RADIUS, ChangePoint, DetectorConfig, find_change_points
+from app.anomalies.history import History, load_histories
+from app.anomalies.models import AlertGroup, Regression, RunAnomaly
+from app.benchmarks.models import Benchmark, Machine, Metric, Series
+from app.core.bulk import member_of
+from app.runs import service as runs_service
+from app.runs.models import Result, Run
+
+GROUP_WINDOW = timedelta(hours=36)  # first bad runs this close share one alert group
+INCREMENTAL_POINTS = 80  # history loaded per series after a run (window x 4)
+ANOMALY_HISTORY_RUNS = 50
+END_OF_TIME = datetime(9999, 1, 1, tzinfo=UTC)
+
+Thresholds = Mapping[str, Mapping[str, float]]  # "metric:<name>" / "suite:<name>" -> fields
+
+
+def detector_config(thresholds: Thresholds, suite: str, metric: str) -> DetectorConfig:
+    """Defaults, overridden per suite, then per metric (the more specific wins)."""
+    fields: dict[str, Any] = {}
+    for key in (f"suite:{suite}", f"metric:{metric}"):
+        fields.update(thresholds.get(key, {}))
+    if "min_segment" in fields:
+        fields["min_segment"] = int(fields["min_segment"])
+    if "window" in fields:
+        fields["window"] = int(fields["window"])
+    return replace(DetectorConfig(), **fields)
+
+
+@dataclass
+class Detection:
+    """What one detection pass recorded."""
+
+    regressions: list[Regression]
+    reverted: list[Regression]
+    anomaly: RunAnomaly | None = None
+
+
+def detect_for_run(
+    session: Session, run_id: int, thresholds: Thresholds | None = None
+) -> Detection:
+    """Judge the newest points of every series a run touched, with the history before them."""
+    run = runs_service.get_run(session, run_id)
+    series = _series_of_run(session, run_id)
+    histories = load_histories(session, [s.id for s in series], run.started_at, INCREMENTAL_POINTS)
+    detection = _detect(session, series, histories, thresholds or {})
+    detection.anomaly = _score_run(session, run, histories)
+    session.flush()
+    return detection
+
+
+def rescan(
+    session: Session, thresholds: Thresholds | None = None, machine: str | None = None
+) -> Detection:
+    """Run the detector over the whole history of every series (of one machine, if given)."""
+    query = select(Series)
+    if machine is not None:
+        query = query.join(Machine, Series.machine_id == Machine.id).where(Machine.name == machine)
+    series = list(session.scalars(query))
+    detection = Detection([], [])
+    for part in range(0, len(series), 500):
+        chunk = series[part : part + 500]
+        histories = load_histories(session, [s.id for s in chunk], END_OF_TIME, None)
+        found = _detect(session, chunk, histories, thresholds or {})
+        detection.regressions += found.regressions
+        detection.reverted += found.reverted
+    session.flush()
+    return detection
+
+
+def _series_of_run(session: Session, run_id: int) -> list[Series]:
+    ids = select(Result.series_id).where(Result.run_id == run_id)
+    return list(session.scalars(select(Series).where(Series.id.in_(ids))))
+
+
+def _detect(
+    session: Session,
+    series: Sequence[Series],
+    histories: Mapping[int, History],
+    thresholds: Thresholds,
+) -> Detection:
+    known = _regressions_by_series(session, [s.id for s in series])
+    detection = Detection([], [])
+    for one in series:
+        history = histories.get(one.id)
+        if history is None:
+            continue
+        config = detector_config(thresholds, one.benchmark.suite, one.metric.name)
+        for change in find_change_points(history.values, config, history.samples):
+            recorded = _record(one, history, change, config, known[one.id], detection)
+            if recorded is not None:
+                known[one.id].append(recorded)
+    if detection.regressions:  # grouping adds them to the session (group.regressions)
+        _group_and_explain(session, detection.regressions)
+    return detection
+
+
+def _regressions_by_series(
+    session: Session, series_ids: Sequence[int]
+) -> dict[int, list[Regression]]:
+    found: dict[int, list[Regression]] = defaultdict(list)
+    for condition in member_of(session, Regression.series_id, sorted(series_ids)):
+        for regression in session.scalars(select(Regression).where(condition)):
+            found[regression.series_id].append(regression)
+    return found
+
+
+def _record(
+    series: Series,
+    history: History,
+    change: ChangePoint,
+    config: DetectorConfig,
+    known: list[Regression],
+    detection: Detection,
+) -> Regression | None:
+    first_bad = history.run_ids[change.index]
+    position = {run_id: i for i, run_id in enumerate(history.run_ids)}
+    for regression in known:
+        at = position.get(regression.first_bad_run_id)
+        if at is not None and abs(at - change.index) <= REFINE_RADIUS:
+            return None  # already recorded: its triage stands
+    last_good = next(
+        history.run_ids[i]
+        for i in range(change.index - 1, -1, -1)
+        if history.values[i] == history.values[i]  # not NaN
+    )
+    regression = Regression(
+        series_id=series.id,
+        series=series,
+        last_good_run_id=last_good,
+        first_bad_run_id=first_bad,
+        direction=_direction(series.metric, change.rel_change),
+        before=change.before,
+        after=change.after,
+        before_spread=change.before_spread,
+        after_spread=change.after_spread,
+        rel_change=change.rel_change,
+        p_value=change.p_value,
+        detector=asdict(config),
+        hints=[],
+        status="new",
+    )
+    for earlier in known:
+        if _reverts(earlier, change, config, position):
+            earlier.reverted = True
+            earlier.reverted_by_run_id = first_bad
+            regression.hints = [f"reverts the step of regression {earlier.id}"]
+            detection.reverted.append(earlier)
+    detection.regressions.append(regression)
+    return regression
+
+
+def _direction(metric: Metric, rel_change: float) -> str:
+    if metric.higher_is_better is None:
+        return "change"
+    return "improvement" if (rel_change > 0) == metric.higher_is_better else "regression"
+
+
+def _reverts(
+    earlier: Regression, change: ChangePoint, config: DetectorConfig, position: Mapping[int, int]
+) -> bool:
+    """A later opposite step that brings the series back to the level before ``earlier``."""
+    at = position.get(earlier.first_bad_run_id)
+    if earlier.reverted or earlier.status == "invalid" or (at is not None and at >= change.index):
+        return False
+    opposite = (earlier.rel_change > 0) != (change.rel_change > 0)
+    back = abs(change.after - earlier.before) <= config.min_rel_change * abs(earlier.before)
+    return opposite and back
+
+
+def _group_and_explain(session: Session, regressions: list[Regression]) -> None:
+    runs: dict[int, Run] = {}
+    values: dict[int, dict[tuple[str, ...], dict[str, float | None]]] = {}
+    for regression in regressions:
+        first_bad = _run(session, runs, regression.first_bad_run_id)
+        last_good = _run(session, runs, regression.last_good_run_id)
+        regression.environment_diff = explain.diff_environments(
+            _environment(last_good), _environment(first_bad)
+        )
+        regression.group = _group_for(session, regression, first_bad, last_good)
+        regression.hints = [*regression.hints, *_hints(session, values, regression)]
+
+
+def _run(session: Session, cache: dict[int, Run], run_id: int) -> Run:
+    if run_id not in cache:
+        cache[run_id] = runs_service.get_run(session, run_id)
+    return cache[run_id]
+
+
+def _environment(run: Run) -> dict[str, Any]:
+    env = run.environment
+    fields = {name: getattr(env, name) for name in explain.ENVIRONMENT_FIELDS}
+    return {**fields, "packages": env.packages, "compiler_options": env.compiler_options}
+
+
+def _group_for(
+    session: Session, regression: Regression, first_bad: Run, last_good: Run
+) -> AlertGroup:
+    query = (
+        select(AlertGroup)
+        .join(Run, AlertGroup.first_bad_run_id == Run.id)
+        .where(
+            AlertGroup.machine_id == first_bad.machine_id,
+            AlertGroup.channel == first_bad.channel,
+            Run.started_at.between(
+                first_bad.started_at - GROUP_WINDOW, first_bad.started_at + GROUP_WINDOW
+            ),
+        )
+    )
+    query = query.order_by(AlertGroup.id).limit(1)  # autoflush: this pass's groups count too
+    if (group := session.scalar(query)) is not None:
+        return group
+    group = AlertGroup(
+        machine_id=first_bad.machine_id,
+        channel=first_bad.channel,
+        first_bad_run_id=first_bad.id,
+        last_good_run_id=last_good.id,
+        environment_diff=regression.environment_diff,
+    )
+    session.add(group)
+    return group
+
+
+CaseKey = tuple[str, ...]
+
+
+def _case_values(
+    session: Session, cache: dict[int, dict[CaseKey, dict[str, float | None]]], run_id: int
+) -> dict[CaseKey, dict[str, float | None]]:
+    """Per benchmark (suite, model, mode, precision, config, batch, params): metric -> value."""
+    if run_id not in cache:
+        table: dict[CaseKey, dict[str, float | None]] = defaultdict(dict)
+        for row in runs_service.list_run_results(session, run_id):
+            ok = row["status"] == "ok"
+            table[_case_key(row)][row["metric"]] = row["value"] if ok else None
+        cache[run_id] = table
+    return cache[run_id]
+
+
+def _case_key(row: Mapping[str, Any]) -> CaseKey:
+    return (
+        row["suite"],
+        row["model"],
+        row["mode"],
+        row["precision"],
+        row["config"],
+        str(row["batch_size"]),
+        json.dumps(row["params"], sort_keys=True),
+    )
+
+
+def _hints(
+    session: Session,
+    cache: dict[int, dict[CaseKey, dict[str, float | None]]],
+    regression: Regression,
+) -> list[str]:
+    before = _case_values(session, cache, regression.last_good_run_id)
+    after = _case_values(session, cache, regression.first_bad_run_id)
+    benchmark: Benchmark = regression.series.benchmark
+    key = (
+        benchmark.suite,
+        benchmark.model,
+        benchmark.mode,
+        benchmark.precision,
+        benchmark.config,
+        str(benchmark.batch_size),
+        json.dumps(benchmark.params, sort_keys=True),
+    )
+    metric = regression.series.metric.name
+    readings = {
+        name: explain.Reading(before.get(key, {}).get(name), value)
+        for name, value in after.get(key, {}).items()
+    }
+    hints = explain.metric_hints(metric, readings)
+    siblings = {
+        other[4]: explain.Reading(before.get(other, {}).get(metric), values.get(metric))
+        for other, values in after.items()
+        if other[:4] == key[:4] and other[5:] == key[5:] and other[4] != key[4]
+    }
+    if hint := explain.config_hint(benchmark.config, regression.rel_change, siblings):
+        hints.append(hint)
+    return hints
+
+
+def _score_run(session: Session, run: Run, histories: Mapping[int, History]) -> RunAnomaly | None:
+    z_scores, failed, total = [], 0, 0
+    for history in histories.values():
+        if run.id not in history.run_ids:
+            continue
+        at = history.run_ids.index(run.id)
+        total += 1
+        value = history.values[at]
+        if value != value:  # NaN: failed or missing
+            failed += 1
+            continue
+        if (z := outliers.robust_z(value, history.values[:at])) is not None:
+            z_scores.append(z)
+    features = outliers.run_features(z_scores, failed, total)
+    previous = session.scalars(
+        select(RunAnomaly.features)
+        .join(Run, RunAnomaly.run_id == Run.id)
+        .where(
+            Run.machine_id == run.machine_id,
+            Run.channel == run.channel,
+            Run.started_at < run.started_at,
+        )
+        .order_by(Run.started_at.desc())
+        .limit(ANOMALY_HISTORY_RUNS)
+    ).all()
+    scored = outliers.score_run(features, list(previous))
+    anomaly = session.scalar(select(RunAnomaly).where(RunAnomaly.run_id == run.id))
+    if anomaly is None:
+        anomaly = RunAnomaly(run_id=run.id)
+        session.add(anomaly)
+    anomaly.features = features
+    anomaly.history_runs = len(previous)
+    anomaly.score, anomaly.anomalous = scored if scored is not None else (0.0, False)
+    return anomaly

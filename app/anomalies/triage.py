@@ -1,0 +1,189 @@
+"""List and triage regressions and alert groups."""
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Select, func, select
+from sqlalchemy.orm import Session
+
+from app.anomalies.models import STATUSES, AlertGroup, Regression, RunAnomaly
+from app.anomalies.schemas import TriageUpdate
+from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
+from app.core.errors import NotFound
+from app.runs.models import Run
+
+
+class RegressionNotFound(NotFound):
+    """No regression with this id."""
+
+    def __init__(self, regression_id: int) -> None:
+        super().__init__(f"regression {regression_id} does not exist")
+
+
+class AlertGroupNotFound(NotFound):
+    """No alert group with this id."""
+
+    def __init__(self, group_id: int) -> None:
+        super().__init__(f"alert group {group_id} does not exist")
+
+
+@dataclass(frozen=True)
+class RegressionFilter:
+    """Filters of the regression listing; None means any."""
+
+    status: str | None = None
+    machine: str | None = None
+    channel: str | None = None
+    suite: str | None = None
+    config: str | None = None
+    metric: str | None = None
+    direction: str | None = None
+    since: datetime | None = None
+    group_id: int | None = None
+
+
+def _filtered(query: Select[Any], where: RegressionFilter) -> Select[Any]:
+    query = (
+        query.join(Series, Regression.series_id == Series.id)
+        .join(Benchmark, Series.benchmark_id == Benchmark.id)
+        .join(Machine, Series.machine_id == Machine.id)
+    )
+    conditions = [
+        (Regression.status, where.status),
+        (Machine.name, where.machine),
+        (Series.channel, where.channel),
+        (Benchmark.suite, where.suite),
+        (Regression.direction, where.direction),
+        (Regression.group_id, where.group_id),
+    ]
+    for column, wanted in conditions:
+        if wanted is not None:
+            query = query.where(column == wanted)
+    if where.config is not None:
+        query = query.join(CompilerConfig).where(CompilerConfig.name == where.config)
+    if where.metric is not None:
+        query = query.join(Metric, Series.metric_id == Metric.id).where(Metric.name == where.metric)
+    if where.since is not None:
+        query = query.where(Regression.created_at >= where.since)
+    return query
+
+
+def list_regressions(
+    session: Session, where: RegressionFilter, offset: int, limit: int
+) -> tuple[list[Regression], int]:
+    """A page of regressions, newest first, and how many match."""
+    query = _filtered(select(Regression), where)
+    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    page = query.order_by(Regression.id.desc()).offset(offset).limit(limit)
+    return list(session.scalars(page)), total
+
+
+def get_regression(session: Session, regression_id: int) -> Regression:
+    """One regression by id."""
+    if (regression := session.get(Regression, regression_id)) is None:
+        raise RegressionNotFound(regression_id)
+    return regression
+
+
+def _apply(target: Regression | AlertGroup, update: TriageUpdate) -> None:
+    for field in ("assignee", "note", "bug_url"):
+        if (value := getattr(update, field)) is not None:
+            setattr(target, field, value)
+
+
+def triage_regression(session: Session, regression_id: int, update: TriageUpdate) -> Regression:
+    """Change a regression's status, assignee, note or bug link."""
+    regression = get_regression(session, regression_id)
+    _apply(regression, update)
+    if update.status is not None:
+        regression.status = update.status
+    session.flush()
+    return regression
+
+
+def get_group(session: Session, group_id: int) -> AlertGroup:
+    """One alert group by id."""
+    if (group := session.get(AlertGroup, group_id)) is None:
+        raise AlertGroupNotFound(group_id)
+    return group
+
+
+def triage_group(session: Session, group_id: int, update: TriageUpdate) -> AlertGroup:
+    """Triage a group: its status (and assignee, note, link) apply to every member."""
+    group = get_group(session, group_id)
+    _apply(group, update)
+    for regression in group.regressions:
+        _apply(regression, update)
+        if update.status is not None:
+            regression.status = update.status
+    session.flush()
+    return group
+
+
+def group_status(group: AlertGroup) -> str:
+    """The most pressing member status."""
+    present = {r.status for r in group.regressions}
+    return next((s for s in STATUSES if s in present), "new")
+
+
+def list_groups(
+    session: Session,
+    status: str | None,
+    machine: str | None,
+    channel: str | None,
+    since: datetime | None,
+    offset: int,
+    limit: int,
+) -> tuple[list[AlertGroup], int]:
+    """A page of alert groups, newest first (status is derived, so filtered here)."""
+    query = select(AlertGroup).join(Machine, AlertGroup.machine_id == Machine.id)
+    if machine is not None:
+        query = query.where(Machine.name == machine)
+    if channel is not None:
+        query = query.where(AlertGroup.channel == channel)
+    if since is not None:
+        query = query.where(AlertGroup.created_at >= since)
+    groups = list(session.scalars(query.order_by(AlertGroup.id.desc())))
+    if status is not None:
+        groups = [g for g in groups if group_status(g) == status]
+    return groups[offset : offset + limit], len(groups)
+
+
+def describe_group(session: Session, group: AlertGroup) -> dict[str, Any]:
+    """A group's fields with what it spans, for the read model."""
+    members = group.regressions
+    counts: dict[str, int] = {}
+    for regression in members:
+        counts[regression.direction] = counts.get(regression.direction, 0) + 1
+    machine = session.get(Machine, group.machine_id)
+    return {
+        "id": group.id,
+        "machine": machine.name if machine else "",
+        "channel": group.channel,
+        "first_bad_run_id": group.first_bad_run_id,
+        "last_good_run_id": group.last_good_run_id,
+        "status": group_status(group),
+        "counts": counts,
+        "suites": sorted({r.series.benchmark.suite for r in members}),
+        "configs": sorted({r.series.benchmark.config for r in members}),
+        "precisions": sorted({r.series.benchmark.precision for r in members}),
+        "metrics": sorted({r.series.metric.name for r in members}),
+        "environment_diff": group.environment_diff,
+        "assignee": group.assignee,
+        "note": group.note,
+        "bug_url": group.bug_url,
+        "created_at": group.created_at,
+    }
+
+
+def list_run_anomalies(
+    session: Session, machine: str | None, anomalous: bool | None, limit: int
+) -> list[RunAnomaly]:
+    """Scored runs, newest first."""
+    query = select(RunAnomaly).join(Run, RunAnomaly.run_id == Run.id)
+    if machine is not None:
+        query = query.join(Machine, Run.machine_id == Machine.id).where(Machine.name == machine)
+    if anomalous is not None:
+        query = query.where(RunAnomaly.anomalous == anomalous)
+    return list(session.scalars(query.order_by(Run.started_at.desc()).limit(limit)))

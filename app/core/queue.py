@@ -1,0 +1,101 @@
+"""Background work: tasks are named, queued on the session and published after its commit.
+
+With ``BENCHWATCH_BROKER_URL`` set, tasks go to Celery (workers run them); without it they run
+in this process on a small thread pool (the embedded default). Either way a task is published
+only after the transaction that asked for it commits, so no task ever refers to a row that
+was rolled back, and a rolled-back transaction publishes nothing.
+"""
+
+import logging
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Protocol
+
+from sqlalchemy import event
+from sqlalchemy.orm import Session
+
+log = logging.getLogger(__name__)
+
+DETECT_RUN = "anomalies.detect_run"
+PENDING = "benchwatch.pending_tasks"
+PUBLISHER = "benchwatch.publisher"
+
+
+class Publisher(Protocol):
+    """Sends a named task with keyword arguments somewhere it will run."""
+
+    def publish(self, name: str, kwargs: dict[str, Any]) -> None:
+        """Send one task."""
+
+
+def enqueue_after_commit(session: Session, name: str, **kwargs: Any) -> None:
+    """Ask for task ``name`` to run once the session's transaction has committed."""
+    session.info.setdefault(PENDING, []).append((name, kwargs))
+
+
+def commit(session: Session) -> None:
+    """Commit, then publish the tasks queued in this transaction."""
+    session.commit()
+    pending = session.info.pop(PENDING, [])
+    publisher: Publisher | None = session.info.get(PUBLISHER)
+    for name, kwargs in pending:
+        if publisher is None:
+            log.warning("no publisher: task %s%s dropped", name, kwargs)
+            continue
+        try:
+            publisher.publish(name, kwargs)
+        except Exception:  # the data is committed; a rescan catches up on the lost task
+            log.exception("could not publish task %s%s", name, kwargs)
+
+
+@event.listens_for(Session, "after_soft_rollback")
+def _forget_pending(session: Session, previous_transaction: Any) -> None:
+    session.info.pop(PENDING, None)
+
+
+class CeleryPublisher:
+    """Publishes to the broker by task name: the API never imports the workers' code."""
+
+    def __init__(self, broker_url: str) -> None:
+        from celery import Celery  # only where a broker is configured
+
+        self.client = Celery("benchwatch-publisher", broker=broker_url)
+        self.client.conf.broker_connection_retry_on_startup = True
+
+    def publish(self, name: str, kwargs: dict[str, Any]) -> None:
+        """Send the task to the ``default`` queue."""
+        self.client.send_task(name, kwargs=kwargs, queue="default")
+
+
+class InProcessPublisher:
+    """Runs tasks in this process, one at a time, on a background thread."""
+
+    def __init__(self, jobs: dict[str, Callable[..., None]]) -> None:
+        self.jobs = jobs
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="benchwatch-job")
+
+    def publish(self, name: str, kwargs: dict[str, Any]) -> None:
+        """Schedule the job; errors are logged, never raised into the request."""
+        self.submit(name, kwargs)
+
+    def submit(self, name: str, kwargs: dict[str, Any]) -> Future[None]:
+        """Schedule the job and return its future (tests wait on it)."""
+        return self.executor.submit(self._run, name, kwargs)
+
+    def _run(self, name: str, kwargs: dict[str, Any]) -> None:
+        job = self.jobs.get(name)
+        if job is None:
+            log.error("no in-process job named %s", name)
+            return
+        try:
+            job(**kwargs)
+        except Exception:
+            log.exception("in-process job %s%s failed", name, kwargs)
+
+    def drain(self) -> None:
+        """Wait for every scheduled job (tests, and a clean shutdown)."""
+        self.executor.submit(lambda: None).result()
+
+    def close(self) -> None:
+        """Finish what is queued, then stop the thread."""
+        self.executor.shutdown(wait=True)

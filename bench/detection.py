@@ -1,0 +1,603 @@
+"""Change-point detection quality and speed: benchwatch against Apache Otava and PyTorch's rule.
+
+**Corpus.** A seeded, labelled set of synthetic benchmark series (600; ``--quick``: 120), each
+60-400 points long around a base level drawn log-uniformly in [0.1, 1000]. Series ``i`` of
+seed ``s`` comes from ``numpy.random.default_rng([s, i])`` alone, so ``make_series(s, i)``
+rebuilds any series printed below, whatever the corpus size. Each series has a category:
+
+- ``step`` (45%): one or two steps, each of 2-30% of the level before it, up or down. The size
+  is drawn uniformly within a bucket picked uniformly among 2-3%, 3-5%, 5-10% and 10-30%.
+  Every level, the first included, lasts at least 8 points. A step's true index is the first
+  point of the new level (as ``ChangePoint.index``).
+- ``no_change`` (20%): a constant level and noise only.
+- ``outliers`` (12%): no step, but 1-4 isolated single points (never adjacent) set 3-10
+  noise standard deviations above or below the level.
+- ``bimodal`` (12%): no step; each point independently sits on one of two levels 3-6% apart
+  (upper level with probability 0.2-0.5), the within-mode noise CV limited to 0.5-2%.
+- ``drift`` (11%): no step; a linear trend of 2-6% (up or down) over the whole series.
+
+Noise is multiplicative, ``level * (1 + cv * e)``, with the coefficient of variation ``cv``
+log-uniform in 0.5-8% and ``e`` of unit variance: Gaussian for half the series, Student-t with
+3 degrees of freedom divided by sqrt(3) (heavy tails) for the other half, clipped at +-8
+so that values stay positive. No point is missing (no NaN).
+
+**Scoring.** A detection is a true positive when it lies within 2 points of a true step not
+already matched; pairs are matched one-to-one, closest first. Precision = TP / detections,
+recall = TP / true steps, F1 their harmonic mean, over all series. False alarms are all
+detections on series without a true step, per 1,000 of their points: on the pure
+``no_change`` series and on every step-free series (``no_change`` + ``outliers`` +
+``bimodal`` + ``drift``). Recall is also broken down by step size and by the series' noise
+CV (and both at once for benchwatch), and false alarms by category, so the reader sees
+where the misses come from. Steps under the benchwatch detector's 3% minimum effect
+(``DetectorConfig.min_rel_change``) are meant to be hard; they stay in the corpus and in the
+overall figures, which they cap: about a quarter of the steps are 2-3%, so a detector that
+ignores them all cannot pass F1 ~0.85 however well it finds the rest. Two further columns
+show the rest alone: recall over the steps of 3% or more, and F1 against those steps, where
+a detection matched to a smaller step counts neither as a hit nor as a false alarm.
+
+**Detectors**, each on the same values:
+
+a. benchwatch: ``app.anomalies.detectors.find_change_points(values, DetectorConfig())``.
+   While it raises ``NotImplementedError`` its rows read "not implemented".
+b. Apache Otava 0.8.0 (PyPI ``apache-otava``, formerly DataStax Hunter): the windowed
+   e-divisive of Fleming et al., "Hunter: Using Change Point Detection to Hunt for Performance
+   Regressions" (ICPE 2023), called as ``otava.analysis.compute_change_points(values,
+   window_len=50, max_pvalue=0.001, min_magnitude=0.0)``: the function and the defaults that
+   ``otava analyze`` uses (``AnalysisOptions()``; CLI ``--window 50 -P 0.001 -M 0.0``, without
+   ``--orig-edivisive``). Its first result is the list of change points; their ``index`` is
+   the first point of the new level. Values are passed as a Python list, as Otava itself does
+   (``ChangePointDetector`` only cuts the window out of non-ndarray input). Otava 0.8.0 pins
+   ``numpy==2.2.*`` and ``scipy<1.17``; ``otava.analysis`` needs nothing but numpy and scipy,
+   so it may be installed with ``pip install --no-deps apache-otava`` beside this project's
+   newer numpy. ``--otava-limit N`` runs it on the first N series only, if it is too slow.
+c. PyTorch's dashboard rule, turned into a change-point detector. The rule: baseline = median
+   of the 6 points before the last 4; a point is flagged when ``|value / baseline - 1| > 5%``
+   (here in either direction); a regression is the last 2 or more consecutive points flagged.
+   Adaptation: each point ``t >= 9`` is judged once, when it is the newest point: flagged when
+   ``|v[t] / median(v[t-9 : t-3]) - 1| > 0.05``. Every run of 2 or more consecutive flagged
+   points gives one detection, at the run's first point (the first 9 points are never
+   flagged: they have no baseline).
+
+**Speed.** benchwatch's detector alone over 10,000 series of 500 points from the same
+generator (``--quick``: 1,000), in this process, one core; target 60 s.
+
+Run ``.venv/bin/python bench/detection.py [--quick] [--seed N]`` from the repository root.
+"""
+
+import argparse
+import importlib
+import itertools
+import math
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+from numpy.lib.stride_tricks import sliding_window_view
+
+Array = npt.NDArray[np.float64]
+Detect = Callable[[Array], list[int]]
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CATEGORIES = ("step", "no_change", "outliers", "bimodal", "drift")
+CATEGORY_P = (0.45, 0.20, 0.12, 0.12, 0.11)
+STEP_BUCKETS = ((0.02, 0.03), (0.03, 0.05), (0.05, 0.10), (0.10, 0.30))
+NOISE_BUCKETS = ((0.005, 0.01), (0.01, 0.02), (0.02, 0.04), (0.04, 0.08))
+MIN_LEVEL = 8  # points every level lasts, the first included
+LENGTHS = (60, 400)
+MIN_EFFECT = 0.03  # DetectorConfig.min_rel_change: smaller steps are expected misses
+TOLERANCE = 2  # points between a detection and the true step it matches
+T_DF = 3
+NOISE_CLIP = 8.0
+
+TARGET_F1 = 0.90
+TARGET_FALSE_PER_1K = 1.0
+TARGET_SECONDS = 60.0
+
+CORPUS_FULL, CORPUS_QUICK = 600, 120
+TIMING_FULL, TIMING_QUICK = 10_000, 1_000
+TIMING_LENGTH = 500
+
+
+# --- corpus ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Series:
+    """One labelled series: values and the truth about them."""
+
+    seed: int
+    index: int
+    category: str
+    noise: str  # "gauss" or "t3"
+    cv: float
+    values: Array
+    steps: tuple[int, ...] = ()  # first point of each new level
+    sizes: tuple[float, ...] = ()  # signed relative change of each step
+
+
+Keep = Callable[[Series, int], bool]  # selects true step number k of a series
+
+
+def log_uniform(rng: np.random.Generator, low: float, high: float) -> float:
+    """A draw spread evenly over orders of magnitude."""
+    return math.exp(rng.uniform(math.log(low), math.log(high)))
+
+
+def noise(rng: np.random.Generator, kind: str, n: int) -> Array:
+    """Unit-variance noise, Gaussian or scaled Student-t(3), clipped at +-8."""
+    if kind == "gauss":
+        e = rng.standard_normal(n)
+    else:
+        e = rng.standard_t(T_DF, n) / math.sqrt(T_DF / (T_DF - 2))
+    return np.clip(e, -NOISE_CLIP, NOISE_CLIP)
+
+
+def place_steps(rng: np.random.Generator, n: int, k: int) -> list[int]:
+    """``k`` step indices such that every level lasts at least ``MIN_LEVEL`` points."""
+    while True:
+        at = sorted(int(i) for i in rng.choice(np.arange(MIN_LEVEL, n - MIN_LEVEL + 1), k, False))
+        bounds = [0, *at, n]
+        if all(b - a >= MIN_LEVEL for a, b in itertools.pairwise(bounds)):
+            return at
+
+
+def step_size(rng: np.random.Generator) -> float:
+    """A signed relative step: bucket uniformly, size uniformly within it, either direction."""
+    low, high = STEP_BUCKETS[int(rng.integers(len(STEP_BUCKETS)))]
+    return float(rng.uniform(low, high)) * float(rng.choice((-1.0, 1.0)))
+
+
+def isolated_points(rng: np.random.Generator, n: int, k: int) -> list[int]:
+    """``k`` distinct indices, no two adjacent."""
+    while True:
+        at = sorted(int(i) for i in rng.choice(n, k, replace=False))
+        if all(b - a > 1 for a, b in itertools.pairwise(at)):
+            return at
+
+
+def make_series(seed: int, index: int, length: int | None = None) -> Series:
+    """Series ``index`` of the corpus of ``seed`` (``length`` overrides the drawn length)."""
+    rng = np.random.default_rng([seed, index])
+    category = str(rng.choice(CATEGORIES, p=CATEGORY_P))
+    n = length or int(rng.integers(LENGTHS[0], LENGTHS[1] + 1))
+    kind = "gauss" if rng.random() < 0.5 else "t3"
+    cv = log_uniform(rng, 0.005, 0.02) if category == "bimodal" else log_uniform(rng, 0.005, 0.08)
+    level = np.full(n, log_uniform(rng, 0.1, 1000.0))
+    steps: list[int] = []
+    sizes: list[float] = []
+    if category == "step":
+        steps = place_steps(rng, n, int(rng.integers(1, 3)))
+        for at in steps:
+            sizes.append(step_size(rng))
+            level[at:] *= 1.0 + sizes[-1]
+    elif category == "drift":
+        level *= 1.0 + rng.uniform(0.02, 0.06) * rng.choice((-1.0, 1.0)) * np.linspace(0, 1, n)
+    elif category == "bimodal":
+        level *= 1.0 + rng.uniform(0.03, 0.06) * (rng.random(n) < rng.uniform(0.2, 0.5))
+    values = level * (1.0 + cv * noise(rng, kind, n))
+    if category == "outliers":
+        for at in isolated_points(rng, n, int(rng.integers(1, 5))):
+            values[at] = level[at] * (1.0 + rng.choice((-1.0, 1.0)) * rng.uniform(3, 10) * cv)
+    return Series(seed, index, category, kind, cv, values, tuple(steps), tuple(sizes))
+
+
+def make_corpus(seed: int, count: int, length: int | None = None) -> list[Series]:
+    """Series 0..count-1 of ``seed``."""
+    return [make_series(seed, i, length) for i in range(count)]
+
+
+# --- detectors ------------------------------------------------------------------------------
+
+
+class NotReady(Exception):
+    """A detector that cannot run here (not implemented, not installed)."""
+
+
+def benchwatch_detector() -> Detect:
+    """benchwatch's ``find_change_points`` with the default config."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from app.anomalies.detectors import DetectorConfig, find_change_points
+
+    config = DetectorConfig()
+
+    def detect(values: Array) -> list[int]:
+        return [cp.index for cp in find_change_points(values, config)]
+
+    try:
+        detect(make_series(0, 0, 60).values)
+    except NotImplementedError as exc:
+        raise NotReady("not implemented") from exc
+    return detect
+
+
+def otava_detector() -> Detect:
+    """Apache Otava's windowed e-divisive with the ``otava analyze`` defaults."""
+    try:
+        compute_change_points = importlib.import_module("otava.analysis").compute_change_points
+    except ImportError as exc:
+        raise NotReady(f"not installed ({exc})") from exc
+
+    def detect(values: Array) -> list[int]:
+        points, _weak = compute_change_points(
+            values.tolist(), window_len=50, max_pvalue=0.001, min_magnitude=0.0
+        )
+        return [int(cp.index) for cp in points]
+
+    return detect
+
+
+def pytorch_detector() -> Detect:
+    """The PyTorch dashboard rule (pure numpy, always available)."""
+    return pytorch_rule
+
+
+def pytorch_rule(values: Array, before: int = 6, recent: int = 4, limit: float = 0.05) -> list[int]:
+    """PyTorch dashboard rule, slid along the series: first point of each run of >= 2 flags."""
+    first = before + recent - 1  # the first point with a full baseline
+    if len(values) <= first:
+        return []
+    medians = np.median(sliding_window_view(values, before), axis=1)
+    flags = np.zeros(len(values), dtype=bool)
+    flags[first:] = np.abs(values[first:] / medians[: len(values) - first] - 1.0) > limit
+    edges = np.diff(np.concatenate(([0], flags.astype(np.int8), [0])))
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    return [int(s) for s, e in zip(starts, ends, strict=True) if e - s >= 2]
+
+
+# --- scoring --------------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    """One detector on one series."""
+
+    series: Series
+    found: list[int]
+    hit: list[bool]  # per true step
+    false: int  # unmatched detections
+    error: str | None = None
+
+
+@dataclass
+class Score:
+    """One detector over the corpus."""
+
+    name: str
+    status: str = "ok"  # or why it did not run
+    seconds: float = 0.0
+    outcomes: list[Outcome] = field(default_factory=list)
+
+
+def match(truth: tuple[int, ...], found: list[int]) -> tuple[list[bool], int]:
+    """One-to-one matching within ``TOLERANCE``, closest pairs first: (hit per step, FPs)."""
+    pairs = sorted(
+        (abs(f - t), ti, fi)
+        for ti, t in enumerate(truth)
+        for fi, f in enumerate(found)
+        if abs(f - t) <= TOLERANCE
+    )
+    hit, used = [False] * len(truth), [False] * len(found)
+    for _, ti, fi in pairs:
+        if not hit[ti] and not used[fi]:
+            hit[ti] = used[fi] = True
+    return hit, used.count(False)
+
+
+def score(name: str, make: Callable[[], Detect], corpus: list[Series]) -> Score:
+    """Run one detector over the corpus (an exception on a series counts as no detection)."""
+    try:
+        detect = make()
+    except NotReady as exc:
+        return Score(name, status=str(exc))
+    result = Score(name)
+    began = time.perf_counter()
+    for series in corpus:
+        error = None
+        try:
+            found = sorted(detect(series.values))
+        except Exception:
+            found, error = [], traceback.format_exc(limit=3)
+        hit, false = match(series.steps, found)
+        result.outcomes.append(Outcome(series, found, hit, false, error))
+    result.seconds = time.perf_counter() - began
+    return result
+
+
+def ratio(num: float, den: float) -> float:
+    """``num / den``, NaN when there is nothing to divide."""
+    return num / den if den else math.nan
+
+
+def recall(outcomes: Iterable[Outcome], *keep: Keep) -> tuple[float, int]:
+    """Recall over the true steps that every ``keep(series, step_no)`` selects, and their count."""
+    hits = [
+        o.hit[k]
+        for o in outcomes
+        for k in range(len(o.hit))
+        if all(choose(o.series, k) for choose in keep)
+    ]
+    return ratio(sum(hits), len(hits)), len(hits)
+
+
+def by_size(bucket: tuple[float, float]) -> Keep:
+    """Selects steps whose size is in ``bucket``."""
+    return lambda series, k: in_bucket(abs(series.sizes[k]), bucket)
+
+
+def by_cv(bucket: tuple[float, float]) -> Keep:
+    """Selects steps of series whose noise CV is in ``bucket``."""
+    return lambda series, _: in_bucket(series.cv, bucket)
+
+
+def by_kind(kind: str) -> Keep:
+    """Selects steps of series with noise of ``kind``."""
+    return lambda series, _: series.noise == kind
+
+
+def false_per_1k(outcomes: Iterable[Outcome], categories: tuple[str, ...]) -> float:
+    """Unmatched detections per 1,000 points over the series of ``categories``."""
+    chosen = [o for o in outcomes if o.series.category in categories]
+    return 1000 * ratio(sum(o.false for o in chosen), sum(len(o.series.values) for o in chosen))
+
+
+def prf(outcomes: list[Outcome]) -> tuple[float, float, float]:
+    """Precision, recall, F1."""
+    tp = sum(sum(o.hit) for o in outcomes)
+    precision = ratio(tp, sum(len(o.found) for o in outcomes))
+    rec = ratio(tp, sum(len(o.hit) for o in outcomes))
+    return precision, rec, ratio(2 * precision * rec, precision + rec)
+
+
+def f1_from(size: float, outcomes: list[Outcome]) -> float:
+    """F1 against the steps of at least ``size``; detections of smaller steps count neither way."""
+    big = by_size((size, math.inf))
+    tp = sum(o.hit[k] for o in outcomes for k in range(len(o.hit)) if big(o.series, k))
+    steps = sum(big(o.series, k) for o in outcomes for k in range(len(o.hit)))
+    precision, rec = ratio(tp, tp + sum(o.false for o in outcomes)), ratio(tp, steps)
+    return ratio(2 * precision * rec, precision + rec)
+
+
+def in_bucket(value: float, bucket: tuple[float, float]) -> bool:
+    """``low <= value < high`` (the last bucket includes its top)."""
+    return bucket[0] <= value < bucket[1] or math.isclose(value, bucket[1])
+
+
+# --- printing -------------------------------------------------------------------------------
+
+NO_STEP = ("no_change", "outliers", "bimodal", "drift")
+
+
+def pct(x: float) -> str:
+    """A fraction as a short percent (``-`` for NaN)."""
+    return "-" if math.isnan(x) else f"{100 * x:.0f}%"
+
+
+def num(x: float, digits: int = 2) -> str:
+    """A float (``-`` for NaN)."""
+    return "-" if math.isnan(x) else f"{x:.{digits}f}"
+
+
+def print_rows(header: list[str], rows: list[list[str]]) -> None:
+    """Left-aligned first column, right-aligned others."""
+    widths = [max(len(r[c]) for r in [header, *rows]) for c in range(len(header))]
+    for row in [header, *rows]:
+        cells = [row[0].ljust(widths[0])] + [
+            c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)
+        ]
+        print("  " + "  ".join(cells))
+
+
+def bucket_name(bucket: tuple[float, float]) -> str:
+    """``2-3%``."""
+    return f"{100 * bucket[0]:g}-{100 * bucket[1]:g}%"
+
+
+def print_main_table(scores: list[Score]) -> None:
+    """Precision, recall, F1, false alarms and runtime per detector."""
+    header = [
+        "detector", "precision", "recall", "F1", "FA/1k pure", "FA/1k no-step",
+        f"recall >= {100 * MIN_EFFECT:g}%", f"F1 >= {100 * MIN_EFFECT:g}%", "runtime",
+    ]  # fmt: skip
+    rows = []
+    for s in scores:
+        if s.status != "ok":
+            rows.append([s.name, s.status, *[""] * (len(header) - 2)])
+            continue
+        p, r, f1 = prf(s.outcomes)
+        per = 1000 * s.seconds / len(s.outcomes)
+        rows.append(
+            [
+                s.name + (f" ({len(s.outcomes)} series)" if s.name == "otava" else ""),
+                num(p),
+                num(r),
+                num(f1),
+                num(false_per_1k(s.outcomes, ("no_change",))),
+                num(false_per_1k(s.outcomes, NO_STEP)),
+                num(recall(s.outcomes, by_size((MIN_EFFECT, math.inf)))[0]),
+                num(f1_from(MIN_EFFECT, s.outcomes)),
+                f"{s.seconds:.1f} s ({per:.1f} ms/series)",
+            ]
+        )
+    print_rows(header, rows)
+
+
+def print_breakdowns(scores: list[Score]) -> None:
+    """Recall per step size, noise CV and noise kind; false alarms per category."""
+    ready = [s for s in scores if s.status == "ok"]
+    size = [(bucket_name(b), by_size(b)) for b in STEP_BUCKETS]
+    cv = [(bucket_name(b), by_cv(b)) for b in NOISE_BUCKETS]
+    kind = [(k, by_kind(k)) for k in ("gauss", "t3")]
+    for title, columns in (("step size", size), ("noise CV", cv), ("noise kind", kind)):
+        print(f"\nrecall by {title} (true steps in each bucket in brackets)")
+        full = max(ready, key=lambda s: len(s.outcomes)).outcomes if ready else []
+        counts = [recall(full, keep)[1] for _, keep in columns]
+        header = ["detector", *(f"{n} [{c}]" for (n, _), c in zip(columns, counts, strict=True))]
+        rows = [[s.name, *(pct(recall(s.outcomes, keep)[0]) for _, keep in columns)] for s in ready]
+        print_rows(header, rows)
+    print("\nfalse alarms per 1,000 points by category (step: unmatched detections)")
+    cats = ("no_change", "outliers", "bimodal", "drift", "step")
+    print_rows(
+        ["detector", *cats],
+        [[s.name, *(num(false_per_1k(s.outcomes, (c,))) for c in cats)] for s in ready],
+    )
+
+
+def print_cross(score: Score) -> None:
+    """Recall of one detector by step size (rows) and noise CV (columns), with counts."""
+    if score.status != "ok":
+        return
+    print(f"\n{score.name}: recall by step size (rows) x noise CV (columns) [true steps]")
+    rows = []
+    for size in STEP_BUCKETS:
+        row = [bucket_name(size)]
+        for cv in NOISE_BUCKETS:
+            r, n = recall(score.outcomes, by_size(size), by_cv(cv))
+            row.append(f"{pct(r)} [{n}]")
+        rows.append(row)
+    print_rows(["step \\ cv", *(bucket_name(b) for b in NOISE_BUCKETS)], rows)
+
+
+def verdict(ok: bool) -> str:
+    """The table's verdict word."""
+    return "ok" if ok else "MISSED"
+
+
+def print_targets(scores: list[Score], timing: float | None, timing_count: int) -> None:
+    """benchwatch against its targets."""
+    by = {s.name: s for s in scores}
+    bw = by["benchwatch"]
+    print(
+        f"\ntargets for benchwatch: F1 >= {TARGET_F1:.2f}, <= {TARGET_FALSE_PER_1K:g} false alarm"
+        f" per 1,000 points, ahead of both others; {TIMING_FULL:,} x {TIMING_LENGTH} points"
+        f" <= {TARGET_SECONDS:g} s"
+    )
+    if bw.status != "ok":
+        print(f"  benchwatch: {bw.status}")
+        return
+    f1 = prf(bw.outcomes)[2]
+    pure, no_step = false_per_1k(bw.outcomes, ("no_change",)), false_per_1k(bw.outcomes, NO_STEP)
+    others = {s.name: prf(s.outcomes)[2] for s in scores if s.status == "ok" and s is not bw}
+    print(f"  F1 {f1:.3f}: {verdict(f1 >= TARGET_F1)}")
+    print(f"  false alarms/1k, pure no-change {pure:.2f}: {verdict(pure <= TARGET_FALSE_PER_1K)}")
+    print(
+        f"  false alarms/1k, all no-step {no_step:.2f}: {verdict(no_step <= TARGET_FALSE_PER_1K)}"
+    )
+    ahead = all(f1 > other for other in others.values())
+    versus = ", ".join(f"{n} {v:.3f}" for n, v in others.items())
+    print(f"  F1 ahead of the others ({versus}): {verdict(ahead)}")
+    if timing is not None:
+        scaled = timing * TIMING_FULL / timing_count
+        print(
+            f"  speed: {timing_count:,} series in {timing:.1f} s"
+            f" (~{scaled:.0f} s for {TIMING_FULL:,}): {verdict(scaled <= TARGET_SECONDS)}"
+        )
+
+
+def describe(o: Outcome) -> str:
+    """One line locating a series and what the detector made of it."""
+    s = o.series
+    truth = ", ".join(f"{at} ({100 * z:+.1f}%)" for at, z in zip(s.steps, s.sizes, strict=True))
+    return (
+        f"seed {s.seed} series {s.index}: {s.category}, n={len(s.values)}, {s.noise} cv"
+        f" {100 * s.cv:.2f}%, steps [{truth}] -> found {o.found}"
+    )
+
+
+def print_examples(score: Score, count: int) -> None:
+    """The worst misses (largest step relative to noise) and false alarms of one detector."""
+    if score.status != "ok" or count <= 0:
+        return
+    missed = [
+        (abs(o.series.sizes[k]) / o.series.cv, o.series.steps[k], o)
+        for o in score.outcomes
+        for k in range(len(o.hit))
+        if not o.hit[k] and abs(o.series.sizes[k]) >= MIN_EFFECT
+    ]
+    missed.sort(key=lambda pair: -pair[0])
+    print(
+        f"\n{score.name}: misses of steps >= {100 * MIN_EFFECT:g}%, largest |step| / cv first"
+        " (rebuild with make_series(seed, index))"
+    )
+    for snr, at, o in missed[:count]:
+        print(f"  missed {at}, |step|/cv {snr:.1f}: {describe(o)}")
+    false = [o for o in score.outcomes if o.false]
+    false.sort(key=lambda o: (o.series.category == "step", -o.false))
+    print(f"{score.name}: false alarms, step-free series first")
+    for o in false[:count]:
+        print(f"  {o.false} false  {describe(o)}")
+    errors = [o for o in score.outcomes if o.error]
+    if errors:
+        print(f"{score.name}: {len(errors)} series raised; first: {describe(errors[0])}")
+        print(errors[0].error)
+
+
+# --- main -----------------------------------------------------------------------------------
+
+
+def time_benchwatch(seed: int, count: int) -> float | None:
+    """Seconds benchwatch's detector takes over ``count`` series of 500 points."""
+    try:
+        detect = benchwatch_detector()
+    except NotReady:
+        return None
+    corpus = make_corpus(seed + 1, count, TIMING_LENGTH)
+    began = time.perf_counter()
+    for series in corpus:
+        detect(series.values)
+    return time.perf_counter() - began
+
+
+def parse_args() -> argparse.Namespace:
+    """Command-line options."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--quick", action="store_true", help="a smaller corpus and timing run")
+    parser.add_argument("--seed", type=int, default=1, help="corpus seed (default 1)")
+    parser.add_argument("--otava-limit", type=int, help="run Otava on the first N series only")
+    parser.add_argument("--examples", type=int, default=4, help="benchwatch misses to print")
+    return parser.parse_args()
+
+
+def main() -> int:
+    """Build the corpus, score the detectors, time benchwatch, print the tables."""
+    args = parse_args()
+    began = time.perf_counter()
+    count = CORPUS_QUICK if args.quick else CORPUS_FULL
+    timing_count = TIMING_QUICK if args.quick else TIMING_FULL
+    corpus = make_corpus(args.seed, count)
+    cats = {c: sum(s.category == c for s in corpus) for c in CATEGORIES}
+    print(
+        f"benchwatch detection bench ({'quick' if args.quick else 'full'}, seed {args.seed}):"
+        f" {count} series, {sum(len(s.values) for s in corpus):,} points,"
+        f" {sum(len(s.steps) for s in corpus)} true steps; {cats}",
+        flush=True,
+    )
+    otava_corpus = corpus[: args.otava_limit] if args.otava_limit else corpus
+    scores = []
+    for name, make, series in (
+        ("benchwatch", benchwatch_detector, corpus),
+        ("otava", otava_detector, otava_corpus),
+        ("pytorch-rule", pytorch_detector, corpus),
+    ):
+        scores.append(score(name, make, series))
+        print(f"  {name}: {scores[-1].status}, {scores[-1].seconds:.1f} s", flush=True)
+    print(f"  timing benchwatch on {timing_count:,} x {TIMING_LENGTH} points ...", flush=True)
+    timing = time_benchwatch(args.seed, timing_count)
+    print()
+    print_main_table(scores)
+    print_breakdowns(scores)
+    print_cross(scores[0])
+    print_targets(scores, timing, timing_count)
+    print_examples(scores[0], args.examples)
+    print(f"\nelapsed {time.perf_counter() - began:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
