@@ -10,7 +10,6 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-
 revision: str = "7f51a66b669d"
 down_revision: str | None = "8783272ee5a6"
 branch_labels: str | Sequence[str] | None = None
