@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
+import redis
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
@@ -102,6 +103,26 @@ def client(settings: Settings) -> Iterator[TestClient]:
     with TestClient(application) as test_client:
         yield test_client
     application.state.database.dispose()
+
+
+@pytest.fixture
+def redis_url() -> str:
+    """The test Redis database, emptied; fails in CI (skips elsewhere) when Redis is down."""
+    try:
+        client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
+        client.flushdb()
+    except redis.RedisError as exc:
+        service_missing("Redis", exc)
+    return REDIS_URL
+
+
+@pytest.fixture
+def postgres_database(postgres_url: str) -> Iterator[Database]:
+    """The Postgres test database alone (for tests that need its server-side features)."""
+    db = Database(postgres_url)
+    _empty(db)
+    yield db
+    db.dispose()
 
 
 def make_token(database: Database, *scopes: str, name: str = "ci") -> str:

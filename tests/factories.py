@@ -67,3 +67,38 @@ def many_results(count: int, *, scale: float = 1.0) -> list[dict[str, Any]]:
         )
         for i in range(count)
     ]
+
+
+def nightly(
+    index: int,
+    rows: list[dict[str, Any]],
+    *,
+    torch: str = "2.6.0.dev20260101",
+    triton: str = "3.1.0",
+    machine: str = "h100-8",
+) -> dict[str, Any]:
+    """The ``index``-th nightly run of a machine with a given torch and triton."""
+    payload = run_payload(f"{machine}-nightly-{index}", rows, machine=machine, index=index)
+    payload["environment"] = {"channel": "nightly", "torch": torch, "packages": {"triton": triton}}
+    return payload
+
+
+def case_rows(model: str, config: str, latency: float, **metrics: float) -> list[dict[str, Any]]:
+    """A latency row (with samples) and any other metrics of one torchbench case."""
+    common = {
+        "suite": "torchbench",
+        "model": model,
+        "mode": "inference",
+        "precision": "bf16",
+        "config": config,
+    }
+    rows = [
+        {
+            **common,
+            "metric": "latency",
+            "value": latency,
+            "samples": [latency * 0.995, latency, latency * 1.005],
+        }
+    ]
+    rows += [{**common, "metric": name, "value": value} for name, value in metrics.items()]
+    return rows

@@ -1,12 +1,9 @@
 """Probes: /healthz always, /readyz checks the database, its migrations and the broker."""
 
-import pytest
-import redis
 from fastapi.testclient import TestClient
 
 from app.core.config import Settings
 from app.main import create_app
-from tests.conftest import REDIS_URL, service_missing
 
 
 def probe(settings: Settings, path: str) -> tuple[int, dict[str, object]]:
@@ -26,15 +23,6 @@ def test_not_ready_on_an_unmigrated_database(tmp_path: object) -> None:
     status, body = probe(Settings(DATABASE_URL=f"sqlite:///{tmp_path}/empty.db"), "/readyz")
     assert status == 503
     assert "not migrated" in str(body["checks"])
-
-
-@pytest.fixture
-def redis_url() -> str:
-    try:
-        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2).ping()
-    except redis.RedisError as exc:
-        service_missing("Redis", exc)
-    return REDIS_URL
 
 
 def test_ready_with_a_reachable_broker(settings: Settings, redis_url: str) -> None:

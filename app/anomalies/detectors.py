@@ -142,12 +142,16 @@ def _confirm(
     """The proposals that pass, each with the window bounds it was judged on."""
     current = proposals
     for _ in range(MAX_ROUNDS):
-        judged = [
-            (split, bounds, _passes(points, split, bounds, config, samples))
+        placed = [
+            _refine(points, split, bounds, config.min_segment)
             for split, bounds in _with_bounds(current, len(points), config.window)
         ]
+        judged = [
+            (split, bounds, _passes(points, split, bounds, config, samples))
+            for split, bounds in _with_bounds(placed, len(points), config.window)
+        ]
         kept = [split for split, _, ok in judged if ok]
-        if kept == current:
+        if kept == placed:
             return [(split, bounds) for split, bounds, _ in judged]
         current = kept
     return list(_with_bounds(current, len(points), config.window))
@@ -202,7 +206,6 @@ def _change_point(
     config: DetectorConfig,
     samples: Sequence[Sequence[float] | None] | None,
 ) -> ChangePoint:
-    split = _refine(points, split, bounds, config.min_segment)
     left, right = points[bounds[0] : split], points[split : bounds[1]]
     before, after = float(np.median(left)), float(np.median(right))
     return ChangePoint(

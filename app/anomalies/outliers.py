@@ -49,7 +49,7 @@ def score_run(
     if len(history) < MIN_HISTORY_RUNS:
         return None
     rows = np.asarray([[f[name] for name in FEATURES] for f in [*history, features]])
-    forest = IsolationForest(n_estimators=100, contamination=CONTAMINATION, random_state=0)
+    forest = IsolationForest(n_estimators=50, contamination=CONTAMINATION, random_state=0)
     forest.fit(rows)
     last = rows[-1:]
     return float(forest.decision_function(last)[0]), bool(forest.predict(last)[0] == -1)

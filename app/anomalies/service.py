@@ -109,7 +109,7 @@ def _detect(
             recorded = _record(one, history, change, config, known[one.id], detection)
             if recorded is not None:
                 known[one.id].append(recorded)
-    if detection.regressions:  # grouping adds them to the session (group.regressions)
+    if detection.regressions:  # grouping adds them to the session
         _group_and_explain(session, detection.regressions)
     return detection
 
@@ -197,6 +197,7 @@ def _group_and_explain(session: Session, regressions: list[Regression]) -> None:
             _environment(last_good), _environment(first_bad)
         )
         regression.group = _group_for(session, regression, first_bad, last_good)
+        session.add(regression)  # only once grouped: group_id is required
         regression.hints = [*regression.hints, *_hints(session, values, regression)]
 
 

@@ -67,3 +67,21 @@ def test_missing_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> Non
     code, _, err = run(capsys, str(tmp_path / "nope.csv"))
     assert code == 1
     assert "cannot read" in err
+
+
+def test_detect_all_rescans_the_configured_database(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "BENCHWATCH_DATABASE_URL": f"sqlite:///{tmp_path}/bw.db"}
+    cli = [sys.executable, "-m", "workers.cli"]
+    subprocess.run([*cli, "migrate"], env=env, check=True, capture_output=True)
+    done = subprocess.run(
+        [*cli, "detect", "--all"], env=env, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"new": {}, "reverted": 0}
+    neither = subprocess.run([*cli, "detect"], env=env, capture_output=True, text=True, check=False)
+    assert neither.returncode == 2
+    assert "--all" in neither.stderr

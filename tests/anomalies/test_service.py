@@ -1,0 +1,228 @@
+"""The anomaly service end to end: runs posted, detection in the background, triage."""
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from app.core.db import Database
+from app.core.queue import InProcessPublisher
+from tests.conftest import make_token
+from tests.factories import case_rows, nightly
+
+RUNS = 40
+BAD = 25  # first bad run of the injected regression
+CONFIGS = ("eager", "default", "dynamic")
+
+
+def history_rows(
+    index: int,
+    noise: np.random.Generator,
+    change: Callable[[str, str, int], dict[str, float]] | None = None,
+) -> list[dict[str, Any]]:
+    """Three models x three configs; ``change(model, config, index)`` overrides metrics."""
+    rows = []
+    for model, base in (("bert", 10.0), ("resnet50", 20.0), ("llama", 40.0)):
+        for config in CONFIGS:
+            metrics = {
+                "latency": base * (1 + noise.normal(0, 0.005)),
+                "dynamo_peak_mem": 8.0,
+                "graph_breaks": 0.0,
+            }
+            if model == "llama":  # noisy but flat
+                metrics["latency"] = base * (1 + noise.normal(0, 0.05))
+            if model == "resnet50" and config == "eager" and index == 10:
+                metrics["latency"] = base * 3  # one outlier
+            metrics.update(change(model, config, index) if change else {})
+            latency = metrics.pop("latency")
+            rows += case_rows(model, config, latency, **metrics)
+    return rows
+
+
+def post_history(
+    client: TestClient,
+    headers: dict[str, str],
+    change: Callable[[str, str, int], dict[str, float]] | None = None,
+    runs: range = range(RUNS),
+    seed: int = 0,
+) -> list[int]:
+    noise = np.random.default_rng(seed)
+    ids = []
+    for index in runs:
+        torch = "2.6.0.dev20260101" if index < BAD else "2.6.0.dev20260113"
+        payload = nightly(
+            index,
+            history_rows(index, noise, change),
+            torch=torch,
+            triton="3.1.0" if index < BAD else "3.2.0",
+        )
+        response = client.post("/api/v1/runs", json=payload, headers=headers)
+        assert response.status_code == 201, response.text
+        ids.append(response.json()["id"])
+    publisher = client.app.state.publisher  # type: ignore[attr-defined]
+    if isinstance(publisher, InProcessPublisher):
+        publisher.drain()  # in process: wait for detection; with Celery the caller polls
+    return ids
+
+
+def dynamic_bert_slower(model: str, config: str, index: int) -> dict[str, float]:
+    if model == "bert" and config == "dynamic" and index >= BAD:
+        return {"latency": 11.0 * (1 + np.sin(index) * 0.004)}
+    return {}
+
+
+def regressions(client: TestClient, **params: Any) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = client.get("/api/v1/regressions", params=params).json()["items"]
+    return items
+
+
+def test_injected_regression_is_one_regression_in_one_group(
+    client: TestClient, ingest_headers: dict[str, str]
+) -> None:
+    ids = post_history(client, ingest_headers, dynamic_bert_slower)
+    (found,) = regressions(client)
+    assert found["direction"] == "regression"
+    assert found["series"]["benchmark"]["model"] == "bert"
+    assert found["series"]["benchmark"]["config"] == "dynamic"
+    assert found["series"]["metric"]["name"] == "latency"
+    assert (found["last_good_run_id"], found["first_bad_run_id"]) == (ids[BAD - 1], ids[BAD])
+    assert found["rel_change"] == pytest.approx(0.10, abs=0.01)
+    assert found["before"] == pytest.approx(10.0, rel=0.01)
+    assert found["environment_diff"]["torch"] == ["2.6.0.dev20260101", "2.6.0.dev20260113"]
+    assert found["environment_diff"]["packages"] == {"triton": ["3.1.0", "3.2.0"]}
+    assert any("only the dynamic-shapes config moved" in h for h in found["hints"])
+    assert found["detector"]["min_rel_change"] == 0.03
+
+    (group,) = client.get("/api/v1/alert-groups").json()["items"]
+    assert group["id"] == found["group_id"]
+    assert (group["status"], group["counts"]) == ("new", {"regression": 1})
+    assert (group["configs"], group["metrics"]) == (["dynamic"], ["latency"])
+    assert group["first_bad_run_id"] == ids[BAD]
+
+
+def test_correlated_metrics_become_hints(
+    client: TestClient, ingest_headers: dict[str, str]
+) -> None:
+    def memory_and_breaks(model: str, config: str, index: int) -> dict[str, float]:
+        changed = dynamic_bert_slower(model, config, index)
+        if changed:
+            changed |= {"dynamo_peak_mem": 10.0, "graph_breaks": 3.0}
+        return changed
+
+    post_history(client, ingest_headers, memory_and_breaks)
+    latency = regressions(client, metric="latency")
+    memory = regressions(client, metric="dynamo_peak_mem")
+    assert len(latency) == len(memory) == 1
+    assert latency[0]["group_id"] == memory[0]["group_id"]  # one cause, one group
+    hints = " / ".join(latency[0]["hints"])
+    assert "peak memory rose (+25%)" in hints
+    assert "graph breaks appeared (0 -> 3)" in hints
+
+
+def test_a_bad_nightly_across_many_benchmarks_is_one_group(
+    client: TestClient, ingest_headers: dict[str, str]
+) -> None:
+    def everything_slower(model: str, config: str, index: int) -> dict[str, float]:
+        base = {"bert": 10.0, "resnet50": 20.0, "llama": 40.0}[model]
+        return {"latency": base * 1.2} if index >= BAD and model != "llama" else {}
+
+    post_history(client, ingest_headers, everything_slower)
+    found = regressions(client, limit=50)
+    assert len(found) == 6  # bert and resnet50 in three configs
+    (group,) = client.get("/api/v1/alert-groups").json()["items"]
+    assert group["counts"] == {"regression": 6}
+    assert group["configs"] == sorted(CONFIGS)
+
+
+def test_triage_persists_and_an_expected_step_does_not_fire_again(
+    client: TestClient, ingest_headers: dict[str, str], database: Database
+) -> None:
+    post_history(client, ingest_headers, dynamic_bert_slower)
+    (group,) = client.get("/api/v1/alert-groups").json()["items"]
+    triager = {"Authorization": f"Bearer {make_token(database, 'triage', name='t')}"}
+    update = {
+        "status": "expected",
+        "assignee": "ana",
+        "note": "dynamic shapes now recompile",
+        "bug_url": "https://bugs.example/1",
+    }
+    response = client.patch(f"/api/v1/alert-groups/{group['id']}", json=update, headers=triager)
+    assert response.status_code == 200, response.text
+    (member,) = response.json()["regressions"]
+    assert (member["status"], member["assignee"], member["bug_url"]) == (
+        "expected",
+        "ana",
+        "https://bugs.example/1",
+    )
+
+    post_history(client, ingest_headers, dynamic_bert_slower, runs=range(RUNS, RUNS + 15), seed=1)
+    (still,) = regressions(client)
+    assert still["status"] == "expected"
+    assert client.get("/api/v1/alert-groups", params={"status": "expected"}).json()["total"] == 1
+    assert client.get("/api/v1/alert-groups", params={"status": "new"}).json()["total"] == 0
+
+    one = client.patch(
+        f"/api/v1/regressions/{still['id']}", json={"status": "fixed"}, headers=triager
+    )
+    assert one.json()["status"] == "fixed"
+    assert (
+        client.patch(
+            f"/api/v1/regressions/{still['id']}", json={"status": "gone"}, headers=triager
+        ).status_code
+        == 422
+    )
+    assert (
+        client.patch(
+            f"/api/v1/regressions/{still['id']}", json={"status": "fixed"}, headers=ingest_headers
+        ).status_code
+        == 403
+    )
+    assert client.patch("/api/v1/regressions/999", json={}, headers=triager).status_code == 404
+
+
+def test_a_step_that_reverts_is_marked(client: TestClient, ingest_headers: dict[str, str]) -> None:
+    def slower_then_back(model: str, config: str, index: int) -> dict[str, float]:
+        return dynamic_bert_slower(model, config, index) if index < 33 else {}
+
+    post_history(client, ingest_headers, slower_then_back, runs=range(45))
+    steps = {r["direction"]: r for r in regressions(client)}
+    assert steps["regression"]["reverted"] is True
+    assert steps["regression"]["reverted_by_run_id"] == steps["improvement"]["first_bad_run_id"]
+    assert any("reverts" in h for h in steps["improvement"]["hints"])
+    reverted = client.get("/api/v1/regressions", params={"direction": "regression"}).json()
+    assert reverted["total"] == 1
+
+
+def test_a_run_where_everything_moves_is_flagged_anomalous(
+    client: TestClient, ingest_headers: dict[str, str]
+) -> None:
+    def all_shift_once(model: str, config: str, index: int) -> dict[str, float]:
+        base = {"bert": 10.0, "resnet50": 20.0, "llama": 40.0}[model]
+        return {"latency": base * 1.25, "dynamo_peak_mem": 9.0} if index == RUNS - 1 else {}
+
+    ids = post_history(client, ingest_headers, all_shift_once)
+    scored = client.get("/api/v1/run-anomalies", params={"machine": "h100-8"}).json()
+    by_run = {a["run_id"]: a for a in scored}
+    assert by_run[ids[-1]]["anomalous"] is True
+    assert by_run[ids[-1]]["features"]["share_over_3"] > 0.5
+    ordinary = [by_run[i]["anomalous"] for i in ids[15:-1]]
+    assert sum(ordinary) <= 2
+    assert regressions(client) == []  # one odd run is no step
+
+
+def test_rescan_finds_what_incremental_detection_missed(
+    client: TestClient, ingest_headers: dict[str, str], database: Database
+) -> None:
+    from app.anomalies import service
+
+    client.app.state.publisher.jobs.clear()  # type: ignore[attr-defined]  # detection off
+    post_history(client, ingest_headers, dynamic_bert_slower)
+    assert regressions(client) == []
+    with database.session_scope() as session:
+        found = service.rescan(session)
+    assert [r.direction for r in found.regressions] == ["regression"]
+    with database.session_scope() as session:
+        assert service.rescan(session).regressions == []  # idempotent
+    assert len(regressions(client)) == 1
