@@ -78,6 +78,8 @@ def find_change_points(
     kept_samples = [samples[int(i)] for i in observed] if samples is not None else None
     sigma = noise_scale(points)
     proposals = binary_segmentation(running_median(points), sigma, config.min_segment)
+    if not proposals:
+        return []
     confirmed = _confirm(points, proposals, config, kept_samples)
     return [
         _change_point(points, observed, split, bounds, config, kept_samples)

@@ -5,54 +5,115 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import ColumnElement, Integer, Select, bindparam, func, select, true
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Session
 
-from app.core.bulk import member_of
+from app.core.bulk import is_postgres, member_of
 from app.runs.models import Result
 
 
 @dataclass
 class History:
-    """One series' points in time order: value (NaN when not ok), run and raw samples."""
+    """One series' points in time order: value (NaN when not ok) and run."""
 
     values: list[float] = field(default_factory=list)
     run_ids: list[int] = field(default_factory=list)
-    samples: list[list[float] | None] = field(default_factory=list)
 
 
 def load_histories(
     session: Session, series_ids: Sequence[int], until: datetime, last: int | None
 ) -> dict[int, History]:
-    """Each series' points measured up to ``until``: the newest ``last`` (None: all)."""
+    """Each series' points measured up to ``until``: the newest ``last`` (None: all).
+
+    Raw samples are not loaded (decoding them for every point of thousands of series is the
+    slow part); ``load_samples`` fetches them for the few series where a step is found.
+    """
+    if last is not None and is_postgres(session):
+        queries = [_newest_per_series_lateral(series_ids, until, last)]
+    else:
+        queries = [
+            _newest_per_series_ranked(condition, until, last)
+            for condition in member_of(session, Result.series_id, sorted(series_ids))
+        ]
     histories: dict[int, History] = defaultdict(History)
-    for condition in member_of(session, Result.series_id, sorted(series_ids)):
-        newest_first = func.row_number().over(
-            partition_by=Result.series_id, order_by=(Result.measured_at.desc(), Result.id.desc())
-        )
-        ranked = (
-            select(
-                Result.series_id,
-                Result.run_id,
-                Result.measured_at,
-                Result.id,
-                Result.status,
-                Result.value,
-                Result.samples,
-                newest_first.label("age"),
-            )
-            .where(condition, Result.measured_at <= until)
-            .subquery()
-        )
-        query = select(ranked)
-        if last is not None:
-            query = query.where(ranked.c.age <= last)
-        query = query.order_by(ranked.c.series_id, ranked.c.measured_at, ranked.c.id)
-        for row in session.connection().execute(query):
-            history = histories[row.series_id]
-            ok = row.status == "ok" and row.value is not None
-            history.values.append(row.value if ok else math.nan)
-            history.run_ids.append(row.run_id)
-            history.samples.append(row.samples if ok else None)
+    for query in queries:
+        for series_id, run_id, status, value in session.connection().execute(query):
+            history = histories[series_id]
+            history.values.append(value if status == "ok" and value is not None else math.nan)
+            history.run_ids.append(run_id)
     return dict(histories)
+
+
+def _newest_per_series_lateral(
+    series_ids: Sequence[int], until: datetime, last: int
+) -> Select[Any]:
+    """Postgres: per series, an index scan that stops after ``last`` rows.
+
+    LATERAL ... LIMIT keeps the cost independent of how long the histories are.
+    """
+    ids = (
+        func.unnest(bindparam("series_ids", list(series_ids), type_=postgresql.ARRAY(Integer)))
+        .table_valued("id")
+        .render_derived()
+    )
+    newest = (
+        select(
+            Result.series_id,
+            Result.run_id,
+            Result.status,
+            Result.value,
+            Result.measured_at,
+            Result.id,
+        )
+        .where(Result.series_id == ids.c.id, Result.measured_at <= until)
+        .order_by(Result.measured_at.desc(), Result.id.desc())
+        .limit(last)
+        .lateral()
+    )
+    return (
+        select(newest.c.series_id, newest.c.run_id, newest.c.status, newest.c.value)
+        .select_from(ids)
+        .join(newest, true())
+        .order_by(newest.c.series_id, newest.c.measured_at, newest.c.id)
+    )
+
+
+def _newest_per_series_ranked(
+    condition: ColumnElement[bool], until: datetime, last: int | None
+) -> Select[Any]:
+    """Any dialect: number each series' rows newest first and keep the first ``last``."""
+    newest_first = func.row_number().over(
+        partition_by=Result.series_id, order_by=(Result.measured_at.desc(), Result.id.desc())
+    )
+    ranked = (
+        select(
+            Result.series_id,
+            Result.run_id,
+            Result.status,
+            Result.value,
+            Result.measured_at,
+            Result.id,
+            newest_first.label("age"),
+        )
+        .where(condition, Result.measured_at <= until)
+        .subquery()
+    )
+    query = select(ranked.c.series_id, ranked.c.run_id, ranked.c.status, ranked.c.value)
+    if last is not None:
+        query = query.where(ranked.c.age <= last)
+    return query.order_by(ranked.c.series_id, ranked.c.measured_at, ranked.c.id)
+
+
+def load_samples(session: Session, series_id: int, run_ids: Sequence[int]) -> list[Any]:
+    """The raw samples of one series' points in these runs (None where absent or not ok)."""
+    query = select(Result.run_id, Result.status, Result.samples).where(
+        Result.series_id == series_id, Result.run_id.in_(run_ids)
+    )
+    found = {
+        run_id: samples if status == "ok" else None
+        for run_id, status, samples in session.connection().execute(query)
+    }
+    return [found.get(run_id) for run_id in run_ids]

@@ -19,7 +19,8 @@ CONTAMINATION = 0.05
 
 def robust_z(value: float, history: Sequence[float]) -> float | None:
     """(value - median) / (1.4826 MAD) of the history; None when it cannot be told."""
-    past = np.asarray([h for h in history if np.isfinite(h)], dtype=np.float64)
+    past = np.asarray(history, dtype=np.float64)
+    past = past[np.isfinite(past)]
     if len(past) < 5 or not np.isfinite(value):
         return None
     median = float(np.median(past))

@@ -14,12 +14,12 @@ from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from app.anomalies import explain, outliers
 from app.anomalies.detectors import REFINE_RADIUS, ChangePoint, DetectorConfig, find_change_points
-from app.anomalies.history import History, load_histories
+from app.anomalies.history import History, load_histories, load_samples
 from app.anomalies.models import AlertGroup, Regression, RunAnomaly
 from app.benchmarks.models import Benchmark, Machine, Metric, Series
 from app.core.bulk import member_of
@@ -27,7 +27,7 @@ from app.runs import service as runs_service
 from app.runs.models import Result, Run
 
 GROUP_WINDOW = timedelta(hours=36)  # first bad runs this close share one alert group
-INCREMENTAL_POINTS = 80  # history loaded per series after a run (window x 4)
+INCREMENTAL_POINTS = 60  # history loaded per series after a run: 3 windows
 ANOMALY_HISTORY_RUNS = 50
 END_OF_TIME = datetime(9999, 1, 1, tzinfo=UTC)
 
@@ -60,7 +60,7 @@ def detect_for_run(
 ) -> Detection:
     """Judge the newest points of every series a run touched, with the history before them."""
     run = runs_service.get_run(session, run_id)
-    series = _series_of_run(session, run_id)
+    series = _series_keys(session, select(Result.series_id).where(Result.run_id == run_id))
     histories = load_histories(session, [s.id for s in series], run.started_at, INCREMENTAL_POINTS)
     detection = _detect(session, series, histories, thresholds or {})
     detection.anomaly = _score_run(session, run, histories)
@@ -72,10 +72,10 @@ def rescan(
     session: Session, thresholds: Thresholds | None = None, machine: str | None = None
 ) -> Detection:
     """Run the detector over the whole history of every series (of one machine, if given)."""
-    query = select(Series)
+    ids = select(Series.id)
     if machine is not None:
-        query = query.join(Machine, Series.machine_id == Machine.id).where(Machine.name == machine)
-    series = list(session.scalars(query))
+        ids = ids.join(Machine, Series.machine_id == Machine.id).where(Machine.name == machine)
+    series = _series_keys(session, ids)
     detection = Detection([], [])
     for part in range(0, len(series), 500):
         chunk = series[part : part + 500]
@@ -87,14 +87,29 @@ def rescan(
     return detection
 
 
-def _series_of_run(session: Session, run_id: int) -> list[Series]:
-    ids = select(Result.series_id).where(Result.run_id == run_id)
-    return list(session.scalars(select(Series).where(Series.id.in_(ids))))
+@dataclass(frozen=True)
+class SeriesKey:
+    """What detection needs to know of a series before it finds anything."""
+
+    id: int
+    suite: str
+    metric: str
+
+
+def _series_keys(session: Session, ids: Select[Any]) -> list[SeriesKey]:
+    query = (
+        select(Series.id, Benchmark.suite, Metric.name)
+        .join(Benchmark, Series.benchmark_id == Benchmark.id)
+        .join(Metric, Series.metric_id == Metric.id)
+        .where(Series.id.in_(ids))
+        .order_by(Series.id)
+    )
+    return [SeriesKey(*row) for row in session.connection().execute(query)]
 
 
 def _detect(
     session: Session,
-    series: Sequence[Series],
+    series: Sequence[SeriesKey],
     histories: Mapping[int, History],
     thresholds: Thresholds,
 ) -> Detection:
@@ -104,9 +119,14 @@ def _detect(
         history = histories.get(one.id)
         if history is None:
             continue
-        config = detector_config(thresholds, one.benchmark.suite, one.metric.name)
-        for change in find_change_points(history.values, config, history.samples):
-            recorded = _record(one, history, change, config, known[one.id], detection)
+        config = detector_config(thresholds, one.suite, one.metric)
+        changes = find_change_points(history.values, config)
+        if changes:  # the raw samples must agree too: fetched only where a step is found
+            samples = load_samples(session, one.id, history.run_ids)
+            changes = find_change_points(history.values, config, samples)
+        for change in changes:
+            stored = session.get_one(Series, one.id)
+            recorded = _record(stored, history, change, config, known[one.id], detection)
             if recorded is not None:
                 known[one.id].append(recorded)
     if detection.regressions:  # grouping adds them to the session
