@@ -14,6 +14,10 @@ What it measures, end to end through HTTP (a ``benchwatch serve`` subprocess per
    window for many different series, and ``GET /api/v1/summary?machine=`` (alone and against
    a base run), one request at a time: p50/p95 latency.
 
+The Postgres server runs in production mode (a Redis broker; detection tasks are queued for
+workers, none of which runs here), so its figures are ingestion alone. The SQLite server runs
+the embedded default: detection runs in the server process after each upload, beside it.
+
 Targets are printed beside the figures. The payload bodies of the steady-state runs are
 serialised before the clock starts; the year's bodies are built by the posting threads (a
 few ms each, small against a POST). Client and server share this machine's cores, so the
@@ -46,6 +50,7 @@ from typing import Any
 
 import httpx
 import psycopg
+import redis
 
 BIN = Path(sys.executable).parent  # the venv's bin: benchwatch lives beside its python
 API = "/api/v1"
@@ -251,18 +256,22 @@ def free_port() -> int:
         return port
 
 
-def service_env(database_url: str) -> dict[str, str]:
-    """The environment of the server and CLI: this database, no broker, quiet logs."""
+def service_env(database_url: str, broker_url: str | None) -> dict[str, str]:
+    """The environment of the server and CLI: this database and broker, quiet logs."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("BENCHWATCH_")}
     env.update(BENCHWATCH_DATABASE_URL=database_url, BENCHWATCH_LOG_LEVEL="WARNING")
+    if broker_url:
+        env["BENCHWATCH_BROKER_URL"] = broker_url
     return env
 
 
 @contextmanager
-def running_server(database_url: str, workers: int, workdir: Path) -> Iterator[Server]:
+def running_server(
+    database_url: str, workers: int, workdir: Path, broker_url: str | None = None
+) -> Iterator[Server]:
     """Serve ``database_url`` on a free port until the block ends, then stop it."""
     port = free_port()
-    env = service_env(database_url)
+    env = service_env(database_url, broker_url)
     log = (workdir / f"serve-{port}.log").open("wb")
     command = [str(BIN / "benchwatch"), "serve", "--port", str(port), "--workers", str(workers)]
     process = subprocess.Popen(
@@ -566,12 +575,25 @@ def run_sqlite(sizes: Sizes, args: argparse.Namespace, workdir: Path) -> list[Fi
     return figures
 
 
+@contextmanager
+def queued_tasks_dropped(broker_url: str) -> Iterator[None]:
+    """Empty the broker's Redis database before and after (no worker consumes the tasks)."""
+    client = redis.Redis.from_url(broker_url)
+    client.flushdb()
+    try:
+        yield
+    finally:
+        client.flushdb()
+        client.close()
+
+
 def run_postgres(sizes: Sizes, args: argparse.Namespace, workdir: Path) -> list[Figure]:
     """Steady-state ingest, a year of history, then reads, on a fresh Postgres database."""
     began = time.perf_counter()
     with (
         postgres_database(args.pg_admin_url) as url,
-        running_server(url, args.workers, workdir) as server,
+        queued_tasks_dropped(args.broker_url),
+        running_server(url, args.workers, workdir, args.broker_url) as server,
     ):
         figures = bench_ingest(server, "postgres", sizes, args.threads)
         figures += fill_year(server, sizes, args.threads)
@@ -601,6 +623,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--backend", choices=("sqlite", "postgres", "both"), default="both")
     parser.add_argument("--workers", type=int, default=2, help="uvicorn worker processes")
     parser.add_argument("--threads", type=int, default=4, help="client threads posting runs")
+    parser.add_argument(
+        "--broker-url",
+        default="redis://127.0.0.1:6379/14",
+        help="Postgres runs in production mode: detection tasks go to this Redis database "
+        "(emptied before and after; no worker runs, so ingest is measured alone)",
+    )
     parser.add_argument(
         "--pg-admin-url",
         default="postgresql://postgres@127.0.0.1:5432/postgres",
