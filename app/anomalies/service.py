@@ -7,7 +7,6 @@ already recorded (at the same place, give or take the detector's refinement radi
 recorded again, whatever its triage status, so an accepted step becomes the baseline.
 """
 
-import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -22,6 +21,7 @@ from app.anomalies.detectors import REFINE_RADIUS, ChangePoint, DetectorConfig, 
 from app.anomalies.history import History, load_histories, load_samples
 from app.anomalies.models import AlertGroup, Regression, RunAnomaly
 from app.benchmarks.models import Benchmark, Machine, Metric, Series
+from app.benchmarks.service import BenchmarkKey
 from app.core.bulk import member_of
 from app.runs import service as runs_service
 from app.runs.models import Result, Run
@@ -209,7 +209,7 @@ def _reverts(
 
 def _group_and_explain(session: Session, regressions: list[Regression]) -> None:
     runs: dict[int, Run] = {}
-    values: dict[int, dict[tuple[str, ...], dict[str, float | None]]] = {}
+    values: dict[int, CaseValues] = {}
     for regression in regressions:
         first_bad = _run(session, runs, regression.first_bad_run_id)
         last_good = _run(session, runs, regression.last_good_run_id)
@@ -261,63 +261,36 @@ def _group_for(
     return group
 
 
-CaseKey = tuple[str, ...]
+CaseValues = dict[BenchmarkKey, dict[str, float | None]]  # per benchmark: metric -> value
 
 
-def _case_values(
-    session: Session, cache: dict[int, dict[CaseKey, dict[str, float | None]]], run_id: int
-) -> dict[CaseKey, dict[str, float | None]]:
-    """Per benchmark (suite, model, mode, precision, config, batch, params): metric -> value."""
+def _case_values(session: Session, cache: dict[int, CaseValues], run_id: int) -> CaseValues:
+    """Every benchmark's metric values in one run (None where not ok), cached per run."""
     if run_id not in cache:
-        table: dict[CaseKey, dict[str, float | None]] = defaultdict(dict)
+        table: CaseValues = defaultdict(dict)
         for row in runs_service.list_run_results(session, run_id):
             ok = row["status"] == "ok"
-            table[_case_key(row)][row["metric"]] = row["value"] if ok else None
+            table[BenchmarkKey.of_row(row)][row["metric"]] = row["value"] if ok else None
         cache[run_id] = table
     return cache[run_id]
 
 
-def _case_key(row: Mapping[str, Any]) -> CaseKey:
-    return (
-        row["suite"],
-        row["model"],
-        row["mode"],
-        row["precision"],
-        row["config"],
-        str(row["batch_size"]),
-        json.dumps(row["params"], sort_keys=True),
-    )
-
-
-def _hints(
-    session: Session,
-    cache: dict[int, dict[CaseKey, dict[str, float | None]]],
-    regression: Regression,
-) -> list[str]:
+def _hints(session: Session, cache: dict[int, CaseValues], regression: Regression) -> list[str]:
     before = _case_values(session, cache, regression.last_good_run_id)
     after = _case_values(session, cache, regression.first_bad_run_id)
-    benchmark: Benchmark = regression.series.benchmark
-    key = (
-        benchmark.suite,
-        benchmark.model,
-        benchmark.mode,
-        benchmark.precision,
-        benchmark.config,
-        str(benchmark.batch_size),
-        json.dumps(benchmark.params, sort_keys=True),
-    )
+    key = BenchmarkKey.of_benchmark(regression.series.benchmark)
     metric = regression.series.metric.name
     readings = {
         name: explain.Reading(before.get(key, {}).get(name), value)
         for name, value in after.get(key, {}).items()
     }
     hints = explain.metric_hints(metric, readings)
-    siblings = {
-        other[4]: explain.Reading(before.get(other, {}).get(metric), values.get(metric))
+    siblings = {  # the same case under the other compiler configs
+        other.config: explain.Reading(before.get(other, {}).get(metric), values.get(metric))
         for other, values in after.items()
-        if other[:4] == key[:4] and other[5:] == key[5:] and other[4] != key[4]
+        if other.config != key.config and other._replace(config=key.config) == key
     }
-    if hint := explain.config_hint(benchmark.config, regression.rel_change, siblings):
+    if hint := explain.config_hint(key.config, regression.rel_change, siblings):
         hints.append(hint)
     return hints
 

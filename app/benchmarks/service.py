@@ -2,7 +2,7 @@
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -33,6 +33,32 @@ class BenchmarkKey(NamedTuple):
     config: str
     batch_size: int | None
     params_json: str  # canonical JSON of the extra parameters ("{}" for none)
+
+    @classmethod
+    def of_row(cls, row: Mapping[str, Any]) -> "BenchmarkKey":
+        """The key of a result row (``runs.service.list_run_results``)."""
+        return cls(
+            row["suite"],
+            row["model"],
+            row["mode"],
+            row["precision"],
+            row["config"],
+            row["batch_size"],
+            cls.params_to_json(row["params"]),
+        )
+
+    @classmethod
+    def of_benchmark(cls, benchmark: Benchmark) -> "BenchmarkKey":
+        """The key of a stored benchmark."""
+        return cls(
+            benchmark.suite,
+            benchmark.model,
+            benchmark.mode,
+            benchmark.precision,
+            benchmark.config,
+            benchmark.batch_size,
+            cls.params_to_json(benchmark.params),
+        )
 
     @staticmethod
     def params_to_json(params: dict[str, Any]) -> str:

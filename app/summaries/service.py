@@ -1,6 +1,5 @@
 """Summaries per suite x config x precision and run-vs-run comparisons, at query time."""
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -8,6 +7,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
+from app.benchmarks.service import BenchmarkKey
 from app.benchmarks.vocabulary import PASSING_ACCURACY
 from app.core.errors import InvalidInput, NotFound
 from app.runs import service as runs_service
@@ -155,19 +155,15 @@ def compare_runs(
 
 def _rows_by_case(
     session: Session, run_id: int, where: CompareFilter
-) -> dict[tuple[str, str], dict[str, Any]]:
+) -> dict[tuple[BenchmarkKey, str], dict[str, Any]]:
     runs_service.get_run(session, run_id)
     rows = runs_service.list_run_results(session, run_id)
     wanted = {k: v for k, v in vars(where).items() if v is not None}
     return {
-        (_case_key(r), r["metric"]): r for r in rows if all(r[k] == v for k, v in wanted.items())
+        (BenchmarkKey.of_row(r), r["metric"]): r
+        for r in rows
+        if all(r[k] == v for k, v in wanted.items())
     }
-
-
-def _case_key(row: dict[str, Any]) -> str:
-    """The benchmark identity, comparable across machines and channels."""
-    fields = ("suite", "model", "mode", "precision", "config", "batch_size", "params")
-    return json.dumps([row[f] for f in fields], sort_keys=True)
 
 
 def _change(
