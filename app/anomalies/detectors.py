@@ -10,7 +10,8 @@ The method, in three stages:
 2. **Confirm** each proposal on the raw points either side, within ``window`` points and
    never past a neighbouring proposal: a Mann-Whitney U test (rank based, so heavy tails and
    outliers do not fool it) must give ``p <= max_p_value`` (and so must the raw samples,
-   where they are given), the medians must differ by at least ``min_rel_change``, and both
+   where they are given), the Hodges-Lehmann shift (the median of all pairwise differences
+   across the split) must be at least ``min_rel_change`` of the level before, and both
    levels must hold at least ``min_segment`` points. Rejected proposals are dropped and the
    rest re-confirmed with the wider windows that leaves, until nothing changes.
 3. **Place** each confirmed step at the nearby split where two flat levels fit the windows
@@ -177,8 +178,9 @@ def _passes(
     left, right = points[bounds[0] : split], points[split : bounds[1]]
     if min(len(left), len(right)) < config.min_segment:
         return False
-    before, after = float(np.median(left)), float(np.median(right))
-    if before == 0 or abs(after - before) / abs(before) < config.min_rel_change:
+    before = float(np.median(left))
+    shift = float(np.median(np.subtract.outer(right, left)))  # Hodges-Lehmann estimate
+    if before == 0 or abs(shift) / abs(before) < config.min_rel_change:
         return False
     if _p_value(left, right) > config.max_p_value:
         return False
