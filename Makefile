@@ -1,4 +1,5 @@
 # Two commands on a fresh machine: `make run` (the service) and `make test` (lint + tests).
+# torch (the `worker` extra) is pinned by constraints.txt to the CPU build for the tests.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -8,7 +9,7 @@ BIN := $(VENV)/bin
 $(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -c constraints.txt -e '.[test]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[test,worker]'
 	touch $@
 
 run: $(BIN)/.installed

@@ -1,8 +1,10 @@
-"""The ``benchwatch`` command line: serve, migrate, worker, token, detect."""
+"""The ``benchwatch`` command line: serve, migrate, worker, run-suite, token, detect."""
 
 import argparse
 import json
+import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -125,6 +127,47 @@ def _rescan(machine: str | None) -> int:
     return 0
 
 
+def cmd_run_suite(args: argparse.Namespace) -> int:
+    """Run a tier of the built-in suite here, then store it or post it to a server."""
+    import torch  # only this command needs torch: the others start fast without it
+
+    from workers import run_suite
+
+    if args.post and not args.token:
+        print("benchwatch run-suite: --post needs --token (or BENCHWATCH_TOKEN)", file=sys.stderr)
+        return 2
+    torch.set_num_threads(args.threads or torch.get_num_threads())
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    began, started_at = time.perf_counter(), run_suite.now()
+    rows = run_suite.run_tier(
+        run_suite.TIERS[args.tier],
+        device,
+        only=args.only,
+        configs=args.configs.split(",") if args.configs else None,
+        precisions=args.precisions.split(",") if args.precisions else None,
+        progress=run_suite.print_progress,
+    )
+    run_in = run_suite.build_run(
+        rows,
+        tier=args.tier,
+        machine=args.machine,
+        channel=args.channel,
+        key=args.key,
+        started_at=started_at,
+    )
+    if args.post:
+        run_id = run_suite.post(run_in, args.post, args.token)
+    else:
+        run_id = run_suite.store(run_in, settings)
+    skipped = sum(r.status == "skipped" for r in run_in.results)
+    failed = sum(r.status == "failed" for r in run_in.results)
+    print(
+        f"run {run_id} ({run_in.key}): {len(rows)} results, {failed} failed, {skipped} "
+        f"skipped, in {time.perf_counter() - began:.0f} s"
+    )
+    return 1 if failed else 0
+
+
 def cmd_worker(args: argparse.Namespace) -> int:
     """Run a Celery worker for the service queues."""
     if not settings.BROKER_URL:
@@ -209,6 +252,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="points each side used to confirm a step (default %(default)s)",
     )
     detect.set_defaults(func=cmd_detect)
+
+    suite = commands.add_parser("run-suite", help="run a tier of the built-in suite here")
+    suite.add_argument("--tier", choices=("smoke", "daily"), default="smoke")
+    suite.add_argument("--machine", help="machine name (default: from the hardware)")
+    suite.add_argument("--channel", default="nightly")
+    suite.add_argument("--key", help="idempotency key (default: machine, tier and time)")
+    suite.add_argument("--only", help="only cases whose name contains this")
+    suite.add_argument("--configs", help="comma-separated subset, e.g. eager,default")
+    suite.add_argument("--precisions", help="comma-separated subset, e.g. fp32,bf16")
+    suite.add_argument("--threads", type=int, help="torch intra-op threads")
+    suite.add_argument("--post", metavar="URL", help="post to this server instead of storing")
+    suite.add_argument("--token", default=os.environ.get("BENCHWATCH_TOKEN"))
+    suite.set_defaults(func=cmd_run_suite)
 
     worker = commands.add_parser("worker", help="run a Celery worker (needs a broker)")
     worker.add_argument("--queues", default="default", help="comma-separated queue names")

@@ -1,0 +1,79 @@
+"""The harness on CPU: eager and compiled timings, accuracy, and honest skips and failures."""
+
+from typing import Any
+
+import pytest
+import torch
+
+from workers.harness import Case, Plan, measure
+from workers.suites.operators import OPERATORS
+
+CPU = torch.device("cpu")
+QUICK = Plan(repeats=5, warmup=1)
+SOFTMAX = next(c for c in OPERATORS if c.model == "softmax")
+
+
+def by_metric(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {row["metric"]: row for row in rows}
+
+
+def test_eager_latency_throughput_and_accuracy() -> None:
+    rows = by_metric(measure(SOFTMAX, "eager", "fp32", CPU, QUICK))
+    assert len(rows["latency"]["samples"]) == 5
+    assert rows["latency"]["value"] > 0
+    assert rows["latency_p99"]["value"] >= rows["latency"]["value"]
+    assert rows["throughput"]["value"] > 0
+    assert rows["accuracy"]["text_value"] == "pass"
+    assert rows["max_error"]["value"] == 0.0
+    assert {r["config"] for r in rows.values()} == {"eager"}
+
+
+def test_compiled_speedup_compile_time_and_graph_counters() -> None:
+    rows = by_metric(measure(SOFTMAX, "default", "fp32", CPU, QUICK))
+    assert rows["speedup"]["value"] > 0
+    assert len(rows["speedup"]["samples"]) == 5
+    assert rows["compilation_latency"]["value"] >= 0
+    assert rows["unique_graphs"]["value"] == 1
+    assert rows["graph_breaks"]["value"] == 0
+    assert rows["accuracy"]["text_value"] == "pass"
+
+
+def test_bf16_is_checked_against_an_fp32_reference() -> None:
+    rows = by_metric(measure(SOFTMAX, "eager", "bf16", CPU, QUICK))
+    assert rows["accuracy"]["text_value"] == "pass"
+    assert 0 < rows["max_error"]["value"] < 1e-2
+
+
+@pytest.mark.parametrize(
+    ("config", "precision", "reason"),
+    [
+        ("cudagraphs", "fp32", "CUDA/HIP graphs need a GPU"),
+        ("max_autotune", "fp32", "max-autotune needs a GPU"),
+        ("eager", "int8", "int8 dynamic quantization"),
+    ],
+)
+def test_what_cannot_run_here_is_skipped_with_a_reason(
+    config: str, precision: str, reason: str
+) -> None:
+    rows = measure(SOFTMAX, config, precision, CPU, QUICK)
+    assert {r["status"] for r in rows} == {"skipped"}
+    assert all(reason in r["reason"] for r in rows)
+
+
+def test_a_crashing_case_fails_with_its_reason() -> None:
+    def broken(device: torch.device, dtype: torch.dtype) -> Any:
+        raise RuntimeError("CUDA out of memory. Tried to allocate 2 GiB")
+
+    rows = by_metric(measure(Case("s", "broken", "operator", 1, broken), "eager", "fp32", CPU))
+    assert rows["latency"]["status"] == "failed"
+    assert "out of memory" in rows["latency"]["reason"]
+    assert rows["accuracy"]["text_value"] == "OOM"
+
+
+def test_nan_output_fails_accuracy() -> None:
+    def nan(device: torch.device, dtype: torch.dtype) -> Any:
+        return (lambda x: x / 0 * 0), (torch.ones(4, device=device, dtype=dtype),)
+
+    rows = by_metric(measure(Case("s", "nan", "operator", 4, nan), "eager", "fp32", CPU, QUICK))
+    assert rows["accuracy"]["text_value"] == "fail_accuracy"
+    assert "NaN" in rows["accuracy"]["extra"]["why"]

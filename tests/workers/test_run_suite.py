@@ -1,0 +1,52 @@
+"""`benchwatch run-suite`: runs cases here and stores them through the ingest service."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from sqlalchemy import create_engine, text
+
+
+def test_run_suite_stores_a_run_with_skips_and_detection(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/suite.db"
+    env = {**os.environ, "BENCHWATCH_DATABASE_URL": url}
+    cli = [sys.executable, "-m", "workers.cli"]
+    subprocess.run([*cli, "migrate"], env=env, check=True, capture_output=True)
+    done = subprocess.run(
+        [
+            *cli,
+            "run-suite",
+            "--only",
+            "layer_norm",
+            "--configs",
+            "eager,cudagraphs",
+            "--precisions",
+            "fp32,int8",
+            "--machine",
+            "ci-cpu",
+            "--key",
+            "suite-test",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "run 1 (suite-test)" in done.stdout
+    engine = create_engine(url)
+    with engine.connect() as connection:
+        run = connection.execute(
+            text("SELECT tier, cases_attempted, cases_passed, cases_skipped FROM run")
+        ).one()
+        assert tuple(run) == ("smoke", 4, 1, 3)
+        reasons = set(
+            connection.execute(text("SELECT reason FROM result WHERE status = 'skipped'")).scalars()
+        )
+        assert any("need a GPU" in r for r in reasons)
+        assert connection.execute(text("SELECT count(*) FROM run_anomaly")).scalar() == 1
+        torch_version = connection.execute(text("SELECT torch FROM environment")).scalar()
+        assert torch_version
+    engine.dispose()

@@ -1,0 +1,91 @@
+"""The machine and software stack a suite runs on, as the native payload describes them."""
+
+import os
+import platform
+import socket
+import sys
+from importlib import metadata
+
+import psutil
+import torch
+
+from app.benchmarks.vocabulary import Device, short_arch
+from app.runs.schemas import EnvironmentIn, MachineIn
+
+
+def device_kind() -> Device:
+    """``rocm`` for HIP builds with a GPU, ``cuda`` for CUDA, else ``cpu``."""
+    if torch.cuda.is_available():
+        return "rocm" if torch.version.hip else "cuda"
+    return "cpu"
+
+
+def cpu_name() -> str:
+    """The processor's model name (Linux), or what the platform says."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def describe_machine(name: str | None = None) -> MachineIn:
+    """This host: device kind, accelerator name and count, CPU, memory."""
+    device = device_kind()
+    cpu_count = os.cpu_count() or 0
+    host_gb = round(psutil.virtual_memory().total / 1e9, 1)
+    if device == "cpu":
+        return MachineIn(
+            name=name or f"cpu-{cpu_count}c",
+            device="cpu",
+            arch=cpu_name(),
+            cpu=cpu_name(),
+            cpu_count=cpu_count,
+            host_memory_gb=host_gb,
+            hostname=socket.gethostname(),
+        )
+    arch = torch.cuda.get_device_name(0)
+    gpus = torch.cuda.device_count()
+    memory = torch.cuda.get_device_properties(0).total_memory / 1e9
+    return MachineIn(
+        name=name or f"{short_arch(arch)}-{gpus}",
+        device=device,
+        arch=arch,
+        gpu_count=gpus,
+        gpu_memory_gb=round(memory, 1),
+        cpu=cpu_name(),
+        cpu_count=cpu_count,
+        host_memory_gb=host_gb,
+        hostname=socket.gethostname(),
+    )
+
+
+def _version(distribution: str) -> str:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return ""
+
+
+def describe_environment(channel: str) -> EnvironmentIn:
+    """Torch (version and git sha), triton, CUDA/HIP, Python and every installed package."""
+    packages = {
+        dist.metadata["Name"].lower(): dist.version
+        for dist in metadata.distributions()
+        if dist.metadata["Name"]
+    }
+    triton = _version("triton") or _version("pytorch-triton") or _version("pytorch-triton-rocm")
+    return EnvironmentIn(
+        channel=channel,
+        torch=torch.__version__,
+        torch_git_sha=torch.version.git_version,
+        triton=triton,
+        python=platform.python_version(),
+        cuda=torch.version.cuda or "",
+        hip=torch.version.hip or "",
+        packages=dict(sorted(packages.items())),
+        extra={"python_implementation": platform.python_implementation(), "platform": sys.platform},
+    )

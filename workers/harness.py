@@ -1,0 +1,212 @@
+"""Measure one case the way PyTorch's benchmark harness does, and say it as result rows.
+
+Per case: warm-up, then eager and compiled calls interleaved (so drift hits both alike),
+device synchronisation around each timed call, medians. Figures: latency samples and
+p50/p90/p99 (ms), throughput, speedup vs eager (median eager / median compiled), compile time
+(first compiled call minus first eager call, as ``benchmarks/dynamo`` defines
+``compilation_latency``), accuracy against an fp32 eager reference (max error, NaN/Inf), and
+dynamo's graph counters. What cannot run here becomes a ``skipped`` row with the reason.
+"""
+
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch._dynamo.utils import counters
+
+Fn = Callable[..., torch.Tensor]
+GPU_ONLY = {"cudagraphs": "CUDA/HIP graphs need a GPU", "max_autotune": "max-autotune needs a GPU"}
+TOLERANCE = {"fp32": 1e-4, "bf16": 2e-2, "amp": 2e-2, "fp16": 1e-2}  # relative to max |ref|
+
+
+@dataclass(frozen=True)
+class Case:
+    """One measured case: a function and its inputs, made for a device and dtype."""
+
+    suite: str
+    model: str
+    category: str
+    batch_size: int
+    make: Callable[[torch.device, torch.dtype], tuple[Fn, tuple[torch.Tensor, ...]]]
+    int8_reason: str = "int8 dynamic quantization applies to model cases, not operators"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How to measure: repetitions and warm-up calls."""
+
+    repeats: int = 20
+    warmup: int = 3
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _timed(
+    fn: Fn,
+    args: Sequence[torch.Tensor],
+    device: torch.device,
+    context: Callable[[], AbstractContextManager[Any]],
+) -> tuple[float, torch.Tensor]:
+    _sync(device)
+    began = time.perf_counter()
+    with context():
+        out = fn(*args)
+    _sync(device)
+    return (time.perf_counter() - began) * 1000.0, out
+
+
+def measure(
+    case: Case, config: str, precision: str, device: torch.device, plan: Plan = Plan()
+) -> list[dict[str, Any]]:
+    """Result rows (native payload) of one case under one config and precision."""
+    ident = {
+        "suite": case.suite,
+        "model": case.model,
+        "category": case.category,
+        "mode": "inference",
+        "precision": precision,
+        "config": config,
+        "batch_size": case.batch_size,
+    }
+    reason = _skip_reason(case, config, precision, device)
+    if reason is not None:
+        return [
+            {**ident, "metric": m, "status": "skipped", "reason": reason}
+            for m in ("latency", "accuracy")
+        ]
+    try:
+        return [{**ident, **row} for row in _measure(case, config, precision, device, plan)]
+    except Exception as exc:  # the case failed to run: say so, keep the rest of the suite
+        text = f"{type(exc).__name__}: {exc}"[:2000]
+        status = "OOM" if "out of memory" in text.lower() else "fail_to_run"
+        return [
+            {**ident, "metric": "latency", "status": "failed", "reason": text},
+            {**ident, "metric": "accuracy", "text_value": status},
+        ]
+
+
+def _skip_reason(case: Case, config: str, precision: str, device: torch.device) -> str | None:
+    if device.type == "cpu" and config in GPU_ONLY:
+        return GPU_ONLY[config]
+    if precision == "int8":
+        return case.int8_reason
+    if precision == "int4":
+        return "int4 needs torchao and a GPU"
+    if config == "dynamic":
+        return "dynamic shapes are measured on model cases (varying batch), not operators"
+    if precision == "fp16" and device.type == "cpu":
+        return "fp16 is not a CPU precision here; amp uses bf16 on CPU"
+    return None
+
+
+def _dtype_and_context(
+    precision: str, device: torch.device
+) -> tuple[torch.dtype, Callable[[], AbstractContextManager[Any]]]:
+    if precision == "amp":
+        amp_dtype = torch.bfloat16 if device.type == "cpu" else torch.float16
+        return torch.float32, lambda: torch.autocast(device.type, dtype=amp_dtype)
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    return dtype, nullcontext
+
+
+def _measure(
+    case: Case, config: str, precision: str, device: torch.device, plan: Plan
+) -> list[dict[str, Any]]:
+    dtype, context = _dtype_and_context(precision, device)
+    torch.manual_seed(0)
+    fn, args = case.make(device, dtype)
+    reference = _reference(case, device, args)
+    eager_first, _ = _timed(fn, args, device, context)
+    rows: list[dict[str, Any]] = []
+    if config == "eager":
+        for _ in range(plan.warmup):
+            _timed(fn, args, device, context)
+        samples = [_timed(fn, args, device, context)[0] for _ in range(plan.repeats)]
+        output = _timed(fn, args, device, context)[1]
+    else:
+        counters.clear()
+        compiled = torch.compile(fn, mode="max-autotune" if config == "max_autotune" else None)
+        compiled_first, _ = _timed(compiled, args, device, context)
+        rows.append(
+            {
+                "metric": "compilation_latency",
+                "value": max(compiled_first - eager_first, 0.0) / 1000.0,
+            }
+        )
+        for _ in range(plan.warmup):
+            _timed(fn, args, device, context)
+            _timed(compiled, args, device, context)
+        eager, samples = [], []
+        for _ in range(plan.repeats):  # interleaved, as benchmarks/dynamo does
+            eager.append(_timed(fn, args, device, context)[0])
+            samples.append(_timed(compiled, args, device, context)[0])
+        output = _timed(compiled, args, device, context)[1]
+        rows.append(
+            {
+                "metric": "speedup",
+                "samples": [e / c for e, c in zip(eager, samples, strict=True)],
+                "value": float(np.median(eager) / np.median(samples)),
+            }
+        )
+        rows += _dynamo_rows()
+    return [
+        *rows,
+        *_latency_rows(samples, case.batch_size),
+        *_accuracy_rows(output, reference, precision),
+    ]
+
+
+def _reference(case: Case, device: torch.device, args: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """The fp32 eager output on the same inputs (upcast where the case runs lower)."""
+    fn, _ = case.make(device, torch.float32)
+    upcast = tuple(a.float() if a.is_floating_point() else a for a in args)
+    with torch.no_grad():
+        return fn(*upcast).float()
+
+
+def _latency_rows(samples: list[float], batch_size: int) -> list[dict[str, Any]]:
+    p50, p90, p99 = (float(np.percentile(samples, q)) for q in (50, 90, 99))
+    return [
+        {"metric": "latency", "unit": "ms", "samples": samples, "value": p50},
+        {"metric": "latency_p90", "value": p90},
+        {"metric": "latency_p99", "value": p99},
+        {"metric": "throughput", "value": batch_size / (p50 / 1000.0)},
+    ]
+
+
+def _accuracy_rows(
+    output: torch.Tensor, reference: torch.Tensor, precision: str
+) -> list[dict[str, Any]]:
+    result = output.detach().float()
+    if not torch.isfinite(result).all():
+        return [
+            {
+                "metric": "accuracy",
+                "text_value": "fail_accuracy",
+                "extra": {"why": "NaN or Inf in the output"},
+            }
+        ]
+    error = float((result - reference).abs().max())
+    scale = max(float(reference.abs().max()), 1e-12)
+    passed = error <= TOLERANCE.get(precision, 1e-2) * scale
+    return [
+        {"metric": "accuracy", "text_value": "pass" if passed else "fail_accuracy"},
+        {"metric": "max_error", "value": error},
+    ]
+
+
+def _dynamo_rows() -> list[dict[str, Any]]:
+    stats = counters["stats"]
+    breaks = sum(counters["graph_break"].values())
+    return [
+        {"metric": "graph_breaks", "value": float(breaks)},
+        {"metric": "unique_graphs", "value": float(stats.get("unique_graphs", 0))},
+        {"metric": "recompiles", "value": float(max(stats.get("unique_graphs", 0) - 1, 0))},
+    ]

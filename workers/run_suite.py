@@ -1,0 +1,132 @@
+"""Run a tier of the built-in suite here, without Celery, and store or post the run."""
+
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+import torch
+
+from app.core.config import Settings
+from app.core.db import Database
+from app.core.queue import InProcessPublisher
+from app.jobs import make_publisher
+from app.runs import service as runs_service
+from app.runs.schemas import RunIn
+from workers.environment import describe_environment, describe_machine
+from workers.harness import Case, Plan, measure
+from workers.suites.operators import OPERATORS
+
+CONFIGS = ("eager", "default", "dynamic", "cudagraphs", "max_autotune")
+PRECISIONS = ("fp32", "bf16", "amp", "int8")
+
+
+@dataclass(frozen=True)
+class Tier:
+    """What a tier runs and how often it repeats each timing."""
+
+    cases: tuple[Case, ...]
+    configs: tuple[str, ...]
+    precisions: tuple[str, ...]
+    plan: Plan
+
+
+TIERS = {
+    "smoke": Tier(OPERATORS, CONFIGS, PRECISIONS, Plan(repeats=20, warmup=3)),
+    "daily": Tier(OPERATORS, CONFIGS, PRECISIONS, Plan(repeats=50, warmup=5)),
+}
+
+Progress = Callable[[int, int, str], None]
+
+
+def run_tier(
+    tier: Tier,
+    device: torch.device,
+    *,
+    only: str | None = None,
+    configs: Iterable[str] | None = None,
+    precisions: Iterable[str] | None = None,
+    progress: Progress | None = None,
+) -> list[dict[str, Any]]:
+    """Every case x config x precision of a tier (filtered), as result rows."""
+    cases = [c for c in tier.cases if only is None or only in c.model]
+    plan = [
+        (case, config, precision)
+        for case in cases
+        for config in (tuple(configs) if configs else tier.configs)
+        for precision in (tuple(precisions) if precisions else tier.precisions)
+    ]
+    rows: list[dict[str, Any]] = []
+    for done, (case, config, precision) in enumerate(plan, start=1):
+        if progress is not None:
+            progress(done, len(plan), f"{case.model} {config} {precision}")
+        rows += measure(case, config, precision, device, tier.plan)
+    return rows
+
+
+def build_run(
+    rows: list[dict[str, Any]],
+    *,
+    tier: str,
+    machine: str | None,
+    channel: str,
+    key: str | None,
+    started_at: datetime,
+) -> RunIn:
+    """The native payload of one suite run on this host."""
+    described = describe_machine(machine)
+    return RunIn.model_validate(
+        {
+            "key": key or f"suite-{described.name}-{tier}-{started_at:%Y%m%dT%H%M%S}",
+            "machine": described.model_dump(),
+            "environment": describe_environment(channel).model_dump(),
+            "trigger": "manual",
+            "tier": tier,
+            "started_at": started_at.isoformat(),
+            "finished_at": datetime.now(UTC).isoformat(),
+            "results": rows,
+        }
+    )
+
+
+def store(run_in: RunIn, settings: Settings) -> int:
+    """Ingest into the configured database; detection follows (here, or on a worker)."""
+    database = Database(settings.DATABASE_URL)
+    publisher = make_publisher(database, settings)
+    database.set_publisher(publisher)
+    with database.session_scope() as session:
+        run_id = runs_service.ingest_run(session, run_in, source="run-suite").run.id
+    if isinstance(publisher, InProcessPublisher):
+        publisher.close()  # detection runs in this process: let it finish
+    database.dispose()
+    return run_id
+
+
+def post(run_in: RunIn, server: str, token: str) -> int:
+    """POST the run to a benchwatch server; a retry of the same key is harmless."""
+    response = httpx.post(
+        f"{server.rstrip('/')}/api/v1/runs",
+        content=run_in.model_dump_json(exclude_none=True),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        timeout=300,
+    )
+    response.raise_for_status()
+    run_id: int = response.json()["id"]
+    return run_id
+
+
+def print_progress(done: int, total: int, label: str) -> None:
+    """A one-line progress bar on stderr."""
+    width = 30
+    filled = width * done // total
+    sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {label:<40}")
+    if done == total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+def now() -> datetime:
+    """The run's start time."""
+    return datetime.now(UTC).replace(microsecond=0)
