@@ -120,8 +120,7 @@ def _measure(
     case: Case, config: str, precision: str, device: torch.device, plan: Plan
 ) -> list[dict[str, Any]]:
     dtype, context = _dtype_and_context(precision, device)
-    torch.manual_seed(0)
-    fn, args = case.make(device, dtype)
+    fn, args = _made(case, device, dtype)
     reference = _reference(case, device, args)
     eager_first, _ = _timed(fn, args, device, context)
     rows: list[dict[str, Any]] = []
@@ -163,9 +162,17 @@ def _measure(
     ]
 
 
+def _made(
+    case: Case, device: torch.device, dtype: torch.dtype
+) -> tuple[Fn, tuple[torch.Tensor, ...]]:
+    """The case's function and inputs, from the same seed every time (same weights)."""
+    torch.manual_seed(0)
+    return case.make(device, dtype)
+
+
 def _reference(case: Case, device: torch.device, args: tuple[torch.Tensor, ...]) -> torch.Tensor:
     """The fp32 eager output on the same inputs (upcast where the case runs lower)."""
-    fn, _ = case.make(device, torch.float32)
+    fn, _ = _made(case, device, torch.float32)
     upcast = tuple(a.float() if a.is_floating_point() else a for a in args)
     with torch.no_grad():
         return fn(*upcast).float()

@@ -38,6 +38,13 @@ def test_compiled_speedup_compile_time_and_graph_counters() -> None:
     assert rows["accuracy"]["text_value"] == "pass"
 
 
+@pytest.mark.parametrize("case", OPERATORS, ids=lambda c: c.model)
+def test_every_operator_matches_its_reference(case: Case) -> None:
+    for precision in ("fp32", "bf16"):
+        rows = by_metric(measure(case, "eager", precision, CPU, Plan(repeats=1, warmup=0)))
+        assert rows["accuracy"]["text_value"] == "pass", (precision, rows["max_error"])
+
+
 def test_bf16_is_checked_against_an_fp32_reference() -> None:
     rows = by_metric(measure(SOFTMAX, "eager", "bf16", CPU, QUICK))
     assert rows["accuracy"]["text_value"] == "pass"
