@@ -165,7 +165,10 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
         f"run {run_id} ({run_in.key}): {len(rows)} results, {failed} failed, {skipped} "
         f"skipped, in {time.perf_counter() - began:.0f} s"
     )
-    return 1 if failed else 0
+    for result in run_in.results:
+        if result.status == "failed":
+            print(f"  failed: {result.model} {result.config} {result.precision}: {result.reason}")
+    return 0
 
 
 def cmd_worker(args: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ from app.runs import service as runs_service
 from app.runs.schemas import RunIn
 from workers.environment import describe_environment, describe_machine
 from workers.harness import Case, Plan, measure
+from workers.suites.models import MODELS
 from workers.suites.operators import OPERATORS
 
 CONFIGS = ("eager", "default", "dynamic", "cudagraphs", "max_autotune")
@@ -24,18 +25,31 @@ PRECISIONS = ("fp32", "bf16", "amp", "int8")
 
 
 @dataclass(frozen=True)
-class Tier:
-    """What a tier runs and how often it repeats each timing."""
+class Group:
+    """Cases measured under every one of these configs and precisions."""
 
     cases: tuple[Case, ...]
     configs: tuple[str, ...]
     precisions: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Tier:
+    """What a tier runs and how often it repeats each timing."""
+
+    groups: tuple[Group, ...]
     plan: Plan
 
 
 TIERS = {
-    "smoke": Tier(OPERATORS, CONFIGS, PRECISIONS, Plan(repeats=20, warmup=3)),
-    "daily": Tier(OPERATORS, CONFIGS, PRECISIONS, Plan(repeats=50, warmup=5)),
+    "smoke": Tier(
+        (Group(OPERATORS, CONFIGS, PRECISIONS), Group(MODELS, CONFIGS, PRECISIONS)),
+        Plan(repeats=10, warmup=2),
+    ),
+    "daily": Tier(
+        (Group(OPERATORS, CONFIGS, PRECISIONS), Group(MODELS, CONFIGS, PRECISIONS)),
+        Plan(repeats=50, warmup=5),
+    ),
 }
 
 Progress = Callable[[int, int, str], None]
@@ -51,12 +65,13 @@ def run_tier(
     progress: Progress | None = None,
 ) -> list[dict[str, Any]]:
     """Every case x config x precision of a tier (filtered), as result rows."""
-    cases = [c for c in tier.cases if only is None or only in c.model]
     plan = [
         (case, config, precision)
-        for case in cases
-        for config in (tuple(configs) if configs else tier.configs)
-        for precision in (tuple(precisions) if precisions else tier.precisions)
+        for group in tier.groups
+        for case in group.cases
+        if only is None or only in case.model
+        for config in (tuple(configs) if configs else group.configs)
+        for precision in (tuple(precisions) if precisions else group.precisions)
     ]
     rows: list[dict[str, Any]] = []
     for done, (case, config, precision) in enumerate(plan, start=1):

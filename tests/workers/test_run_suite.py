@@ -41,7 +41,7 @@ def test_run_suite_stores_a_run_with_skips_and_detection(tmp_path: Path) -> None
         run = connection.execute(
             text("SELECT tier, cases_attempted, cases_passed, cases_skipped FROM run")
         ).one()
-        assert tuple(run) == ("smoke", 4, 1, 3)
+        assert tuple(run) == ("smoke", 4, 1, 3)  # layer_norm x {eager, cudagraphs} x 2
         reasons = set(
             connection.execute(text("SELECT reason FROM result WHERE status = 'skipped'")).scalars()
         )

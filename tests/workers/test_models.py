@@ -1,0 +1,64 @@
+"""Every model category builds, runs and matches its fp32 reference on the CPU."""
+
+from typing import Any
+
+import pytest
+import torch
+
+from workers.harness import Plan, measure
+from workers.suites.models import MODELS
+
+CPU = torch.device("cpu")
+ONCE = Plan(repeats=2, warmup=0)
+CATEGORIES = {
+    "image_classification",
+    "object_detection",
+    "segmentation",
+    "text_encoder",
+    "language_model",
+    "speech",
+    "recommendation",
+    "graph",
+    "video",
+    "diffusion",
+    "vision_transformer",
+    "sequence",
+}
+
+
+def by_metric(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {row["metric"]: row for row in rows}
+
+
+def test_the_twelve_categories_are_covered() -> None:
+    assert {case.category for case in MODELS} == CATEGORIES
+
+
+@pytest.mark.parametrize("case", MODELS, ids=lambda c: c.model)
+def test_model_runs_eager_fp32_and_bf16(case: Any) -> None:
+    fp32 = by_metric(measure(case, "eager", "fp32", CPU, ONCE))
+    assert fp32["accuracy"]["text_value"] == "pass"
+    assert fp32["latency"]["value"] > 0
+    bf16 = by_metric(measure(case, "eager", "bf16", CPU, ONCE))
+    assert bf16["latency"].get("status", "ok") == "ok", bf16["latency"]
+    if case.model != "gpt_generate":  # greedy decoding may pick other tokens in bf16
+        assert bf16["accuracy"]["text_value"] == "pass", bf16.get("max_error")
+
+
+def test_int8_dynamic_quantization_runs_or_says_why_not() -> None:
+    mlp = next(c for c in MODELS if c.model == "dlrm")
+    rows = by_metric(measure(mlp, "eager", "int8", CPU, ONCE))
+    assert rows["accuracy"]["text_value"] == "pass"
+    assert rows["max_error"]["value"] > 0  # the weights really were quantized
+    bert = next(c for c in MODELS if c.model == "bert")
+    skipped = measure(bert, "eager", "int8", CPU, ONCE)
+    assert {r["status"] for r in skipped} == {"skipped"}
+    assert "quantized Linear" in skipped[0]["reason"]
+
+
+def test_a_model_compiles_with_inductor() -> None:
+    resnet = next(c for c in MODELS if c.model == "resnet")
+    rows = by_metric(measure(resnet, "default", "fp32", CPU, ONCE))
+    assert rows["speedup"]["value"] > 0
+    assert rows["unique_graphs"]["value"] >= 1
+    assert rows["accuracy"]["text_value"] == "pass"
