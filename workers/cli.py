@@ -230,30 +230,13 @@ def build_parser() -> argparse.ArgumentParser:
         "or a JSON list of numbers; null/blank is a missing point",
     )
     defaults = DetectorConfig()
-    detect.add_argument(
-        "--min-rel-change",
-        type=float,
-        default=defaults.min_rel_change,
-        help="smallest relative step reported (default %(default)s)",
-    )
-    detect.add_argument(
-        "--max-p-value",
-        type=float,
-        default=defaults.max_p_value,
-        help="confirmation test threshold (default %(default)s)",
-    )
-    detect.add_argument(
-        "--min-segment",
-        type=int,
-        default=defaults.min_segment,
-        help="points a new level must hold (default %(default)s)",
-    )
-    detect.add_argument(
-        "--window",
-        type=int,
-        default=defaults.window,
-        help="points each side used to confirm a step (default %(default)s)",
-    )
+    for flag, kind, default, text in (
+        ("--min-rel-change", float, defaults.min_rel_change, "smallest relative step reported"),
+        ("--max-p-value", float, defaults.max_p_value, "confirmation test threshold"),
+        ("--min-segment", int, defaults.min_segment, "points a new level must hold"),
+        ("--window", int, defaults.window, "points each side used to confirm a step"),
+    ):
+        detect.add_argument(flag, type=kind, default=default, help=f"{text} (default %(default)s)")
     detect.set_defaults(func=cmd_detect)
 
     suite = commands.add_parser("run-suite", help="run a tier of the built-in suite here")

@@ -14,6 +14,16 @@ from sqlalchemy.orm import Session
 from app.core.bulk import is_postgres, member_of
 from app.runs.models import Result
 
+# What a point needs (series, run, status, value) and what orders the points (time, id).
+_COLUMNS = (
+    Result.series_id,
+    Result.run_id,
+    Result.status,
+    Result.value,
+    Result.measured_at,
+    Result.id,
+)
+
 
 @dataclass
 class History:
@@ -60,14 +70,7 @@ def _newest_per_series_lateral(
         .render_derived()
     )
     newest = (
-        select(
-            Result.series_id,
-            Result.run_id,
-            Result.status,
-            Result.value,
-            Result.measured_at,
-            Result.id,
-        )
+        select(*_COLUMNS)
         .where(Result.series_id == ids.c.id, Result.measured_at <= until)
         .order_by(Result.measured_at.desc(), Result.id.desc())
         .limit(last)
@@ -89,15 +92,7 @@ def _newest_per_series_ranked(
         partition_by=Result.series_id, order_by=(Result.measured_at.desc(), Result.id.desc())
     )
     ranked = (
-        select(
-            Result.series_id,
-            Result.run_id,
-            Result.status,
-            Result.value,
-            Result.measured_at,
-            Result.id,
-            newest_first.label("age"),
-        )
+        select(*_COLUMNS, newest_first.label("age"))
         .where(condition, Result.measured_at <= until)
         .subquery()
     )
