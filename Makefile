@@ -1,26 +1,31 @@
 # Two commands on a fresh machine: `make run` (the service) and `make test` (lint + tests).
-# torch (the `worker` extra) is pinned by constraints.txt to the CPU build for the tests.
+# The service needs no torch; the tests install the `worker` extra too, with torch pinned by
+# constraints.txt (the CPU build on this project's machines).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
 .PHONY: run test lint pytest clean
 
-$(BIN)/.installed: pyproject.toml constraints.txt
+$(BIN)/.service: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -c constraints.txt -e .
+	touch $@
+
+$(BIN)/.test: $(BIN)/.service
 	$(BIN)/pip install -q -c constraints.txt -e '.[test,worker]'
 	touch $@
 
-run: $(BIN)/.installed
+run: $(BIN)/.service
 	$(BIN)/benchwatch serve
 
-lint: $(BIN)/.installed
+lint: $(BIN)/.test
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	$(BIN)/mypy app workers
 
-pytest: $(BIN)/.installed
+pytest: $(BIN)/.test
 	$(BIN)/pytest
 
 test: lint pytest

@@ -1,5 +1,6 @@
 """create_app(): the FastAPI application with its routers, error handlers and limits."""
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -9,7 +10,7 @@ from fastapi.exceptions import RequestValidationError
 import app.models  # noqa: F401  (every model registered before the first query)
 from app.api.router import api_router
 from app.api.validation import handle_validation_error
-from app.core.config import Settings, settings
+from app.core.config import DEV_PEPPER, Settings, settings
 from app.core.db import Database
 from app.core.errors import DomainError, handle_domain_error
 from app.core.limits import BodySizeLimit
@@ -17,6 +18,8 @@ from app.core.logging import configure_logging
 from app.core.queue import InProcessPublisher
 from app.health.router import router as health_router
 from app.jobs import make_publisher
+
+log = logging.getLogger(__name__)
 
 DESCRIPTION = """
 benchwatch stores PyTorch benchmark results per machine, environment and compiler config,
@@ -33,6 +36,10 @@ def create_app(config: Settings | None = None) -> FastAPI:
     """The application for ``config`` (default: the environment's settings)."""
     config = config or settings
     configure_logging(config.LOG_LEVEL)
+    if config.TOKEN_PEPPER.get_secret_value() == DEV_PEPPER and not config.DATABASE_URL.startswith(
+        "sqlite"
+    ):
+        log.warning("BENCHWATCH_TOKEN_PEPPER is the development default: set a secret one")
     database = Database(config.DATABASE_URL)
     publisher = make_publisher(database, config)
     database.set_publisher(publisher)

@@ -13,6 +13,9 @@ def default_database_url() -> str:
     return f"sqlite:///{data_dir / 'benchwatch.db'}"
 
 
+DEV_PEPPER = "benchwatch-dev-pepper"  # fine for a laptop; production sets its own secret
+
+
 class Settings(BaseSettings):
     """Everything configurable about a benchwatch deployment."""
 
@@ -21,7 +24,7 @@ class Settings(BaseSettings):
     DATABASE_URL: str = Field(default_factory=default_database_url)
     BROKER_URL: str | None = None  # None: background work runs in process
     PUBLIC_READ: bool = True  # False: every read needs a token (any scope)
-    TOKEN_PEPPER: SecretStr = SecretStr("benchwatch-dev-pepper")
+    TOKEN_PEPPER: SecretStr = SecretStr(DEV_PEPPER)
     MAX_BODY_BYTES: int = 64 * 1024 * 1024  # larger request bodies get 413
     LOG_LEVEL: str = "INFO"
     # Detector thresholds per suite or metric, e.g. {"metric:dynamo_peak_mem":
