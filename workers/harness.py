@@ -35,6 +35,9 @@ class Case:
     make: Callable[[torch.device, torch.dtype], tuple[Fn, tuple[torch.Tensor, ...]]]
     # Why int8 cannot run; None: it runs, with dynamic quantization of the Linear layers.
     int8_reason: str | None = "int8 dynamic quantization applies to model cases, not operators"
+    # Which inputs carry the batch dimension (dim 0), varied under the ``dynamic`` config;
+    # empty: the case has no batch dimension to vary.
+    batch_args: tuple[int, ...] = (0,)
 
 
 @dataclass(frozen=True)
@@ -101,8 +104,8 @@ def _skip_reason(case: Case, config: str, precision: str, device: torch.device) 
         return case.int8_reason or "int8 dynamic quantization runs on the CPU backends only"
     if precision == "int4":
         return "int4 needs torchao and a GPU"
-    if config == "dynamic":
-        return "dynamic shapes (recompiles over varying batch and length) are not measured yet"
+    if config == "dynamic" and not case.batch_args:
+        return "no batch dimension to vary for dynamic shapes"
     if precision == "fp16" and device.type == "cpu":
         return "fp16 is not a CPU precision here; amp uses bf16 on CPU"
     return None
@@ -137,8 +140,15 @@ def _measure(
         output = _timed(fn, args, device, context)[1]
     else:
         counters.clear()
-        compiled = torch.compile(fn, mode="max-autotune" if config == "max_autotune" else None)
+        compiled = torch.compile(
+            fn,
+            mode="max-autotune" if config == "max_autotune" else None,
+            dynamic=True if config == "dynamic" else None,
+        )
         compiled_first, _ = _timed(compiled, args, device, context)
+        if config == "dynamic":  # other batch sizes: a dynamic graph serves them all
+            for variant in _batch_variants(args, case.batch_args):
+                compiled_first += _timed(compiled, variant, device, context)[0]
         rows.append(
             {
                 "metric": "compilation_latency",
@@ -166,6 +176,22 @@ def _measure(
         *_latency_rows(samples, case.batch_size),
         *_accuracy_rows(output, reference, precision),
     ]
+
+
+def _batch_variants(
+    args: tuple[torch.Tensor, ...], batch_args: tuple[int, ...]
+) -> list[tuple[torch.Tensor, ...]]:
+    """The inputs at half and at twice the batch (the batch inputs cut or repeated)."""
+    batch = args[batch_args[0]].shape[0]
+    variants = []
+    for size in sorted({max(1, batch // 2), 2 * batch} - {batch}):
+        variants.append(
+            tuple(
+                torch.cat([a] * (size // batch + 1))[:size] if i in batch_args else a
+                for i, a in enumerate(args)
+            )
+        )
+    return variants
 
 
 def _quantized(model: torch.nn.Module) -> torch.nn.Module:

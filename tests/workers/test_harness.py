@@ -45,6 +45,17 @@ def test_every_operator_matches_its_reference(case: Case) -> None:
         assert rows["accuracy"]["text_value"] == "pass", (precision, rows["max_error"])
 
 
+def test_dynamic_shapes_compile_once_over_varying_batches() -> None:
+    rows = by_metric(measure(SOFTMAX, "dynamic", "fp32", CPU, QUICK))
+    assert rows["unique_graphs"]["value"] == 1
+    assert rows["recompiles"]["value"] == 0
+    assert rows["compilation_latency"]["value"] > 0
+    assert rows["accuracy"]["text_value"] == "pass"
+    bag = next(c for c in OPERATORS if c.model == "embedding_bag")
+    skipped = measure(bag, "dynamic", "fp32", CPU, QUICK)
+    assert {r["reason"] for r in skipped} == {"no batch dimension to vary for dynamic shapes"}
+
+
 def test_bf16_is_checked_against_an_fp32_reference() -> None:
     rows = by_metric(measure(SOFTMAX, "eager", "bf16", CPU, QUICK))
     assert rows["accuracy"]["text_value"] == "pass"

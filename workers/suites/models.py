@@ -296,10 +296,18 @@ MODELS = (
         TRANSFORMER_INT8,
     ),
     Case(SUITE, "conformer", "speech", 4, _model(Conformer, _float(4, 100, 40)), None),
-    Case(SUITE, "dlrm", "recommendation", 32, _model(DLRM, _dlrm_inputs), None),
-    Case(SUITE, "gcn", "graph", 128, _model(GCN, _graph_inputs), None),
+    Case(SUITE, "dlrm", "recommendation", 32, _model(DLRM, _dlrm_inputs), None, batch_args=()),
+    Case(SUITE, "gcn", "graph", 128, _model(GCN, _graph_inputs), None, batch_args=()),
     Case(SUITE, "video3d", "video", 2, _model(Video, _float(2, 3, 8, 32, 32)), None),
-    Case(SUITE, "diffusion_unet", "diffusion", 2, _model(DiffusionUNet, _diffusion_inputs), None),
+    Case(
+        SUITE,
+        "diffusion_unet",
+        "diffusion",
+        2,
+        _model(DiffusionUNet, _diffusion_inputs),
+        None,
+        batch_args=(0, 1),
+    ),
     Case(
         SUITE, "vit", "vision_transformer", 8, _model(ViT, _float(8, 3, 32, 32)), TRANSFORMER_INT8
     ),

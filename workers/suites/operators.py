@@ -45,8 +45,8 @@ def _embedding_bag(device: torch.device, dtype: torch.dtype) -> Made:
 OPERATORS = (
     Case(SUITE, "matmul", "operator", 256, _matmul),
     Case(SUITE, "conv2d", "operator", 8, _conv),
-    Case(SUITE, "attention", "operator", 4, _attention),
+    Case(SUITE, "attention", "operator", 4, _attention, batch_args=(0, 1, 2)),
     Case(SUITE, "layer_norm", "operator", 64, _layer_norm),
     Case(SUITE, "softmax", "operator", 64, _softmax),
-    Case(SUITE, "embedding_bag", "operator", 64, _embedding_bag),
+    Case(SUITE, "embedding_bag", "operator", 64, _embedding_bag, batch_args=()),
 )
