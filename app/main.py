@@ -1,5 +1,6 @@
 """create_app(): the FastAPI application with its routers, error handlers and limits."""
 
+import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -32,6 +33,17 @@ result_index, message}]}`.
 """
 
 
+def tune_garbage_collector() -> None:
+    """Fewer, cheaper collections in a serving process (bench/ingest.py: about +20% ingest).
+
+    Everything allocated during start-up lives as long as the process, so it is frozen out of
+    the collector's scans; a 2,000-result upload allocates ~100k objects, so the youngest
+    generation is collected every 50,000 allocations instead of every 700.
+    """
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 20)
+
+
 def create_app(config: Settings | None = None) -> FastAPI:
     """The application for ``config`` (default: the environment's settings)."""
     config = config or settings
@@ -46,6 +58,7 @@ def create_app(config: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        tune_garbage_collector()
         yield
         if isinstance(publisher, InProcessPublisher):
             publisher.close()  # finish queued jobs before the process ends
