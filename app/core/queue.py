@@ -8,7 +8,7 @@ was rolled back, and a rolled-back transaction publishes nothing.
 
 import logging
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from sqlalchemy import event
@@ -76,11 +76,7 @@ class InProcessPublisher:
 
     def publish(self, name: str, kwargs: dict[str, Any]) -> None:
         """Schedule the job; errors are logged, never raised into the request."""
-        self.submit(name, kwargs)
-
-    def submit(self, name: str, kwargs: dict[str, Any]) -> Future[None]:
-        """Schedule the job and return its future (tests wait on it)."""
-        return self.executor.submit(self._run, name, kwargs)
+        self.executor.submit(self._run, name, kwargs)
 
     def _run(self, name: str, kwargs: dict[str, Any]) -> None:
         job = self.jobs.get(name)
