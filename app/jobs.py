@@ -18,8 +18,23 @@ def job_table(database: Database, settings: Settings) -> dict[str, Callable[...,
     }
 
 
-def make_publisher(database: Database, settings: Settings) -> queue.Publisher:
-    """Celery when a broker is configured, else a runner in this process."""
+def connect(settings: Settings) -> tuple[Database, queue.Publisher]:
+    """The database and where its sessions publish tasks.
+
+    Celery when a broker is configured, else a runner in this process.
+    """
+    database = Database(settings.DATABASE_URL)
+    publisher: queue.Publisher
     if settings.BROKER_URL:
-        return queue.CeleryPublisher(settings.BROKER_URL)
-    return queue.InProcessPublisher(job_table(database, settings))
+        publisher = queue.CeleryPublisher(settings.BROKER_URL)
+    else:
+        publisher = queue.InProcessPublisher(job_table(database, settings))
+    database.set_publisher(publisher)
+    return database, publisher
+
+
+def disconnect(database: Database, publisher: queue.Publisher) -> None:
+    """Let in-process jobs finish, then close the database's connections."""
+    if isinstance(publisher, queue.InProcessPublisher):
+        publisher.close()
+    database.dispose()

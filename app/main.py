@@ -12,13 +12,11 @@ import app.models  # noqa: F401  (every model registered before the first query)
 from app.api.router import api_router
 from app.api.validation import handle_validation_error
 from app.core.config import DEV_PEPPER, Settings, settings
-from app.core.db import Database
 from app.core.errors import DomainError, handle_domain_error
 from app.core.limits import BodySizeLimit
 from app.core.logging import configure_logging
-from app.core.queue import InProcessPublisher
 from app.health.router import router as health_router
-from app.jobs import make_publisher
+from app.jobs import connect, disconnect
 
 log = logging.getLogger(__name__)
 
@@ -52,17 +50,13 @@ def create_app(config: Settings | None = None) -> FastAPI:
         "sqlite"
     ):
         log.warning("BENCHWATCH_TOKEN_PEPPER is the development default: set a secret one")
-    database = Database(config.DATABASE_URL)
-    publisher = make_publisher(database, config)
-    database.set_publisher(publisher)
+    database, publisher = connect(config)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         tune_garbage_collector()
         yield
-        if isinstance(publisher, InProcessPublisher):
-            publisher.close()  # finish queued jobs before the process ends
-        database.dispose()
+        disconnect(database, publisher)  # queued in-process jobs finish first
 
     application = FastAPI(
         title="benchwatch", version="0.1.0", description=DESCRIPTION, lifespan=lifespan

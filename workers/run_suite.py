@@ -10,9 +10,7 @@ import httpx
 import torch
 
 from app.core.config import Settings
-from app.core.db import Database
-from app.core.queue import InProcessPublisher
-from app.jobs import make_publisher
+from app.jobs import connect, disconnect
 from app.runs import service as runs_service
 from app.runs.schemas import RunIn
 from workers.environment import describe_environment, describe_machine
@@ -108,14 +106,10 @@ def build_run(
 
 def store(run_in: RunIn, settings: Settings) -> int:
     """Ingest into the configured database; detection follows (here, or on a worker)."""
-    database = Database(settings.DATABASE_URL)
-    publisher = make_publisher(database, settings)
-    database.set_publisher(publisher)
+    database, publisher = connect(settings)
     with database.session_scope() as session:
         run_id = runs_service.ingest_run(session, run_in, source="run-suite").run.id
-    if isinstance(publisher, InProcessPublisher):
-        publisher.close()  # detection runs in this process: let it finish
-    database.dispose()
+    disconnect(database, publisher)  # detection in this process finishes first
     return run_id
 
 

@@ -8,15 +8,14 @@ from app.anomalies import jobs
 from app.core import queue
 from app.core.config import settings
 from app.core.db import Database
+from app.jobs import connect
 from workers.celery_app import celery_app
 
 
 @cache
 def worker_database() -> Database:
     """The worker process's database; tasks it queues go back to the broker."""
-    database = Database(settings.DATABASE_URL)
-    if settings.BROKER_URL:
-        database.set_publisher(queue.CeleryPublisher(settings.BROKER_URL))
+    database, _ = connect(settings)
     return database
 
 
