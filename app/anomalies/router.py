@@ -29,12 +29,7 @@ Filter = Annotated[triage.RegressionFilter, Depends()]
 def list_regressions(session: SessionDep, where: Filter, paging: Paging) -> Page[RegressionRead]:
     """Regressions and improvements, newest first; filter by status, machine, suite, ..."""
     items, total = triage.list_regressions(session, where, paging.offset, paging.limit)
-    return Page(
-        items=[RegressionRead.model_validate(r) for r in items],
-        total=total,
-        page=paging.page,
-        limit=paging.limit,
-    )
+    return paging.of([RegressionRead.model_validate(r) for r in items], total)
 
 
 @reads.get("/regressions/{regression_id}", response_model=RegressionRead)
@@ -67,7 +62,7 @@ def list_alert_groups(
         session, status, machine, channel, since, paging.offset, paging.limit
     )
     items = [AlertGroupRead(**triage.describe_group(session, g)) for g in groups]
-    return Page(items=items, total=total, page=paging.page, limit=paging.limit)
+    return paging.of(items, total)
 
 
 @reads.get("/alert-groups/{group_id}", response_model=AlertGroupDetail)

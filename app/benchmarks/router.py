@@ -25,24 +25,14 @@ def list_machines(session: SessionDep) -> list[Machine]:
 def list_benchmarks(session: SessionDep, where: Filter, paging: Paging) -> Page[BenchmarkRead]:
     """Benchmark cases, filtered by suite / model / category / mode / precision / config."""
     items, total = service.list_benchmarks(session, where, paging.offset, paging.limit)
-    return Page(
-        items=[BenchmarkRead.model_validate(b) for b in items],
-        total=total,
-        page=paging.page,
-        limit=paging.limit,
-    )
+    return paging.of([BenchmarkRead.model_validate(b) for b in items], total)
 
 
 @router.get("/series", response_model=Page[SeriesRead])
 def search_series(session: SessionDep, where: Filter, paging: Paging) -> Page[SeriesRead]:
     """Series by any of suite / model / mode / precision / config / metric / machine / channel."""
     items, total = service.search_series(session, where, paging.offset, paging.limit)
-    return Page(
-        items=[SeriesRead.model_validate(s) for s in items],
-        total=total,
-        page=paging.page,
-        limit=paging.limit,
-    )
+    return paging.of([SeriesRead.model_validate(s) for s in items], total)
 
 
 @router.get("/series/{series_id}", response_model=SeriesRead)

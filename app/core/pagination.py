@@ -34,6 +34,10 @@ class PageParams(BaseModel):
         """Rows to skip."""
         return (self.page - 1) * self.limit
 
+    def of(self, items: list[T], total: int) -> Page[T]:
+        """This page of a listing: its items and how many match in all."""
+        return Page(items=items, total=total, page=self.page, limit=self.limit)
+
 
 def encode_cursor(at: datetime, row_id: int) -> str:
     """An opaque cursor for the row after which the next page starts."""
