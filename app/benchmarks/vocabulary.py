@@ -153,6 +153,18 @@ WELL_KNOWN_METRICS: dict[str, MetricSpec] = {
     "power": MetricSpec("W", False, "hardware"),
     "energy": MetricSpec("J", False, "hardware"),
     "temperature": MetricSpec("C", False, "hardware"),
+    "gpu_memory_used": MetricSpec("GB", False, "hardware"),
+    "sm_clock": MetricSpec("MHz", True, "hardware"),
+    "memory_clock": MetricSpec("MHz", True, "hardware"),
+    "pcie_rx": MetricSpec("MB/s", False, "hardware"),
+    "pcie_tx": MetricSpec("MB/s", False, "hardware"),
+    "throttle_events": MetricSpec("count", False, "hardware"),
+    "ecc_errors": MetricSpec("count", False, "hardware"),
+    "cpu_utilization": MetricSpec("%", False, "hardware"),
+    "host_rss": MetricSpec("GB", False, "hardware"),
+    "host_time": MetricSpec("ms", False, "kernel"),
+    "device_time": MetricSpec("ms", False, "kernel"),
+    "autocast_overhead": MetricSpec("ms", False, "framework"),
 }
 METRIC_ALIASES = {"compile_time": "compilation_latency", "compilation_time": "compilation_latency"}
 
