@@ -15,6 +15,7 @@ import app.models  # noqa: F401  (every model registered)
 from app.anomalies import service as anomalies_service
 from app.anomalies.detectors import DetectorConfig, find_change_points
 from app.anomalies.series_file import SeriesFileError, read_series
+from app.benchmarks.vocabulary import SUITE_TIERS
 from app.core.config import settings
 from app.core.db import Database
 from app.core.errors import DomainError
@@ -139,14 +140,14 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.threads or torch.get_num_threads())
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     began, started_at = time.perf_counter(), run_suite.now()
-    rows = run_suite.run_tier(
-        run_suite.TIERS[args.tier],
-        device,
+    tier = run_suite.TIERS[args.tier]
+    tasks = run_suite.tier_tasks(
+        tier,
         only=args.only,
         configs=args.configs.split(",") if args.configs else None,
         precisions=args.precisions.split(",") if args.precisions else None,
-        progress=run_suite.print_progress,
     )
+    rows = run_suite.run_tasks(tasks, device, tier.plan, run_suite.print_progress)
     run_in = run_suite.build_run(
         rows,
         tier=args.tier,
@@ -240,7 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     detect.set_defaults(func=cmd_detect)
 
     suite = commands.add_parser("run-suite", help="run a tier of the built-in suite here")
-    suite.add_argument("--tier", choices=("smoke", "daily"), default="smoke")
+    suite.add_argument("--tier", choices=SUITE_TIERS, default="smoke")
     suite.add_argument("--machine", help="machine name (default: from the hardware)")
     suite.add_argument("--channel", default="nightly")
     suite.add_argument("--key", help="idempotency key (default: machine, tier and time)")

@@ -5,7 +5,10 @@ device synchronisation around each timed call, medians. Figures: latency samples
 p50/p90/p99 (ms), throughput, speedup vs eager (median eager / median compiled), compile time
 (first compiled call minus first eager call, as ``benchmarks/dynamo`` defines
 ``compilation_latency``), accuracy against an fp32 eager reference (max error, NaN/Inf), and
-dynamo's graph counters. What cannot run here becomes a ``skipped`` row with the reason.
+dynamo's graph counters, and peak memory with its compression ratio vs eager. Training
+runs a whole step (forward, loss, backward, SGD update; AMP with a GradScaler's loss scaling)
+and checks the first step's loss. What cannot run here becomes a ``skipped`` row with the
+reason.
 """
 
 import time
@@ -13,13 +16,16 @@ import warnings
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
 from torch._dynamo.utils import counters
 
+from workers.memory import peak_memory_gb
+
 Fn = Callable[..., torch.Tensor]
+Mode = Literal["inference", "training"]
 GPU_ONLY = {"cudagraphs": "CUDA/HIP graphs need a GPU", "max_autotune": "max-autotune needs a GPU"}
 TOLERANCE = {"fp32": 1e-4, "bf16": 5e-2, "amp": 5e-2, "fp16": 1e-2, "int8": 1e-1}  # x max |ref|
 
@@ -38,6 +44,9 @@ class Case:
     # Which inputs carry the batch dimension (dim 0), varied under the ``dynamic`` config;
     # empty: the case has no batch dimension to vary.
     batch_args: tuple[int, ...] = (0,)
+    # Why a training step cannot run; None: ``make`` returns a module whose output is a loss's
+    # input (floating point, differentiable).
+    training_reason: str | None = "training applies to model cases, not operators"
 
 
 @dataclass(frozen=True)
@@ -54,40 +63,41 @@ def _sync(device: torch.device) -> None:
 
 
 def _timed(
-    fn: Fn,
-    args: Sequence[torch.Tensor],
-    device: torch.device,
-    context: Callable[[], AbstractContextManager[Any]],
+    fn: Fn, args: Sequence[torch.Tensor], device: torch.device
 ) -> tuple[float, torch.Tensor]:
     _sync(device)
     began = time.perf_counter()
-    with context(), torch.no_grad():
-        out = fn(*args)
+    out = fn(*args)
     _sync(device)
     return (time.perf_counter() - began) * 1000.0, out
 
 
 def measure(
-    case: Case, config: str, precision: str, device: torch.device, plan: Plan = Plan()
+    case: Case,
+    config: str,
+    precision: str,
+    device: torch.device,
+    plan: Plan = Plan(),
+    mode: Mode = "inference",
 ) -> list[dict[str, Any]]:
-    """Result rows (native payload) of one case under one config and precision."""
+    """Result rows (native payload) of one case under one config, precision and mode."""
     ident = {
         "suite": case.suite,
         "model": case.model,
         "category": case.category,
-        "mode": "inference",
+        "mode": mode,
         "precision": precision,
         "config": config,
         "batch_size": case.batch_size,
     }
-    reason = _skip_reason(case, config, precision, device)
+    reason = _skip_reason(case, config, precision, device, mode)
     if reason is not None:
         return [
             {**ident, "metric": m, "status": "skipped", "reason": reason}
             for m in ("latency", "accuracy")
         ]
     try:
-        return [{**ident, **row} for row in _measure(case, config, precision, device, plan)]
+        rows = _measure(case, config, precision, device, plan, mode)
     except Exception as exc:  # the case failed to run: say so, keep the rest of the suite
         text = f"{type(exc).__name__}: {exc}"[:2000]
         status = "OOM" if "out of memory" in text.lower() else "fail_to_run"
@@ -95,11 +105,18 @@ def measure(
             {**ident, "metric": "latency", "status": "failed", "reason": text},
             {**ident, "metric": "accuracy", "text_value": status},
         ]
+    return [{**ident, **row} for row in rows]
 
 
-def _skip_reason(case: Case, config: str, precision: str, device: torch.device) -> str | None:
+def _skip_reason(
+    case: Case, config: str, precision: str, device: torch.device, mode: Mode
+) -> str | None:
     if device.type == "cpu" and config in GPU_ONLY:
         return GPU_ONLY[config]
+    if mode == "training" and case.training_reason is not None:
+        return case.training_reason
+    if mode == "training" and precision == "int8":
+        return "int8 dynamic quantization is for inference"
     if precision == "int8" and (case.int8_reason is not None or device.type != "cpu"):
         return case.int8_reason or "int8 dynamic quantization runs on the CPU backends only"
     if precision == "int4":
@@ -123,56 +140,112 @@ def _dtype_and_context(
     return dtype, nullcontext
 
 
+@dataclass(frozen=True)
+class _Setup:
+    """How to build the callable that is timed: the case, its precision, the mode."""
+
+    case: Case
+    precision: str
+    device: torch.device
+    mode: Mode
+
+    def step(
+        self, compile_options: dict[str, Any] | None = None
+    ) -> tuple[Fn, tuple[torch.Tensor, ...]]:
+        """A fresh instance (same seed, same weights) as an inference call or a training step."""
+        dtype, context = _dtype_and_context(self.precision, self.device)
+        fn, args = _made(self.case, self.device, dtype)
+        if self.precision == "int8" and isinstance(fn, torch.nn.Module):
+            fn = _quantized(fn)
+        if self.mode == "training":
+            return _training_step(fn, self.precision, self.device, context, compile_options), args
+        forward = fn if compile_options is None else torch.compile(fn, **compile_options)
+        return _inference_call(forward, context), args
+
+
+def _inference_call(forward: Fn, context: Callable[[], AbstractContextManager[Any]]) -> Fn:
+    def call(*args: torch.Tensor) -> torch.Tensor:
+        with context(), torch.no_grad():
+            return forward(*args)
+
+    return call
+
+
+def _training_step(
+    fn: Fn,
+    precision: str,
+    device: torch.device,
+    context: Callable[[], AbstractContextManager[Any]],
+    compile_options: dict[str, Any] | None,
+) -> Fn:
+    """One optimizer step; returns the loss. AMP scales the loss (GradScaler), as AMP should."""
+    assert isinstance(fn, torch.nn.Module), "training needs a module"
+    model = fn.train()
+    forward = model if compile_options is None else torch.compile(model, **compile_options)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    scaler = torch.amp.GradScaler(device.type, enabled=precision == "amp")
+
+    def step(*args: torch.Tensor) -> torch.Tensor:
+        optimizer.zero_grad(set_to_none=True)
+        with context():
+            loss: torch.Tensor = forward(*args).float().square().mean()
+        scaler.scale(loss).backward()  # type: ignore[no-untyped-call]
+        scaler.step(optimizer)
+        scaler.update()
+        return loss.detach()
+
+    return step
+
+
+def _compile_options(config: str) -> dict[str, Any]:
+    return {
+        "mode": "max-autotune" if config == "max_autotune" else None,
+        "dynamic": True if config == "dynamic" else None,
+    }
+
+
 def _measure(
-    case: Case, config: str, precision: str, device: torch.device, plan: Plan
+    case: Case, config: str, precision: str, device: torch.device, plan: Plan, mode: Mode
 ) -> list[dict[str, Any]]:
-    dtype, context = _dtype_and_context(precision, device)
-    fn, args = _made(case, device, dtype)
-    if precision == "int8" and isinstance(fn, torch.nn.Module):
-        fn = _quantized(fn)
-    reference = _reference(case, device, args)
-    eager_first, _ = _timed(fn, args, device, context)
-    rows: list[dict[str, Any]] = []
+    setup = _Setup(case, precision, device, mode)
+    eager, args = setup.step()
+    reference = _reference(setup, args)
+    eager_first, eager_output = _timed(eager, args, device)
+    eager_peak = peak_memory_gb(lambda: eager(*args), device)
     if config == "eager":
         for _ in range(plan.warmup):
-            _timed(fn, args, device, context)
-        samples = [_timed(fn, args, device, context)[0] for _ in range(plan.repeats)]
-        output = _timed(fn, args, device, context)[1]
-    else:
-        counters.clear()
-        compiled = torch.compile(
-            fn,
-            mode="max-autotune" if config == "max_autotune" else None,
-            dynamic=True if config == "dynamic" else None,
-        )
-        compiled_first, _ = _timed(compiled, args, device, context)
-        if config == "dynamic":  # other batch sizes: a dynamic graph serves them all
-            for variant in _batch_variants(args, case.batch_args):
-                compiled_first += _timed(compiled, variant, device, context)[0]
-        rows.append(
-            {
-                "metric": "compilation_latency",
-                "value": max(compiled_first - eager_first, 0.0) / 1000.0,
-            }
-        )
-        for _ in range(plan.warmup):
-            _timed(fn, args, device, context)
-            _timed(compiled, args, device, context)
-        eager, samples = [], []
-        for _ in range(plan.repeats):  # interleaved, as benchmarks/dynamo does
-            eager.append(_timed(fn, args, device, context)[0])
-            samples.append(_timed(compiled, args, device, context)[0])
-        output = _timed(compiled, args, device, context)[1]
-        rows.append(
-            {
-                "metric": "speedup",
-                "samples": [e / c for e, c in zip(eager, samples, strict=True)],
-                "value": float(np.median(eager) / np.median(samples)),
-            }
-        )
-        rows += _dynamo_rows()
+            _timed(eager, args, device)
+        samples = [_timed(eager, args, device)[0] for _ in range(plan.repeats)]
+        return [
+            {"metric": "peak_memory", "value": eager_peak},
+            *_latency_rows(samples, case.batch_size),
+            *_accuracy_rows(eager_output, reference, precision),
+        ]
+    counters.clear()
+    compiled, _ = setup.step(_compile_options(config))
+    compiled_first, output = _timed(compiled, args, device)
+    if config == "dynamic":  # other batch sizes: a dynamic graph serves them all
+        for variant in _batch_variants(args, case.batch_args):
+            compiled_first += _timed(compiled, variant, device)[0]
+    for _ in range(plan.warmup):
+        _timed(eager, args, device)
+        _timed(compiled, args, device)
+    eager_samples, samples = [], []
+    for _ in range(plan.repeats):  # interleaved, as benchmarks/dynamo does
+        eager_samples.append(_timed(eager, args, device)[0])
+        samples.append(_timed(compiled, args, device)[0])
+    peak = peak_memory_gb(lambda: compiled(*args), device)
     return [
-        *rows,
+        {"metric": "compilation_latency", "value": max(compiled_first - eager_first, 0.0) / 1000},
+        {
+            "metric": "speedup",
+            "samples": [e / c for e, c in zip(eager_samples, samples, strict=True)],
+            "value": float(np.median(eager_samples) / np.median(samples)),
+        },
+        {"metric": "peak_memory", "value": peak},
+        {"metric": "eager_peak_mem", "value": eager_peak},
+        *([{"metric": "compression_ratio", "value": eager_peak / peak}] if peak > 0 else []),
+        *_dynamo_rows(),
         *_latency_rows(samples, case.batch_size),
         *_accuracy_rows(output, reference, precision),
     ]
@@ -212,12 +285,10 @@ def _made(
     return case.make(device, dtype)
 
 
-def _reference(case: Case, device: torch.device, args: tuple[torch.Tensor, ...]) -> torch.Tensor:
-    """The fp32 eager output on the same inputs (upcast where the case runs lower)."""
-    fn, _ = _made(case, device, torch.float32)
-    upcast = tuple(a.float() if a.is_floating_point() else a for a in args)
-    with torch.no_grad():
-        return fn(*upcast).float()
+def _reference(setup: _Setup, args: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """The fp32 eager output of a first call (or training step) on the same inputs, upcast."""
+    fn, _ = _Setup(setup.case, "fp32", setup.device, setup.mode).step()
+    return fn(*(a.float() if a.is_floating_point() else a for a in args)).float()
 
 
 def _latency_rows(samples: list[float], batch_size: int) -> list[dict[str, Any]]:

@@ -4,7 +4,7 @@ import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 import torch
@@ -14,21 +14,23 @@ from app.jobs import connect, disconnect
 from app.runs import service as runs_service
 from app.runs.schemas import RunIn
 from workers.environment import describe_environment, describe_machine
-from workers.harness import Case, Plan, measure
+from workers.harness import Case, Mode, Plan, measure
 from workers.suites.models import MODELS
 from workers.suites.operators import OPERATORS
 
 CONFIGS = ("eager", "default", "dynamic", "cudagraphs", "max_autotune")
 PRECISIONS = ("fp32", "bf16", "amp", "int8")
+TRAINING_PRECISIONS = ("fp32", "amp", "bf16")
 
 
 @dataclass(frozen=True)
 class Group:
-    """Cases measured under every one of these configs and precisions."""
+    """Cases measured under every one of these configs, precisions and modes."""
 
     cases: tuple[Case, ...]
     configs: tuple[str, ...]
     precisions: tuple[str, ...]
+    modes: tuple[Mode, ...] = ("inference",)
 
 
 @dataclass(frozen=True)
@@ -39,43 +41,89 @@ class Tier:
     plan: Plan
 
 
+class Task(NamedTuple):
+    """One measurement: a case under a config, a precision and a mode."""
+
+    case: Case
+    config: str
+    precision: str
+    mode: Mode
+
+
+def _models(*names: str) -> tuple[Case, ...]:
+    return tuple(case for case in MODELS if case.model in names)
+
+
+TRAINABLE = tuple(case for case in MODELS if case.training_reason is None)
 TIERS = {
+    # Every category once, eager fp32, and one training step: the integration tests' tier.
+    "test": Tier(
+        (
+            Group(OPERATORS + MODELS, ("eager",), ("fp32",)),
+            Group(_models("resnet"), ("eager",), ("fp32",), ("training",)),
+        ),
+        Plan(repeats=3, warmup=1),
+    ),
+    # Operators and tiny shapes of every category under every config and precision, plus
+    # AMP training of a CNN and a transformer: within 10 minutes on a 2-core CPU.
     "smoke": Tier(
-        (Group(OPERATORS, CONFIGS, PRECISIONS), Group(MODELS, CONFIGS, PRECISIONS)),
+        (
+            Group(OPERATORS, CONFIGS, PRECISIONS),
+            Group(MODELS, CONFIGS, PRECISIONS),
+            Group(_models("resnet", "bert"), ("eager", "default"), ("fp32", "amp"), ("training",)),
+        ),
         Plan(repeats=10, warmup=2),
     ),
     "daily": Tier(
-        (Group(OPERATORS, CONFIGS, PRECISIONS), Group(MODELS, CONFIGS, PRECISIONS)),
+        (
+            Group(OPERATORS, CONFIGS, PRECISIONS),
+            Group(MODELS, CONFIGS, PRECISIONS),
+            Group(TRAINABLE, ("eager", "default", "cudagraphs"), ("fp32", "amp"), ("training",)),
+        ),
         Plan(repeats=50, warmup=5),
+    ),
+    "full": Tier(
+        (
+            Group(OPERATORS, CONFIGS, PRECISIONS),
+            Group(MODELS, CONFIGS, PRECISIONS),
+            Group(TRAINABLE, CONFIGS, TRAINING_PRECISIONS, ("training",)),
+        ),
+        Plan(repeats=100, warmup=10),
     ),
 }
 
 Progress = Callable[[int, int, str], None]
 
 
-def run_tier(
+def tier_tasks(
     tier: Tier,
-    device: torch.device,
     *,
     only: str | None = None,
     configs: Iterable[str] | None = None,
     precisions: Iterable[str] | None = None,
-    progress: Progress | None = None,
-) -> list[dict[str, Any]]:
-    """Every case x config x precision of a tier (filtered), as result rows."""
-    plan = [
-        (case, config, precision)
+) -> list[Task]:
+    """Every case x config x precision x mode of a tier, filtered."""
+    return [
+        Task(case, config, precision, mode)
         for group in tier.groups
         for case in group.cases
         if only is None or only in case.model
+        for mode in group.modes
         for config in (tuple(configs) if configs else group.configs)
         for precision in (tuple(precisions) if precisions else group.precisions)
     ]
+
+
+def run_tasks(
+    tasks: list[Task], device: torch.device, plan: Plan, progress: Progress | None = None
+) -> list[dict[str, Any]]:
+    """Measure the tasks in order, as result rows."""
     rows: list[dict[str, Any]] = []
-    for done, (case, config, precision) in enumerate(plan, start=1):
+    for done, task in enumerate(tasks, start=1):
         if progress is not None:
-            progress(done, len(plan), f"{case.model} {config} {precision}")
-        rows += measure(case, config, precision, device, tier.plan)
+            label = f"{task.case.model} {task.config} {task.precision} {task.mode}"
+            progress(done, len(tasks), label)
+        rows += measure(task.case, task.config, task.precision, device, plan, task.mode)
     return rows
 
 

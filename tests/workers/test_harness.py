@@ -95,3 +95,64 @@ def test_nan_output_fails_accuracy() -> None:
     rows = by_metric(measure(Case("s", "nan", "operator", 4, nan), "eager", "fp32", CPU, QUICK))
     assert rows["accuracy"]["text_value"] == "fail_accuracy"
     assert "NaN" in rows["accuracy"]["extra"]["why"]
+
+
+def test_compiled_cases_report_peak_memory_and_compression_ratio() -> None:
+    rows = by_metric(measure(SOFTMAX, "default", "fp32", CPU, QUICK))
+    assert rows["peak_memory"]["value"] >= 64 * 1024 * 4 / 1e9  # the output at least
+    ratio = rows["eager_peak_mem"]["value"] / rows["peak_memory"]["value"]
+    assert rows["compression_ratio"]["value"] == pytest.approx(ratio)
+    eager = by_metric(measure(SOFTMAX, "eager", "fp32", CPU, QUICK))
+    assert eager["peak_memory"]["value"] > 0
+    assert "compression_ratio" not in eager
+
+
+def tiny_model(device: torch.device, dtype: torch.dtype) -> Any:
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    return model.to(device=device, dtype=dtype), (torch.randn(8, 16, device=device).to(dtype),)
+
+
+TINY = Case("s", "tiny", "test", 8, tiny_model, None, training_reason=None)
+
+
+def test_training_times_whole_steps_and_checks_the_first_loss() -> None:
+    rows = by_metric(measure(TINY, "eager", "fp32", CPU, QUICK, mode="training"))
+    assert {r["mode"] for r in rows.values()} == {"training"}
+    assert rows["accuracy"]["text_value"] == "pass"
+    assert rows["max_error"]["value"] == 0.0
+    assert rows["peak_memory"]["value"] > 0
+    assert len(rows["latency"]["samples"]) == 5
+
+
+def test_amp_training_scales_the_loss(monkeypatch: pytest.MonkeyPatch) -> None:
+    factors: list[float] = []
+
+    class SpyScaler(torch.amp.GradScaler):
+        def scale(self, outputs: Any) -> Any:
+            result = super().scale(outputs)
+            factors.append(float(result.detach()) / float(outputs.detach()))
+            return result
+
+    monkeypatch.setattr(torch.amp, "GradScaler", SpyScaler)
+    rows = by_metric(measure(TINY, "eager", "amp", CPU, QUICK, mode="training"))
+    assert rows["accuracy"]["text_value"] == "pass"
+    scaled = [f for f in factors if f > 1]  # the fp32 reference step is not scaled
+    assert len(scaled) >= QUICK.repeats
+    factors.clear()
+    measure(TINY, "eager", "fp32", CPU, QUICK, mode="training")
+    assert factors
+    assert set(factors) == {1.0}
+
+
+def test_operators_and_int8_do_not_train_and_say_why() -> None:
+    rows = measure(SOFTMAX, "eager", "fp32", CPU, QUICK, mode="training")
+    assert {r["reason"] for r in rows} == {"training applies to model cases, not operators"}
+    rows = measure(TINY, "eager", "int8", CPU, QUICK, mode="training")
+    assert {r["reason"] for r in rows} == {"int8 dynamic quantization is for inference"}
+
+
+def test_compiled_training_matches_eager() -> None:
+    rows = by_metric(measure(TINY, "default", "fp32", CPU, QUICK, mode="training"))
+    assert rows["accuracy"]["text_value"] == "pass"
+    assert rows["speedup"]["value"] > 0
+    assert rows["unique_graphs"]["value"] >= 1

@@ -5,6 +5,7 @@ same architectures up. Each ``make`` builds the model in eval mode and its input
 """
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -271,36 +272,54 @@ def _diffusion_inputs(device: torch.device, dtype: torch.dtype) -> tuple[Tensor,
     )
 
 
+def _case(
+    model: str,
+    category: str,
+    batch_size: int,
+    make: Callable[[torch.device, torch.dtype], Made],
+    int8_reason: str | None,
+    **options: Any,
+) -> Case:
+    """A model case: it trains, unless ``options`` says why not."""
+    return Case(
+        SUITE,
+        model,
+        category,
+        batch_size,
+        make,
+        int8_reason,
+        **{"training_reason": None, **options},
+    )
+
+
 TRANSFORMER_INT8 = (
     "nn.TransformerEncoderLayer's fast path cannot take dynamically quantized Linear layers"
 )
 MODELS = (
-    Case(SUITE, "resnet", "image_classification", 8, _model(ResNet, _float(8, 3, 32, 32)), None),
-    Case(SUITE, "detector", "object_detection", 4, _model(Detector, _float(4, 3, 64, 64)), None),
-    Case(SUITE, "unet", "segmentation", 4, _model(UNet, _float(4, 3, 64, 64)), None),
-    Case(SUITE, "bert", "text_encoder", 8, _model(Transformer, _tokens(8, 64)), TRANSFORMER_INT8),
-    Case(
-        SUITE,
+    _case("resnet", "image_classification", 8, _model(ResNet, _float(8, 3, 32, 32)), None),
+    _case("detector", "object_detection", 4, _model(Detector, _float(4, 3, 64, 64)), None),
+    _case("unet", "segmentation", 4, _model(UNet, _float(4, 3, 64, 64)), None),
+    _case("bert", "text_encoder", 8, _model(Transformer, _tokens(8, 64)), TRANSFORMER_INT8),
+    _case(
         "gpt",
         "language_model",
         8,
         _model(lambda: Transformer(causal=True), _tokens(8, 64)),
         TRANSFORMER_INT8,
     ),
-    Case(
-        SUITE,
+    _case(
         "gpt_generate",
         "language_model",
         2,
         _model(Generate, _tokens(2, 16)),
         TRANSFORMER_INT8,
+        training_reason="token generation is inference only (greedy decoding has no gradient)",
     ),
-    Case(SUITE, "conformer", "speech", 4, _model(Conformer, _float(4, 100, 40)), None),
-    Case(SUITE, "dlrm", "recommendation", 32, _model(DLRM, _dlrm_inputs), None, batch_args=()),
-    Case(SUITE, "gcn", "graph", 128, _model(GCN, _graph_inputs), None, batch_args=()),
-    Case(SUITE, "video3d", "video", 2, _model(Video, _float(2, 3, 8, 32, 32)), None),
-    Case(
-        SUITE,
+    _case("conformer", "speech", 4, _model(Conformer, _float(4, 100, 40)), None),
+    _case("dlrm", "recommendation", 32, _model(DLRM, _dlrm_inputs), None, batch_args=()),
+    _case("gcn", "graph", 128, _model(GCN, _graph_inputs), None, batch_args=()),
+    _case("video3d", "video", 2, _model(Video, _float(2, 3, 8, 32, 32)), None),
+    _case(
         "diffusion_unet",
         "diffusion",
         2,
@@ -308,8 +327,6 @@ MODELS = (
         None,
         batch_args=(0, 1),
     ),
-    Case(
-        SUITE, "vit", "vision_transformer", 8, _model(ViT, _float(8, 3, 32, 32)), TRANSFORMER_INT8
-    ),
-    Case(SUITE, "lstm", "sequence", 8, _model(Sequence, _float(8, 32, 16)), None),
+    _case("vit", "vision_transformer", 8, _model(ViT, _float(8, 3, 32, 32)), TRANSFORMER_INT8),
+    _case("lstm", "sequence", 8, _model(Sequence, _float(8, 32, 16)), None),
 )
