@@ -7,8 +7,9 @@ p50/p90/p99 (ms), throughput, speedup vs eager (median eager / median compiled),
 ``compilation_latency``), accuracy against an fp32 eager reference (max error, NaN/Inf), and
 dynamo's graph counters, and peak memory with its compression ratio vs eager. Training
 runs a whole step (forward, loss, backward, SGD update; AMP with a GradScaler's loss scaling)
-and checks the first step's loss. What cannot run here becomes a ``skipped`` row with the
-reason.
+and checks the first step's loss. Beside the timings: hardware samples taken while the timed
+calls run (``workers.sampler``) and kernel figures from torch.profiler (``workers.profiling``).
+What cannot run here becomes a ``skipped`` row with the reason.
 """
 
 import time
@@ -23,10 +24,14 @@ import torch
 from torch._dynamo.utils import counters
 
 from workers.memory import peak_memory_gb
+from workers.profiling import profile_rows
+from workers.rows import failed_rows, skipped_rows
+from workers.sampler import HardwareSampler
 
 Fn = Callable[..., torch.Tensor]
 Mode = Literal["inference", "training"]
 GPU_ONLY = {"cudagraphs": "CUDA/HIP graphs need a GPU", "max_autotune": "max-autotune needs a GPU"}
+ONLY_MEASURED = ("eager", "fp32", "inference")
 TOLERANCE = {"fp32": 1e-4, "bf16": 5e-2, "amp": 5e-2, "fp16": 1e-2, "int8": 1e-1}  # x max |ref|
 
 
@@ -38,7 +43,9 @@ class Case:
     model: str
     category: str
     batch_size: int
-    make: Callable[[torch.device, torch.dtype], tuple[Fn, tuple[torch.Tensor, ...]]]
+    # The function and its inputs, for a device and dtype; None for a case that measures
+    # itself (``measured_by``).
+    make: Callable[[torch.device, torch.dtype], tuple[Fn, tuple[torch.Tensor, ...]]] | None
     # Why int8 cannot run; None: it runs, with dynamic quantization of the Linear layers.
     int8_reason: str | None = "int8 dynamic quantization applies to model cases, not operators"
     # Which inputs carry the batch dimension (dim 0), varied under the ``dynamic`` config;
@@ -47,6 +54,8 @@ class Case:
     # Why a training step cannot run; None: ``make`` returns a module whose output is a loss's
     # input (floating point, differentiable).
     training_reason: str | None = "training applies to model cases, not operators"
+    # A case with its own measurement (all-reduce across processes): eager fp32 inference only.
+    measured_by: Callable[[torch.device, "Plan"], list[dict[str, Any]]] | None = None
 
 
 @dataclass(frozen=True)
@@ -81,7 +90,23 @@ def measure(
     mode: Mode = "inference",
 ) -> list[dict[str, Any]]:
     """Result rows (native payload) of one case under one config, precision and mode."""
-    ident = {
+    ident = identity(case, config, precision, mode)
+    reason = _skip_reason(case, config, precision, device, mode)
+    if reason is not None:
+        return skipped_rows(ident, reason)
+    try:
+        if case.measured_by is not None:
+            rows = case.measured_by(device, plan)
+        else:
+            rows = _measure(case, config, precision, device, plan, mode)
+    except Exception as exc:  # the case failed to run: say so, keep the rest of the suite
+        return failed_rows(ident, f"{type(exc).__name__}: {exc}")
+    return [{**ident, **row} for row in rows]
+
+
+def identity(case: Case, config: str, precision: str, mode: Mode) -> dict[str, Any]:
+    """The fields that name one measured benchmark in the native payload."""
+    return {
         "suite": case.suite,
         "model": case.model,
         "category": case.category,
@@ -90,27 +115,13 @@ def measure(
         "config": config,
         "batch_size": case.batch_size,
     }
-    reason = _skip_reason(case, config, precision, device, mode)
-    if reason is not None:
-        return [
-            {**ident, "metric": m, "status": "skipped", "reason": reason}
-            for m in ("latency", "accuracy")
-        ]
-    try:
-        rows = _measure(case, config, precision, device, plan, mode)
-    except Exception as exc:  # the case failed to run: say so, keep the rest of the suite
-        text = f"{type(exc).__name__}: {exc}"[:2000]
-        status = "OOM" if "out of memory" in text.lower() else "fail_to_run"
-        return [
-            {**ident, "metric": "latency", "status": "failed", "reason": text},
-            {**ident, "metric": "accuracy", "text_value": status},
-        ]
-    return [{**ident, **row} for row in rows]
 
 
 def _skip_reason(
     case: Case, config: str, precision: str, device: torch.device, mode: Mode
 ) -> str | None:
+    if case.measured_by is not None and (config, precision, mode) != ONLY_MEASURED:
+        return f"{case.model} is measured in eager fp32 inference only"
     if device.type == "cpu" and config in GPU_ONLY:
         return GPU_ONLY[config]
     if mode == "training" and case.training_reason is not None:
@@ -212,14 +223,18 @@ def _measure(
     reference = _reference(setup, args)
     eager_first, eager_output = _timed(eager, args, device)
     eager_peak = peak_memory_gb(lambda: eager(*args), device)
+    sampler = HardwareSampler(device)
     if config == "eager":
         for _ in range(plan.warmup):
             _timed(eager, args, device)
-        samples = [_timed(eager, args, device)[0] for _ in range(plan.repeats)]
+        with sampler:
+            samples = [_timed(eager, args, device)[0] for _ in range(plan.repeats)]
         return [
             {"metric": "peak_memory", "value": eager_peak},
             *_latency_rows(samples, case.batch_size),
             *_accuracy_rows(eager_output, reference, precision),
+            *sampler.rows(),
+            *profile_rows(eager, args, device, precision=precision),
         ]
     counters.clear()
     compiled, _ = setup.step(_compile_options(config))
@@ -231,9 +246,10 @@ def _measure(
         _timed(eager, args, device)
         _timed(compiled, args, device)
     eager_samples, samples = [], []
-    for _ in range(plan.repeats):  # interleaved, as benchmarks/dynamo does
-        eager_samples.append(_timed(eager, args, device)[0])
-        samples.append(_timed(compiled, args, device)[0])
+    with sampler:
+        for _ in range(plan.repeats):  # interleaved, as benchmarks/dynamo does
+            eager_samples.append(_timed(eager, args, device)[0])
+            samples.append(_timed(compiled, args, device)[0])
     peak = peak_memory_gb(lambda: compiled(*args), device)
     return [
         {"metric": "compilation_latency", "value": max(compiled_first - eager_first, 0.0) / 1000},
@@ -248,6 +264,8 @@ def _measure(
         *_dynamo_rows(),
         *_latency_rows(samples, case.batch_size),
         *_accuracy_rows(output, reference, precision),
+        *sampler.rows(),
+        *profile_rows(compiled, args, device, precision=precision),
     ]
 
 
@@ -281,6 +299,7 @@ def _made(
     case: Case, device: torch.device, dtype: torch.dtype
 ) -> tuple[Fn, tuple[torch.Tensor, ...]]:
     """The case's function and inputs, from the same seed every time (same weights)."""
+    assert case.make is not None, f"{case.model} measures itself"
     torch.manual_seed(0)
     return case.make(device, dtype)
 

@@ -15,6 +15,8 @@ from typing import Any
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from workers.profiling import quiet_kineto
+
 GB = 1e9
 
 
@@ -26,8 +28,14 @@ def peak_memory_gb(call: Callable[[], Any], device: torch.device) -> float:
         call()
         torch.cuda.synchronize(device)
         return torch.cuda.max_memory_allocated(device) / GB
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as profiler:
+    profiler = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+    with quiet_kineto():
+        profiler.start()
+    try:
         call()
+    finally:
+        with quiet_kineto():
+            profiler.stop()
     return _running_peak(_allocations(profiler)) / GB
 
 

@@ -16,7 +16,7 @@ from app.runs.schemas import RunIn
 from workers.environment import describe_environment, describe_machine
 from workers.harness import Case, Mode, Plan, measure
 from workers.suites.models import MODELS
-from workers.suites.operators import OPERATORS
+from workers.suites.operators import COLLECTIVES, OPERATORS
 
 CONFIGS = ("eager", "default", "dynamic", "cudagraphs", "max_autotune")
 PRECISIONS = ("fp32", "bf16", "amp", "int8")
@@ -59,7 +59,7 @@ TIERS = {
     # Every category once, eager fp32, and one training step: the integration tests' tier.
     "test": Tier(
         (
-            Group(OPERATORS + MODELS, ("eager",), ("fp32",)),
+            Group(OPERATORS + COLLECTIVES + MODELS, ("eager",), ("fp32",)),
             Group(_models("resnet"), ("eager",), ("fp32",), ("training",)),
         ),
         Plan(repeats=3, warmup=1),
@@ -69,6 +69,7 @@ TIERS = {
     "smoke": Tier(
         (
             Group(OPERATORS, CONFIGS, PRECISIONS),
+            Group(COLLECTIVES, ("eager",), ("fp32",)),
             Group(MODELS, CONFIGS, PRECISIONS),
             Group(_models("resnet", "bert"), ("eager", "default"), ("fp32", "amp"), ("training",)),
         ),
@@ -77,6 +78,7 @@ TIERS = {
     "daily": Tier(
         (
             Group(OPERATORS, CONFIGS, PRECISIONS),
+            Group(COLLECTIVES, ("eager",), ("fp32",)),
             Group(MODELS, CONFIGS, PRECISIONS),
             Group(TRAINABLE, ("eager", "default", "cudagraphs"), ("fp32", "amp"), ("training",)),
         ),
@@ -85,6 +87,7 @@ TIERS = {
     "full": Tier(
         (
             Group(OPERATORS, CONFIGS, PRECISIONS),
+            Group(COLLECTIVES, ("eager",), ("fp32",)),
             Group(MODELS, CONFIGS, PRECISIONS),
             Group(TRAINABLE, CONFIGS, TRAINING_PRECISIONS, ("training",)),
         ),

@@ -1,9 +1,12 @@
 """The operator tier: small, self-contained kernels every stack runs (tiny shapes in smoke)."""
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 
-from workers.harness import Case, Fn
+from workers.collective import measure_allreduce
+from workers.harness import Case, Fn, Plan
 
 SUITE = "benchwatch-operators"
 Made = tuple[Fn, tuple[torch.Tensor, ...]]
@@ -42,6 +45,11 @@ def _embedding_bag(device: torch.device, dtype: torch.dtype) -> Made:
     return lambda idx, off: F.embedding_bag(idx, weight, off, mode="sum"), (indices, offsets)
 
 
+def _all_reduce(device: torch.device, plan: Plan) -> list[dict[str, Any]]:
+    """All-reduce across 2 processes (gloo on CPU, NCCL/RCCL on GPUs), per message size."""
+    return measure_allreduce(device, repeats=plan.repeats, warmup=plan.warmup)
+
+
 OPERATORS = (
     Case(SUITE, "matmul", "operator", 256, _matmul),
     Case(SUITE, "conv2d", "operator", 8, _conv),
@@ -49,4 +57,8 @@ OPERATORS = (
     Case(SUITE, "layer_norm", "operator", 64, _layer_norm),
     Case(SUITE, "softmax", "operator", 64, _softmax),
     Case(SUITE, "embedding_bag", "operator", 64, _embedding_bag, batch_args=()),
+)
+# Measured across processes, in eager fp32 only.
+COLLECTIVES = (
+    Case(SUITE, "all_reduce", "operator", 0, None, batch_args=(), measured_by=_all_reduce),
 )

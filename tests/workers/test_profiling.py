@@ -1,0 +1,298 @@
+"""Profiler figures: real CPU profiles (eager, compiled, autocast) and synthetic GPU events."""
+
+import copy
+import logging
+import os
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import torch
+from torch._dynamo.utils import counters
+from torch.profiler import DeviceType
+
+from workers.profiling import (
+    CALL_MARK,
+    LAUNCH,
+    quiet_kineto,
+    _span_of,
+    profile_rows,
+    summarize_spans,
+)
+
+CPU = torch.device("cpu")
+DEVICE_ONLY = {"device_time", "kernel_launch_latency"}
+
+
+def bf16_autocast() -> AbstractContextManager[Any]:
+    return torch.autocast("cpu", dtype=torch.bfloat16)
+
+
+def by_metric(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    assert len({r["metric"] for r in rows}) == len(rows), rows
+    assert all("unit" not in r for r in rows)
+    return {r["metric"]: r for r in rows}
+
+
+def kernel_names(row: dict[str, Any]) -> list[str]:
+    return [k["name"] for k in row["extra"]["top_kernels"]]
+
+
+@pytest.fixture(scope="module")
+def model() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)
+    ).eval()
+
+
+@pytest.fixture(scope="module")
+def x() -> torch.Tensor:
+    return torch.randn(8, 16)
+
+
+@pytest.fixture(scope="module")
+def compiled(model: torch.nn.Module) -> Iterator[Callable[..., Any]]:
+    yield torch.compile(model)
+    torch._dynamo.reset()
+
+
+def test_eager_cpu_counts_top_level_aten_ops(model: torch.nn.Module, x: torch.Tensor) -> None:
+    rows = by_metric(profile_rows(model, (x,), CPU, precision="fp32", calls=2))
+    assert set(rows) == {"kernel_count", "host_time"}
+    count = rows["kernel_count"]
+    assert count["value"] == 3.0  # linear, relu, linear; not their addmm, t, clamp_min
+    assert count["extra"]["counted"] == "aten ops"
+    top = count["extra"]["top_kernels"]
+    assert kernel_names(count)[0] == "aten::addmm"  # the matmuls carry the self time
+    assert {"aten::linear", "aten::relu"} <= set(kernel_names(count))
+    assert top[0]["calls"] == 2.0  # per call, not per profile
+    assert top[0]["self_time_us"] > 0
+    assert 0 < sum(k["share"] for k in top) <= 1.0001
+    assert rows["host_time"]["value"] > 0
+
+
+def test_autocast_overhead_only_under_amp(model: torch.nn.Module, x: torch.Tensor) -> None:
+    amp = by_metric(profile_rows(model, (x,), CPU, bf16_autocast, precision="amp"))
+    overhead = amp["autocast_overhead"]
+    assert overhead["value"] > 0
+    # first Linear: input, weight, bias; second: weight, bias (ReLU passes bf16 on)
+    assert overhead["extra"]["cast_ops"] == 5.0
+    assert overhead["value"] < amp["host_time"]["value"]
+    assert not DEVICE_ONLY & set(amp)
+    assert "aten::_to_copy" in kernel_names(amp["kernel_count"])
+    for precision, context in (("fp32", nullcontext), ("bf16", bf16_autocast)):
+        rows = profile_rows(model, (x,), CPU, context, precision=precision)
+        assert "autocast_overhead" not in by_metric(rows)
+
+
+def test_casts_the_model_makes_itself_are_not_autocast_overhead(x: torch.Tensor) -> None:
+    rows = by_metric(profile_rows(lambda t: t.double().sum(), (x,), CPU, precision="amp"))
+    assert rows["autocast_overhead"]["value"] == 0.0
+    assert rows["autocast_overhead"]["extra"]["cast_ops"] == 0.0
+
+
+def test_compiled_function_profiles_without_recompiling(
+    compiled: Callable[..., Any], x: torch.Tensor
+) -> None:
+    with torch.no_grad():
+        compiled(x)  # compiled and warmed by the caller, as the harness does
+    graphs = counters["stats"]["unique_graphs"]
+    rows = by_metric(profile_rows(compiled, (x,), CPU, precision="fp32"))
+    assert counters["stats"]["unique_graphs"] == graphs
+    assert set(rows) == {"kernel_count", "host_time"}
+    names = kernel_names(rows["kernel_count"])
+    assert "aten::addmm" in names  # the extern matmuls
+    assert "aten::linear" not in names  # decomposed: this is the compiled graph running
+    assert 0 < rows["kernel_count"]["value"] < 3.0  # ReLU fused into a generated kernel
+    assert rows["host_time"]["value"] > 0
+
+
+def test_compiled_amp_reports_autocast_overhead(
+    compiled: Callable[..., Any], x: torch.Tensor
+) -> None:
+    with bf16_autocast(), torch.no_grad():
+        compiled(x)
+    rows = by_metric(profile_rows(compiled, (x,), CPU, bf16_autocast, precision="amp"))
+    assert rows["autocast_overhead"]["value"] >= 0  # the graph fuses its casts
+    assert rows["kernel_count"]["value"] > 0
+
+
+def test_kineto_chatter_stays_off_stderr(
+    model: torch.nn.Module, x: torch.Tensor, capfd: pytest.CaptureFixture[str]
+) -> None:
+    profile_rows(model, (x,), CPU, precision="fp32", calls=1)
+    out, err = capfd.readouterr()
+    assert (out, err) == ("", "")
+
+
+def test_other_stderr_output_of_the_profiler_is_logged(
+    capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="workers.profiling"), quiet_kineto():
+        os.write(2, b"USDT:2026 x.cpp:52] profiler_start\nCUPTI_ERROR_NOT_INITIALIZED\n")
+    assert capfd.readouterr().err == ""
+    assert [r.getMessage() for r in caplog.records] == ["profiler: CUPTI_ERROR_NOT_INITIALIZED"]
+
+
+def test_calls_must_be_positive(model: torch.nn.Module, x: torch.Tensor) -> None:
+    with pytest.raises(ValueError, match="calls must be at least 1"):
+        profile_rows(model, (x,), CPU, precision="fp32", calls=0)
+
+
+@dataclass
+class FakeEvent:
+    """Stands in for torch's FunctionEvent: the attributes profiling reads."""
+
+    name: str
+    device_type: DeviceType = DeviceType.CPU
+    cpu_parent: "FakeEvent | None" = None
+    cpu_time_total: float = 0.0
+    self_cpu_time_total: float = 0.0
+    device_time_total: float = 0.0
+    is_user_annotation: bool = False
+    activity_type: str | None = None
+
+
+def cpu(name: str, parent: FakeEvent | None, total: float, device: float = 0.0) -> FakeEvent:
+    return FakeEvent(name, DeviceType.CPU, parent, total, total, device)
+
+
+def gpu(name: str, us: float, activity: str | None = "kernel") -> FakeEvent:
+    return FakeEvent(name, DeviceType.CUDA, device_time_total=us, activity_type=activity)
+
+
+LONG_KERNEL = "void at::native::vectorized_elementwise_kernel<4, " + "x" * 300
+
+
+def one_gpu_call() -> list[FakeEvent]:
+    """One amp call on a GPU as kineto reports it: ops, runtime calls, device activity."""
+    mark = cpu(CALL_MARK, None, 100.0)
+    linear = cpu("aten::linear", mark, 60.0)
+    cast = cpu("aten::to", linear, 12.0, device=3.0)
+    inner = cpu("aten::_to_copy", cast, 10.0, device=3.0)
+    addmm = cpu("aten::addmm", linear, 30.0, device=40.0)
+    relu = cpu("aten::relu", mark, 10.0, device=5.0)
+    return [
+        mark,
+        linear,
+        cast,
+        inner,
+        cpu("cudaLaunchKernel", inner, 4.0),
+        addmm,
+        cpu("cuLaunchKernelEx", addmm, 6.0),
+        relu,
+        cpu("cudaLaunchKernel", relu, 5.0),
+        cpu("aten::to", mark, 2.0),  # the model's own cast, outside any op: not autocast's
+        cpu("aten::to", None, 1.0),  # outside the call
+        cpu("cudaDeviceSynchronize", None, 50.0),  # a runtime call, not a launch
+        gpu("void at::native::unrolled_elementwise_kernel<bf16>", 3.0),
+        gpu("sm90_xmma_gemm_bf16bf16_bf16f32", 40.0),
+        gpu(LONG_KERNEL, 5.0),
+        gpu("Memcpy HtoD (Pageable -> Device)", 2.0, "gpu_memcpy"),
+        gpu(CALL_MARK, 48.0, "gpu_user_annotation"),
+        gpu("Instrumentation", 1.0, "overhead"),
+    ]
+
+
+def test_gpu_events_give_device_figures() -> None:
+    spans = [_span_of(e) for e in one_gpu_call() + one_gpu_call()]
+    rows = by_metric(summarize_spans(spans, 2, on_gpu=True, amp=True))
+    assert set(rows) == {
+        "kernel_count",
+        "host_time",
+        "device_time",
+        "kernel_launch_latency",
+        "autocast_overhead",
+    }
+    count = rows["kernel_count"]
+    assert count["value"] == 3.0
+    assert count["extra"]["counted"] == "device kernels"
+    top = count["extra"]["top_kernels"]
+    assert top[0] == {
+        "name": "sm90_xmma_gemm_bf16bf16_bf16f32",
+        "calls": 1.0,
+        "self_time_us": 40.0,
+        "share": 0.8333,
+    }
+    assert top[1]["name"] == LONG_KERNEL[:200]
+    assert rows["device_time"]["value"] == pytest.approx(0.048)
+    assert rows["device_time"]["extra"]["transfer_ms"] == pytest.approx(0.002)
+    assert rows["host_time"]["value"] == pytest.approx(0.1)
+    launch = rows["kernel_launch_latency"]
+    assert launch["value"] == pytest.approx(5.0)
+    assert launch["extra"] == {"launches": 6, "api": ["cuLaunchKernelEx", "cudaLaunchKernel"]}
+    autocast = rows["autocast_overhead"]
+    assert autocast["value"] == pytest.approx(0.003)  # the cast kernels' device time
+    assert autocast["extra"]["host_ms"] == pytest.approx(0.012)
+    assert autocast["extra"]["cast_ops"] == 1.0
+
+
+def test_gpu_without_device_activity_says_why() -> None:
+    events = [e for e in one_gpu_call() if e.device_type == DeviceType.CPU]
+    rows = by_metric(summarize_spans([_span_of(e) for e in events], 1, on_gpu=True, amp=False))
+    assert rows["host_time"]["value"] == pytest.approx(0.1)
+    for metric in ("kernel_count", "device_time", "kernel_launch_latency"):
+        assert rows[metric]["status"] == "skipped"
+        assert "no device activity" in rows[metric]["reason"]
+
+
+def test_cuda_graph_replay_has_no_launch_latency_row() -> None:
+    events = [cpu(CALL_MARK, None, 20.0), gpu("triton_poi_fused_relu_0", 4.0)]
+    events.append(cpu("cudaGraphLaunch", events[0], 8.0))
+    rows = by_metric(summarize_spans([_span_of(e) for e in events], 1, on_gpu=True, amp=False))
+    assert "kernel_launch_latency" not in rows
+    assert rows["kernel_count"]["value"] == 1.0
+
+
+def test_older_torch_events_are_read_by_name() -> None:
+    """Before torch 2.5 events have no activity_type; before 2.4, cuda_time_total."""
+
+    @dataclass
+    class OldEvent:
+        name: str
+        cuda_time_total: float
+        device_type: DeviceType = DeviceType.CUDA
+        cpu_parent: None = None
+
+    spans = [_span_of(OldEvent("Memset (Device)", 1.0)), _span_of(OldEvent("ampere_sgemm", 7.0))]
+    assert [(s.kind, s.duration_us) for s in spans] == [("transfer", 1.0), ("kernel", 7.0)]
+
+
+@pytest.mark.parametrize(
+    ("name", "launch"),
+    [
+        ("cudaLaunchKernel", True),
+        ("cudaLaunchKernelExC_v11060", True),
+        ("cuLaunchKernel", True),
+        ("cudaLaunchCooperativeKernel", True),
+        ("hipLaunchKernel", True),
+        ("hipExtModuleLaunchKernel", True),
+        ("hipModuleLaunchKernel", True),
+        ("cudaGraphLaunch", False),
+        ("cudaLaunchHostFunc", False),
+        ("cudaMemcpyAsync", False),
+        ("aten::launch_kernel", False),
+    ],
+)
+def test_launch_runtime_calls(name: str, launch: bool) -> None:
+    assert bool(LAUNCH.match(name)) is launch
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA or ROCm device")
+def test_real_gpu_profile(model: torch.nn.Module) -> None:
+    cuda = torch.device("cuda")
+    net, inputs = copy.deepcopy(model).to(cuda), (torch.randn(8, 16, device=cuda),)
+
+    def amp() -> AbstractContextManager[Any]:
+        return torch.autocast("cuda", dtype=torch.float16)
+
+    rows = by_metric(profile_rows(net, inputs, cuda, amp, precision="amp"))
+    assert rows["kernel_count"]["extra"]["counted"] == "device kernels"
+    assert rows["kernel_count"]["value"] >= 3
+    assert rows["device_time"]["value"] > 0
+    assert rows["kernel_launch_latency"]["value"] > 0
+    assert rows["autocast_overhead"]["value"] > 0
