@@ -4,6 +4,7 @@ from app.anomalies.models import AlertGroup, Regression, RunAnomaly
 from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
 from app.core.db import Base
 from app.runs.models import Environment, Result, Run
+from app.suites.models import SuiteRun, SuiteShard
 from app.tokens.models import ApiToken
 
 __all__ = [
@@ -20,4 +21,6 @@ __all__ = [
     "Run",
     "RunAnomaly",
     "Series",
+    "SuiteRun",
+    "SuiteShard",
 ]

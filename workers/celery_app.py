@@ -1,13 +1,52 @@
-"""The Celery application: broker from settings, queue "default", no result backend."""
+"""The Celery application: broker and beat schedule from settings, no result backend.
+
+Queues: ``default`` for the service's tasks (detection), ``bench.<machine>`` for one machine's
+suite runs. Beat starts a suite run per configured machine on its cron (every 12 hours by
+default) and looks for shards left behind by dead workers every few minutes.
+"""
+
+from typing import Any
 
 from celery import Celery
+from celery.schedules import crontab
 
-from app.core.config import settings
+from app.core.config import Schedule, Settings, settings
+
+REQUEUE_EVERY_S = 300.0
+
+
+def beat_schedule(config: Settings) -> dict[str, dict[str, Any]]:
+    """Beat's entries: one suite run per configured machine, and the shard sweeper."""
+    entries: dict[str, dict[str, Any]] = {
+        f"suite-{s.machine}-{s.tier}": {
+            "task": "bench.start_suite",
+            "schedule": cron(s),
+            "kwargs": {"machine": s.machine, "tier": s.tier, "channel": s.channel},
+            "options": {"queue": f"bench.{s.machine}"},
+        }
+        for s in config.SCHEDULES
+    }
+    if config.SCHEDULES:
+        entries["requeue-shards"] = {"task": "bench.requeue_shards", "schedule": REQUEUE_EVERY_S}
+    return entries
+
+
+def cron(schedule: Schedule) -> crontab:
+    """The crontab of a ``minute hour day-of-month month day-of-week`` string."""
+    minute, hour, day_of_month, month_of_year, day_of_week = schedule.cron.split()
+    return crontab(
+        minute=minute,
+        hour=hour,
+        day_of_month=day_of_month,
+        month_of_year=month_of_year,
+        day_of_week=day_of_week,
+    )
+
 
 celery_app = Celery(
     "benchwatch",
     broker=settings.BROKER_URL or "memory://",
-    include=["workers.tasks.anomalies"],
+    include=["workers.tasks.anomalies", "workers.tasks.suite"],
 )
 celery_app.conf.update(
     task_default_queue="default",
@@ -15,4 +54,8 @@ celery_app.conf.update(
     worker_prefetch_multiplier=1,
     broker_connection_retry_on_startup=True,
     worker_hijack_root_logger=False,
+    # A task a dead worker held comes back after this long (Redis); longer than any shard.
+    broker_transport_options={"visibility_timeout": settings.SHARD_TIMEOUT_S + 600},
+    beat_schedule=beat_schedule(settings),
+    timezone="UTC",
 )

@@ -1,4 +1,7 @@
-"""The ``benchwatch`` command line: serve, migrate, worker, run-suite, token, detect."""
+"""The ``benchwatch`` command line.
+
+serve, migrate, worker, beat, trigger, run-suite, token, detect.
+"""
 
 import argparse
 import json
@@ -10,6 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import uvicorn
+from platformdirs import user_data_dir
 
 import app.models  # noqa: F401  (every model registered)
 from app.anomalies import service as anomalies_service
@@ -173,28 +177,82 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    """Run a Celery worker for the service queues."""
-    if not settings.BROKER_URL:
-        print(
-            "benchwatch worker: set BENCHWATCH_BROKER_URL (e.g. redis://127.0.0.1:6379/0); "
-            "without a broker, `benchwatch serve` runs background work itself",
-            file=sys.stderr,
-        )
+    """Run a Celery worker: a machine's benchmark queue, the service queues, or both."""
+    if not _has_broker("worker"):
         return 2
+    from workers.tasks.suite import bench_queue, watch_machine
+
+    queues = [bench_queue(args.machine)] if args.machine else []
+    queues += args.queues.split(",") if args.queues else ([] if args.machine else ["default"])
+    if args.machine:
+        watch_machine(args.machine)
     from workers.celery_app import celery_app
 
     celery_app.worker_main(
         [
             "worker",
             "--queues",
-            args.queues,
+            ",".join(queues),
             "--concurrency",
             str(args.concurrency),
+            "--hostname",
+            f"{args.machine or 'service'}@%h",
             "--loglevel",
             settings.LOG_LEVEL,
         ]
     )
     return 0
+
+
+def cmd_beat(args: argparse.Namespace) -> int:
+    """Run Celery beat: the configured suite schedules (BENCHWATCH_SCHEDULES)."""
+    if not _has_broker("beat"):
+        return 2
+    if not settings.SCHEDULES:
+        print(
+            "benchwatch beat: no schedules; set BENCHWATCH_SCHEDULES, e.g. "
+            '\'[{"machine": "h100-a", "tier": "daily", "cron": "0 */12 * * *"}]\'',
+            file=sys.stderr,
+        )
+        return 2
+    from workers.celery_app import celery_app
+
+    for schedule in settings.SCHEDULES:
+        print(f"{schedule.machine}: {schedule.tier} tier at '{schedule.cron}'", file=sys.stderr)
+    celery_app.start(["beat", "--schedule", args.schedule_file, "--loglevel", settings.LOG_LEVEL])
+    return 0
+
+
+def cmd_trigger(args: argparse.Namespace) -> int:
+    """Queue a suite run on a machine now, as its schedule would."""
+    if not _has_broker("trigger"):
+        return 2
+    from workers.celery_app import celery_app
+    from workers.tasks.suite import START_SUITE, bench_queue
+
+    sent = celery_app.send_task(
+        START_SUITE,
+        kwargs={
+            "machine": args.machine,
+            "tier": args.tier,
+            "channel": args.channel,
+            "trigger": "manual",
+            "models": args.models.split(",") if args.models else None,
+        },
+        queue=bench_queue(args.machine),
+    )
+    print(f"queued a {args.tier} suite run on {bench_queue(args.machine)} (task {sent.id})")
+    return 0
+
+
+def _has_broker(command: str) -> bool:
+    if not settings.BROKER_URL:
+        print(
+            f"benchwatch {command}: set BENCHWATCH_BROKER_URL (e.g. redis://127.0.0.1:6379/0); "
+            "without a broker, `benchwatch serve` runs background work itself",
+            file=sys.stderr,
+        )
+    return bool(settings.BROKER_URL)
 
 
 def _safe_url() -> str:
@@ -254,9 +312,29 @@ def build_parser() -> argparse.ArgumentParser:
     suite.set_defaults(func=cmd_run_suite)
 
     worker = commands.add_parser("worker", help="run a Celery worker (needs a broker)")
-    worker.add_argument("--queues", default="default", help="comma-separated queue names")
+    worker.add_argument("--machine", help="run this machine's suite shards (queue bench.MACHINE)")
+    worker.add_argument(
+        "--queues",
+        help="service queues to consume too, comma-separated "
+        "(default: 'default' without --machine, none with it)",
+    )
     worker.add_argument("--concurrency", type=int, default=1)
     worker.set_defaults(func=cmd_worker)
+
+    beat = commands.add_parser("beat", help="schedule suite runs (BENCHWATCH_SCHEDULES)")
+    beat.add_argument(
+        "--schedule-file",
+        default=str(Path(user_data_dir("benchwatch", appauthor=False)) / "celerybeat-schedule"),
+        help="where beat keeps the last run times",
+    )
+    beat.set_defaults(func=cmd_beat)
+
+    trigger = commands.add_parser("trigger", help="queue a suite run on a machine now")
+    trigger.add_argument("--machine", required=True)
+    trigger.add_argument("--tier", choices=SUITE_TIERS, default="smoke")
+    trigger.add_argument("--channel", default="nightly")
+    trigger.add_argument("--models", help="only these cases, comma-separated (e.g. resnet,bert)")
+    trigger.set_defaults(func=cmd_trigger)
 
     token = commands.add_parser("token", help="manage API tokens").add_subparsers(
         dest="token_command", required=True

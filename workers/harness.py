@@ -12,10 +12,11 @@ calls run (``workers.sampler``) and kernel figures from torch.profiler (``worker
 What cannot run here becomes a ``skipped`` row with the reason.
 """
 
+import gc
 import time
 import warnings
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -23,9 +24,9 @@ import numpy as np
 import torch
 from torch._dynamo.utils import counters
 
+from app.suites.rows import failed_rows, skipped_rows
 from workers.memory import peak_memory_gb
 from workers.profiling import profile_rows
-from workers.rows import failed_rows, skipped_rows
 from workers.sampler import HardwareSampler
 
 Fn = Callable[..., torch.Tensor]
@@ -60,10 +61,19 @@ class Case:
 
 @dataclass(frozen=True)
 class Plan:
-    """How to measure: repetitions and warm-up calls."""
+    """How to measure: warm-up calls, then repetitions until the timings are stable.
+
+    After ``repeats`` timed calls, more are made (half as many again each round) while the
+    samples' robust spread (MAD / median) exceeds ``target_spread``, up to ``max_repeats``.
+    The garbage collector is paused during the timed calls (``quiet_gc``), so a collection
+    does not land in one sample.
+    """
 
     repeats: int = 20
     warmup: int = 3
+    max_repeats: int = 0  # 0: exactly ``repeats``
+    target_spread: float = 0.05
+    quiet_gc: bool = True
 
 
 def _sync(device: torch.device) -> None:
@@ -228,7 +238,7 @@ def _measure(
         for _ in range(plan.warmup):
             _timed(eager, args, device)
         with sampler:
-            samples = [_timed(eager, args, device)[0] for _ in range(plan.repeats)]
+            samples = [t for t, _ in _repeated(plan, lambda: (_timed(eager, args, device)[0], 0))]
         return [
             {"metric": "peak_memory", "value": eager_peak},
             *_latency_rows(samples, case.batch_size),
@@ -245,11 +255,11 @@ def _measure(
     for _ in range(plan.warmup):
         _timed(eager, args, device)
         _timed(compiled, args, device)
-    eager_samples, samples = [], []
-    with sampler:
-        for _ in range(plan.repeats):  # interleaved, as benchmarks/dynamo does
-            eager_samples.append(_timed(eager, args, device)[0])
-            samples.append(_timed(compiled, args, device)[0])
+    with sampler:  # eager and compiled interleaved, as benchmarks/dynamo does
+        pairs = _repeated(
+            plan, lambda: (_timed(compiled, args, device)[0], _timed(eager, args, device)[0])
+        )
+    samples, eager_samples = [c for c, _ in pairs], [e for _, e in pairs]
     peak = peak_memory_gb(lambda: compiled(*args), device)
     return [
         {"metric": "compilation_latency", "value": max(compiled_first - eager_first, 0.0) / 1000},
@@ -267,6 +277,36 @@ def _measure(
         *sampler.rows(),
         *profile_rows(compiled, args, device, precision=precision),
     ]
+
+
+def _repeated(plan: Plan, timed: Callable[[], tuple[float, float]]) -> list[tuple[float, float]]:
+    """Timed rounds (measured first), repeated until the first figure is stable."""
+    with _gc_paused(plan.quiet_gc):
+        rounds = [timed() for _ in range(plan.repeats)]
+        while (
+            len(rounds) < plan.max_repeats and spread([r[0] for r in rounds]) > plan.target_spread
+        ):
+            rounds += [timed() for _ in range(max(plan.repeats // 2, 1))]
+    return rounds
+
+
+def spread(samples: list[float]) -> float:
+    """Median absolute deviation over the median: a spread that one outlier does not move."""
+    median = float(np.median(samples))
+    return float(np.median(np.abs(np.asarray(samples) - median))) / median if median else 0.0
+
+
+@contextmanager
+def _gc_paused(paused: bool) -> Iterator[None]:
+    if not paused:
+        yield
+        return
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _batch_variants(

@@ -50,17 +50,19 @@ class Task(NamedTuple):
     mode: Mode
 
 
-def _models(*names: str) -> tuple[Case, ...]:
-    return tuple(case for case in MODELS if case.model in names)
+def _named(cases: tuple[Case, ...], *names: str) -> tuple[Case, ...]:
+    return tuple(case for case in cases if case.model in names)
 
 
 TRAINABLE = tuple(case for case in MODELS if case.training_reason is None)
 TIERS = {
-    # Every category once, eager fp32, and one training step: the integration tests' tier.
+    # Every category once, eager fp32, one training step and a config that is skipped on a
+    # CPU: the integration tests' tier.
     "test": Tier(
         (
             Group(OPERATORS + COLLECTIVES + MODELS, ("eager",), ("fp32",)),
-            Group(_models("resnet"), ("eager",), ("fp32",), ("training",)),
+            Group(_named(OPERATORS, "softmax"), ("cudagraphs",), ("fp32",)),
+            Group(_named(MODELS, "resnet"), ("eager",), ("fp32",), ("training",)),
         ),
         Plan(repeats=3, warmup=1),
     ),
@@ -71,9 +73,14 @@ TIERS = {
             Group(OPERATORS, CONFIGS, PRECISIONS),
             Group(COLLECTIVES, ("eager",), ("fp32",)),
             Group(MODELS, CONFIGS, PRECISIONS),
-            Group(_models("resnet", "bert"), ("eager", "default"), ("fp32", "amp"), ("training",)),
+            Group(
+                _named(MODELS, "resnet", "bert"),
+                ("eager", "default"),
+                ("fp32", "amp"),
+                ("training",),
+            ),
         ),
-        Plan(repeats=10, warmup=2),
+        Plan(repeats=10, warmup=2, max_repeats=30),
     ),
     "daily": Tier(
         (
@@ -82,7 +89,7 @@ TIERS = {
             Group(MODELS, CONFIGS, PRECISIONS),
             Group(TRAINABLE, ("eager", "default", "cudagraphs"), ("fp32", "amp"), ("training",)),
         ),
-        Plan(repeats=50, warmup=5),
+        Plan(repeats=50, warmup=5, max_repeats=150),
     ),
     "full": Tier(
         (
@@ -91,7 +98,7 @@ TIERS = {
             Group(MODELS, CONFIGS, PRECISIONS),
             Group(TRAINABLE, CONFIGS, TRAINING_PRECISIONS, ("training",)),
         ),
-        Plan(repeats=100, warmup=10),
+        Plan(repeats=100, warmup=10, max_repeats=300),
     ),
 }
 

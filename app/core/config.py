@@ -3,8 +3,10 @@
 from pathlib import Path
 
 from platformdirs import user_data_dir
-from pydantic import Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from app.benchmarks.vocabulary import SUITE_TIERS
 
 
 def default_database_url() -> str:
@@ -14,6 +16,22 @@ def default_database_url() -> str:
 
 
 DEV_PEPPER = "benchwatch-dev-pepper"  # fine for a laptop; production sets its own secret
+
+
+class Schedule(BaseModel):
+    """When `benchwatch beat` starts a suite run on a machine (cron: minute hour dom month dow)."""
+
+    machine: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:+-]+$")
+    tier: str = "daily"
+    cron: str = Field(default="0 */12 * * *", pattern=r"^\S+( \S+){4}$")
+    channel: str = "nightly"
+
+    @field_validator("tier")
+    @classmethod
+    def _known_tier(cls, tier: str) -> str:
+        if tier not in SUITE_TIERS:
+            raise ValueError(f"unknown tier {tier!r}; one of {', '.join(SUITE_TIERS)}")
+        return tier
 
 
 class Settings(BaseSettings):
@@ -30,6 +48,12 @@ class Settings(BaseSettings):
     # Detector thresholds per suite or metric, e.g. {"metric:dynamo_peak_mem":
     # {"min_rel_change": 0.2}, "suite:timm_models": {"max_p_value": 0.0001}} (JSON in the env).
     DETECTOR_THRESHOLDS: dict[str, dict[str, float]] = Field(default_factory=dict)
+    # Benchmark workers. SCHEDULES is JSON, e.g. [{"machine": "h100-a", "tier": "daily",
+    # "cron": "0 */12 * * *"}]: a suite run per machine every 12 hours.
+    SCHEDULES: list[Schedule] = Field(default_factory=list)
+    SHARD_TIMEOUT_S: float = 3600.0  # a shard's subprocess is killed after this long
+    SHARD_LEASE_S: float = 60.0  # a worker renews its hold on a shard this often (x1/3)
+    SHARD_ATTEMPTS: int = 3  # a crashed or hung shard runs at most this many times
 
 
 settings = Settings()

@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 import torch
 
-from workers.harness import Case, Plan, measure
+from workers.harness import Case, Plan, _repeated, measure, spread
 from workers.suites.operators import OPERATORS
 
 CPU = torch.device("cpu")
@@ -156,3 +156,13 @@ def test_compiled_training_matches_eager() -> None:
     assert rows["accuracy"]["text_value"] == "pass"
     assert rows["speedup"]["value"] > 0
     assert rows["unique_graphs"]["value"] >= 1
+
+
+def test_noisy_timings_are_repeated_until_stable_within_a_bound() -> None:
+    noisy = iter([1.0, 5.0] * 100)
+    rounds = _repeated(Plan(repeats=4, max_repeats=10), lambda: (next(noisy), 0.0))
+    assert len(rounds) == 10  # never stable: stopped at the bound
+    steady = _repeated(Plan(repeats=4, max_repeats=10), lambda: (2.0, 0.0))
+    assert len(steady) == 4
+    assert spread([10.0, 10.0, 10.0, 10.5, 100.0]) == 0.0  # one outlier does not count
+    assert spread([1.0, 2.0, 3.0]) == pytest.approx(0.5)

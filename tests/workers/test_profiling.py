@@ -16,9 +16,9 @@ from torch.profiler import DeviceType
 from workers.profiling import (
     CALL_MARK,
     LAUNCH,
-    quiet_kineto,
     _span_of,
     profile_rows,
+    quiet_kineto,
     summarize_spans,
 )
 

@@ -1,4 +1,4 @@
-"""The rows that say a case did not run: skipped (with why) or failed (with the error)."""
+"""The result rows that say a case did not run: skipped (with why) or failed (with the error)."""
 
 from typing import Any
 

@@ -1,0 +1,184 @@
+"""Suite runs: open one with its shards, lease shards to workers, close the run when all are in.
+
+A shard is held by one worker at a time through a lease the worker renews while the shard
+runs. A worker that dies stops renewing; once the lease has lapsed, the shard can be claimed
+again (by another worker, or by the same one after a restart), so it is neither lost nor run
+twice at once. Only the lease holder may record a shard's outcome. The run is ingested once,
+through the ingestion service the API uses, when the last shard is done or has failed for good.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from pydantic import TypeAdapter, ValidationError
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.core.db import utcnow
+from app.core.errors import NotFound
+from app.runs import service as runs_service
+from app.runs.models import Run
+from app.runs.schemas import ResultIn, RunIn
+from app.suites.models import SuiteRun, SuiteShard
+from app.suites.rows import failed_rows
+
+ROWS = TypeAdapter(list[ResultIn])
+UNFINISHED = ("pending", "running")
+
+
+@dataclass(frozen=True)
+class ShardPlan:
+    """A shard as the planner made it: a label and the result identities it measures."""
+
+    label: str
+    cases: list[dict[str, Any]]
+
+
+def open_suite_run(
+    session: Session,
+    *,
+    key: str,
+    machine: str,
+    tier: str,
+    trigger: str,
+    description: dict[str, Any],
+    shards: list[ShardPlan],
+) -> SuiteRun:
+    """The suite run of this key, created with its pending shards on first sight."""
+    existing = session.scalar(select(SuiteRun).where(SuiteRun.key == key))
+    if existing is not None:
+        return existing
+    suite_run = SuiteRun(
+        key=key, machine=machine, tier=tier, trigger=trigger, description=description
+    )
+    suite_run.shards = [
+        SuiteShard(position=i, label=plan.label, cases=plan.cases) for i, plan in enumerate(shards)
+    ]
+    session.add(suite_run)
+    session.flush()
+    return suite_run
+
+
+Outcome = Literal["claimed", "busy", "finished"]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What claiming a shard gave: it is ours now, another worker holds it, or it is over."""
+
+    outcome: Outcome
+    shard: SuiteShard
+    wait_s: float = 0.0  # "busy": when the other worker's lease lapses
+
+
+def claim_shard(session: Session, shard_id: int, worker: str, lease_s: float) -> Claim:
+    """Take the shard's lease if it is free (pending, or its holder stopped renewing)."""
+    shard = _locked_shard(session, shard_id)
+    now = utcnow()
+    if shard.status not in UNFINISHED:
+        return Claim("finished", shard)
+    if shard.status == "running" and shard.lease_until is not None and shard.lease_until > now:
+        return Claim("busy", shard, (shard.lease_until - now).total_seconds())
+    shard.status, shard.worker = "running", worker
+    shard.attempts += 1
+    shard.lease_until = now + timedelta(seconds=lease_s)
+    return Claim("claimed", shard)
+
+
+def renew_lease(session: Session, shard_id: int, worker: str, lease_s: float) -> bool:
+    """Extend our lease; False when the shard is no longer ours."""
+    shard = _locked_shard(session, shard_id)
+    if not _held_by(shard, worker):
+        return False
+    shard.lease_until = utcnow() + timedelta(seconds=lease_s)
+    return True
+
+
+def release_shard(session: Session, shard_id: int, worker: str, reason: str) -> bool:
+    """Give a failed attempt back (pending again), keeping why it failed."""
+    shard = _locked_shard(session, shard_id)
+    if not _held_by(shard, worker):
+        return False
+    shard.status, shard.lease_until, shard.reason = "pending", None, reason
+    return True
+
+
+def finish_shard(
+    session: Session, shard_id: int, worker: str, rows: list[dict[str, Any]] | None, reason: str
+) -> bool:
+    """Record the shard's rows (``done``), or its cases as failed with ``reason`` (no rows).
+
+    Rows that would not pass ingestion fail the shard here, with the validation error, so one
+    bad shard cannot keep the whole run from being ingested.
+    """
+    shard = _locked_shard(session, shard_id)
+    if not _held_by(shard, worker):
+        return False
+    if rows is not None:
+        try:
+            ROWS.validate_python(rows)
+        except ValidationError as exc:
+            rows, reason = None, f"the shard's results do not validate: {exc}"
+    shard.status = "done" if rows is not None else "failed"
+    shard.rows = rows if rows is not None else _failed(shard.cases, reason)
+    shard.reason, shard.lease_until, shard.finished_at = reason[:4000], None, utcnow()
+    return True
+
+
+def _failed(cases: list[dict[str, Any]], reason: str) -> list[dict[str, Any]]:
+    return [row for ident in cases for row in failed_rows(ident, reason)]
+
+
+def finalize(session: Session, suite_run_id: int) -> Run | None:
+    """Ingest the run once every shard is over; None while shards are still to run."""
+    suite_run = session.get(SuiteRun, suite_run_id, with_for_update=True)
+    if suite_run is None:
+        raise NotFound(f"no suite run {suite_run_id}")
+    if suite_run.run_id is not None:
+        return session.get(Run, suite_run.run_id)
+    if any(shard.status in UNFINISHED for shard in suite_run.shards):
+        return None
+    run = runs_service.ingest_run(session, _run_payload(suite_run), source="worker").run
+    suite_run.run_id, suite_run.status, suite_run.finished_at = run.id, "finished", utcnow()
+    return run
+
+
+def stale_shards(session: Session, machine: str | None = None) -> list[tuple[SuiteShard, float]]:
+    """Unfinished shards and how long until each may be claimed again (0: now)."""
+    query = select(SuiteShard).join(SuiteRun).where(SuiteShard.status.in_(UNFINISHED))
+    if machine is not None:
+        query = query.where(SuiteRun.machine == machine)
+    now = utcnow()
+    return [(shard, _seconds_left(shard.lease_until, now)) for shard in session.scalars(query)]
+
+
+def _seconds_left(lease_until: datetime | None, now: datetime) -> float:
+    return max((lease_until - now).total_seconds(), 0.0) if lease_until else 0.0
+
+
+def _run_payload(suite_run: SuiteRun) -> RunIn:
+    return RunIn.model_validate(
+        {
+            "key": suite_run.key,
+            **suite_run.description,
+            "trigger": suite_run.trigger,
+            "tier": suite_run.tier,
+            "started_at": suite_run.started_at.isoformat(),
+            "finished_at": max(s.finished_at for s in suite_run.shards if s.finished_at).isoformat()
+            if suite_run.shards
+            else suite_run.started_at.isoformat(),
+            "results": [row for shard in suite_run.shards for row in shard.rows or []],
+        }
+    )
+
+
+def _locked_shard(session: Session, shard_id: int) -> SuiteShard:
+    shard = session.get(SuiteShard, shard_id, with_for_update=True, populate_existing=True)
+    if shard is None:
+        raise NotFound(f"no suite shard {shard_id}")
+    return shard
+
+
+def _held_by(shard: SuiteShard, worker: str) -> bool:
+    return shard.status == "running" and shard.worker == worker

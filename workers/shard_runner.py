@@ -1,0 +1,104 @@
+"""Run one shard in a child process, with a timeout and a heartbeat, and say how it ended.
+
+The child (``python -m workers.shards``) gets its own process group, so a timeout kills it and
+everything it started (compile workers, all-reduce ranks). A crash, a signal (the kernel's OOM
+killer sends SIGKILL) or a hang becomes a reason with the tail of the child's stderr; the
+worker process that called this lives on.
+"""
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+STDERR_TAIL = 1500  # characters of the child's stderr kept in a failure reason
+
+
+@dataclass(frozen=True)
+class ShardOutcome:
+    """The rows a shard measured, or why it has none."""
+
+    rows: list[dict[str, Any]] | None
+    reason: str = ""
+
+
+def run_shard_process(
+    spec: dict[str, Any],
+    *,
+    timeout_s: float,
+    heartbeat: Callable[[], bool],
+    every_s: float,
+) -> ShardOutcome:
+    """Run the shard; ``heartbeat`` is called every ``every_s`` and stops it by returning False."""
+    with tempfile.TemporaryDirectory(prefix="benchwatch-shard-") as folder:
+        out, err = Path(folder) / "rows.json", Path(folder) / "stderr.txt"
+        with err.open("w") as stderr:
+            child = subprocess.Popen(
+                [sys.executable, "-m", "workers.shards", str(out)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                text=True,
+                start_new_session=True,
+            )
+            assert child.stdin is not None
+            child.stdin.write(json.dumps(spec))
+            child.stdin.close()
+            ended = _wait(child, timeout_s, heartbeat, every_s)
+        if ended is not None:
+            return ShardOutcome(None, f"{ended}; stderr: {_tail(err)}")
+        if child.returncode != 0:
+            return ShardOutcome(None, f"{_describe(child.returncode)}; stderr: {_tail(err)}")
+        return ShardOutcome(json.loads(out.read_text()))
+
+
+def _wait(
+    child: subprocess.Popen[str],
+    timeout_s: float,
+    heartbeat: Callable[[], bool],
+    every_s: float,
+) -> str | None:
+    """None when the child exited by itself; else why it was killed."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            child.wait(timeout=max(min(every_s, deadline - time.monotonic()), 0.01))
+            return None
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= deadline:
+                _kill(child)
+                return f"the shard did not finish within {timeout_s:.0f} s and was killed"
+            if not heartbeat():
+                _kill(child)
+                return "the shard's lease was lost to another worker; this attempt was stopped"
+
+
+def _kill(child: subprocess.Popen[str]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.pid, signal.SIGKILL)
+    child.wait()
+
+
+def _describe(returncode: int) -> str:
+    if returncode < 0:
+        name = signal.Signals(-returncode).name
+        hint = " (out of memory?)" if returncode == -signal.SIGKILL else ""
+        return f"the shard process was killed by {name}{hint}"
+    return f"the shard process exited with status {returncode}"
+
+
+def _tail(path: Path) -> str:
+    lines = [
+        line
+        for line in path.read_text(errors="replace").splitlines()
+        if not line.startswith(("USDT:", "STAGE:"))
+    ]
+    return "\n".join(lines)[-STDERR_TAIL:] or "(empty)"

@@ -1,0 +1,132 @@
+"""Suite tasks: start a run on a machine, run its shards, close it; and find shards left behind.
+
+All of them run on the machine's own queue ``bench.<machine>``, consumed by
+``benchwatch worker --machine <machine>`` one task at a time (one shard per device at a time).
+torch is imported inside the tasks only, so a service-only worker starts without it.
+"""
+
+import logging
+from typing import Any
+
+from celery import Task
+from celery.signals import worker_ready
+
+from app.core.config import settings
+from app.suites import service
+from workers.celery_app import celery_app
+from workers.shard_runner import ShardOutcome, run_shard_process
+from workers.tasks.anomalies import worker_database
+
+log = logging.getLogger(__name__)
+START_SUITE = "bench.start_suite"
+RUN_SHARD = "bench.run_shard"
+REQUEUE_SHARDS = "bench.requeue_shards"
+
+
+def bench_queue(machine: str) -> str:
+    """The queue of a machine's benchmark worker."""
+    return f"bench.{machine}"
+
+
+@celery_app.task(name=START_SUITE, bind=True, acks_late=True)
+def start_suite(
+    self: Task[Any, Any],
+    *,
+    machine: str,
+    tier: str,
+    channel: str = "nightly",
+    trigger: str = "schedule",
+    models: list[str] | None = None,
+) -> int:
+    """Describe this machine, plan the tier's shards and queue them; a redelivery reuses the run."""
+    from workers.environment import describe_environment, describe_machine
+    from workers.shards import plan_shards
+
+    description = {
+        "machine": describe_machine(machine).model_dump(mode="json", exclude_none=True),
+        "environment": describe_environment(channel).model_dump(mode="json", exclude_none=True),
+    }
+    with worker_database().session_scope() as session:
+        suite_run = service.open_suite_run(
+            session,
+            key=f"suite-{machine}-{tier}-{self.request.id}",
+            machine=machine,
+            tier=tier,
+            trigger=trigger,
+            description=description,
+            shards=plan_shards(tier, models),
+        )
+        suite_run_id = suite_run.id
+        pending = [shard.id for shard in suite_run.shards if shard.status == "pending"]
+    for shard_id in pending:
+        run_shard.apply_async(kwargs={"shard_id": shard_id}, queue=bench_queue(machine))
+    log.info("suite run %s: %d shards queued on %s", suite_run_id, len(pending), machine)
+    return suite_run_id
+
+
+@celery_app.task(
+    name=RUN_SHARD, bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None
+)
+def run_shard(self: Task[Any, Any], *, shard_id: int) -> None:
+    """Run one shard under a lease; retry a failed attempt; close the run after the last one."""
+    worker = self.request.hostname or "worker"
+    with worker_database().session_scope() as session:
+        claim = service.claim_shard(session, shard_id, worker, settings.SHARD_LEASE_S)
+        spec = {"tier": claim.shard.suite_run.tier, "cases": claim.shard.cases}
+        attempt, suite_run_id = claim.shard.attempts, claim.shard.suite_run_id
+    if claim.outcome == "busy":  # another worker holds it: look again when its lease lapses
+        raise self.retry(countdown=claim.wait_s + 1)
+    if claim.outcome == "claimed":
+        outcome = run_shard_process(
+            spec,
+            timeout_s=settings.SHARD_TIMEOUT_S,
+            heartbeat=lambda: _renew(shard_id, worker),
+            every_s=settings.SHARD_LEASE_S / 3,
+        )
+        if outcome.rows is None and attempt < settings.SHARD_ATTEMPTS:
+            _release(shard_id, worker, outcome.reason)
+            raise self.retry(countdown=min(10 * attempt, 60))
+        _finish(shard_id, worker, outcome, attempt)
+    with worker_database().session_scope() as session:
+        service.finalize(session, suite_run_id)
+
+
+@celery_app.task(name=REQUEUE_SHARDS)
+def requeue_shards(*, machine: str | None = None) -> int:
+    """Queue again every unfinished shard, for when the lease it waits on lapses."""
+    with worker_database().session_scope() as session:
+        stale = [
+            (shard.id, shard.suite_run.machine, wait)
+            for shard, wait in service.stale_shards(session, machine)
+        ]
+    for shard_id, shard_machine, wait in stale:
+        run_shard.apply_async(
+            kwargs={"shard_id": shard_id}, queue=bench_queue(shard_machine), countdown=wait + 1
+        )
+    return len(stale)
+
+
+def _renew(shard_id: int, worker: str) -> bool:
+    with worker_database().session_scope() as session:
+        return service.renew_lease(session, shard_id, worker, settings.SHARD_LEASE_S)
+
+
+def _release(shard_id: int, worker: str, reason: str) -> None:
+    log.warning("shard %s failed, will retry: %s", shard_id, reason)
+    with worker_database().session_scope() as session:
+        service.release_shard(session, shard_id, worker, reason)
+
+
+def _finish(shard_id: int, worker: str, outcome: ShardOutcome, attempt: int) -> None:
+    reason = f"failed {attempt} times; last: {outcome.reason}" if outcome.rows is None else ""
+    with worker_database().session_scope() as session:
+        service.finish_shard(session, shard_id, worker, outcome.rows, reason)
+
+
+def watch_machine(machine: str) -> None:
+    """When this worker is up, queue again the shards its machine left unfinished (a restart)."""
+
+    def requeue(**_: Any) -> None:
+        requeue_shards.apply_async(kwargs={"machine": machine}, queue=bench_queue(machine))
+
+    worker_ready.connect(requeue, weak=False)
