@@ -7,6 +7,8 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.gzip import GZipMiddleware
+from fastapi.staticfiles import StaticFiles
 
 import app.models  # noqa: F401  (every model registered before the first query)
 from app.api.router import api_router
@@ -15,6 +17,8 @@ from app.core.config import DEV_PEPPER, Settings, settings
 from app.core.errors import DomainError, handle_domain_error
 from app.core.limits import BodySizeLimit
 from app.core.logging import configure_logging
+from app.dashboard import router as dashboard
+from app.dashboard.router import FRONTEND
 from app.health.router import router as health_router
 from app.jobs import connect, disconnect
 
@@ -67,6 +71,10 @@ def create_app(config: Settings | None = None) -> FastAPI:
     application.add_middleware(BodySizeLimit, max_bytes=config.MAX_BODY_BYTES)
     application.add_exception_handler(DomainError, handle_domain_error)
     application.add_exception_handler(RequestValidationError, handle_validation_error)
+    application.add_middleware(GZipMiddleware, minimum_size=2048)
     application.include_router(health_router)
     application.include_router(api_router)
+    application.include_router(dashboard.assets)
+    application.mount("/static", StaticFiles(directory=FRONTEND / "static"), name="static")
+    application.include_router(dashboard.pages)
     return application

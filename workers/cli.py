@@ -26,6 +26,7 @@ from app.core.errors import DomainError
 from app.core.migrate import upgrade_database
 from app.core.security import SCOPES
 from app.tokens import service as tokens_service
+from workers.progress import print_progress
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -151,7 +152,7 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
         configs=args.configs.split(",") if args.configs else None,
         precisions=args.precisions.split(",") if args.precisions else None,
     )
-    rows = run_suite.run_tasks(tasks, device, tier.plan, run_suite.print_progress)
+    rows = run_suite.run_tasks(tasks, device, tier.plan, print_progress)
     run_in = run_suite.build_run(
         rows,
         tier=args.tier,
@@ -245,6 +246,24 @@ def cmd_trigger(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Load the demo history into the configured database and run detection on it."""
+    from app import demo
+
+    upgrade_database(settings.DATABASE_URL)
+    print(f"loading {args.days} days of demo runs into {_safe_url()}", file=sys.stderr)
+    runs = demo.load(
+        Database(settings.DATABASE_URL),
+        days=args.days,
+        progress=lambda done, total: print_progress(done, total, "runs"),
+    )
+    if not runs:
+        print("the demo history is already loaded")
+        return 0
+    print(f"loaded {runs} demo runs and ran detection; `benchwatch serve` and open the dashboard")
+    return 0
+
+
 def _has_broker(command: str) -> bool:
     if not settings.BROKER_URL:
         print(
@@ -335,6 +354,10 @@ def build_parser() -> argparse.ArgumentParser:
     trigger.add_argument("--channel", default="nightly")
     trigger.add_argument("--models", help="only these cases, comma-separated (e.g. resnet,bert)")
     trigger.set_defaults(func=cmd_trigger)
+
+    demo = commands.add_parser("demo", help="load a realistic demo history (labelled as such)")
+    demo.add_argument("--days", type=int, default=90, help="days of 12-hourly runs")
+    demo.set_defaults(func=cmd_demo)
 
     token = commands.add_parser("token", help="manage API tokens").add_subparsers(
         dest="token_command", required=True

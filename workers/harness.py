@@ -17,7 +17,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -76,18 +76,21 @@ class Plan:
     quiet_gc: bool = True
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def _timed(
     fn: Fn, args: Sequence[torch.Tensor], device: torch.device
 ) -> tuple[float, torch.Tensor]:
-    _sync(device)
+    """Milliseconds of one call: device events on a GPU, the host clock on a CPU."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        start.record()
+        out = fn(*args)
+        end.record()
+        end.synchronize()
+        return float(start.elapsed_time(end)), out
     began = time.perf_counter()
     out = fn(*args)
-    _sync(device)
     return (time.perf_counter() - began) * 1000.0, out
 
 
@@ -218,11 +221,11 @@ def _training_step(
     return step
 
 
-def _compile_options(config: str) -> dict[str, Any]:
-    return {
-        "mode": "max-autotune" if config == "max_autotune" else None,
-        "dynamic": True if config == "dynamic" else None,
-    }
+def _compile_options(config: str, device: torch.device) -> dict[str, Any]:
+    """torch.compile's options for a dashboard config (CUDA graphs: ``reduce-overhead``)."""
+    graphs = device.type == "cuda" and config in ("cudagraphs", "dynamic")
+    mode = "max-autotune" if config == "max_autotune" else "reduce-overhead" if graphs else None
+    return {"mode": mode, "dynamic": True if config == "dynamic" else None}
 
 
 def _measure(
@@ -247,8 +250,9 @@ def _measure(
             *profile_rows(eager, args, device, precision=precision),
         ]
     counters.clear()
-    compiled, _ = setup.step(_compile_options(config))
+    compiled, _ = setup.step(_compile_options(config, device))
     compiled_first, output = _timed(compiled, args, device)
+    output = output.detach().clone()  # CUDA graph replays reuse their output buffers
     if config == "dynamic":  # other batch sizes: a dynamic graph serves them all
         for variant in _batch_variants(args, case.batch_args):
             compiled_first += _timed(compiled, variant, device)[0]
@@ -307,6 +311,23 @@ def _gc_paused(paused: bool) -> Iterator[None]:
         yield
     finally:
         gc.enable()
+
+
+def scaled(case: Case, factor: int) -> Case:
+    """The case at ``factor`` times its batch (its batch inputs repeated); as is without one."""
+    if factor == 1 or not case.batch_args or case.make is None:
+        return case
+    make = case.make
+
+    def make_scaled(
+        device: torch.device, dtype: torch.dtype
+    ) -> tuple[Fn, tuple[torch.Tensor, ...]]:
+        fn, args = make(device, dtype)
+        return fn, tuple(
+            torch.cat([a] * factor) if i in case.batch_args else a for i, a in enumerate(args)
+        )
+
+    return replace(case, batch_size=case.batch_size * factor, make=make_scaled)
 
 
 def _batch_variants(

@@ -29,12 +29,11 @@ def peak_memory_gb(call: Callable[[], Any], device: torch.device) -> float:
         torch.cuda.synchronize(device)
         return torch.cuda.max_memory_allocated(device) / GB
     profiler = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
-    with quiet_kineto():
+    with quiet_kineto():  # kineto's chatter and the allocator's notes stay off stderr
         profiler.start()
-    try:
-        call()
-    finally:
-        with quiet_kineto():
+        try:
+            call()
+        finally:
             profiler.stop()
     return _running_peak(_allocations(profiler)) / GB
 

@@ -60,6 +60,8 @@ TOP_KERNELS = 10
 NAME_LIMIT = 200
 # Kineto writes these to stderr itself, at every profiler start and stop.
 KINETO_NOISE = ("USDT:", "STAGE:")
+# The allocator's note when memory profiling meets blocks from before it started (expected).
+ALLOCATOR_NOTE = "allocated before the profiling started"
 
 
 # "cpu": an op, annotation or runtime call on the host; the rest are device activities
@@ -195,7 +197,8 @@ def quiet_kineto() -> Iterator[None]:
                 os.dup2(saved, 2)
                 sink.seek(0)
                 for line in sink.read().decode(errors="replace").splitlines():
-                    if line.strip() and not line.startswith(KINETO_NOISE):
+                    noise = line.startswith(KINETO_NOISE) or ALLOCATOR_NOTE in line
+                    if line.strip() and not noise:
                         log.warning("profiler: %s", line)
     finally:
         os.close(saved)

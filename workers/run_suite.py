@@ -1,6 +1,5 @@
 """Run a tier of the built-in suite here, without Celery, and store or post the run."""
 
-import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -14,12 +13,13 @@ from app.jobs import connect, disconnect
 from app.runs import service as runs_service
 from app.runs.schemas import RunIn
 from workers.environment import describe_environment, describe_machine
-from workers.harness import Case, Mode, Plan, measure
+from workers.harness import Case, Mode, Plan, measure, scaled
 from workers.suites.models import MODELS
 from workers.suites.operators import COLLECTIVES, OPERATORS
 
 CONFIGS = ("eager", "default", "dynamic", "cudagraphs", "max_autotune")
 PRECISIONS = ("fp32", "bf16", "amp", "int8")
+FULL_PRECISIONS = (*PRECISIONS, "fp16", "int4")
 TRAINING_PRECISIONS = ("fp32", "amp", "bf16")
 
 
@@ -55,6 +55,9 @@ def _named(cases: tuple[Case, ...], *names: str) -> tuple[Case, ...]:
 
 
 TRAINABLE = tuple(case for case in MODELS if case.training_reason is None)
+# Larger tiers run the models at 8 times their smoke batch.
+MODELS_X8 = tuple(scaled(case, 8) for case in MODELS)
+TRAINABLE_X8 = tuple(scaled(case, 8) for case in TRAINABLE)
 TIERS = {
     # Every category once, eager fp32, one training step and a config that is skipped on a
     # CPU: the integration tests' tier.
@@ -86,17 +89,17 @@ TIERS = {
         (
             Group(OPERATORS, CONFIGS, PRECISIONS),
             Group(COLLECTIVES, ("eager",), ("fp32",)),
-            Group(MODELS, CONFIGS, PRECISIONS),
-            Group(TRAINABLE, ("eager", "default", "cudagraphs"), ("fp32", "amp"), ("training",)),
+            Group(MODELS_X8, CONFIGS, PRECISIONS),
+            Group(TRAINABLE_X8, ("eager", "default", "cudagraphs"), ("fp32", "amp"), ("training",)),
         ),
         Plan(repeats=50, warmup=5, max_repeats=150),
     ),
     "full": Tier(
         (
-            Group(OPERATORS, CONFIGS, PRECISIONS),
+            Group(OPERATORS, CONFIGS, FULL_PRECISIONS),
             Group(COLLECTIVES, ("eager",), ("fp32",)),
-            Group(MODELS, CONFIGS, PRECISIONS),
-            Group(TRAINABLE, CONFIGS, TRAINING_PRECISIONS, ("training",)),
+            Group(MODELS_X8, CONFIGS, FULL_PRECISIONS),
+            Group(TRAINABLE_X8, CONFIGS, TRAINING_PRECISIONS, ("training",)),
         ),
         Plan(repeats=100, warmup=10, max_repeats=300),
     ),
@@ -182,16 +185,6 @@ def post(run_in: RunIn, server: str, token: str) -> int:
     response.raise_for_status()
     run_id: int = response.json()["id"]
     return run_id
-
-
-def print_progress(done: int, total: int, label: str) -> None:
-    """A one-line progress bar on stderr."""
-    width = 30
-    filled = width * done // total
-    sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {label:<40}")
-    if done == total:
-        sys.stderr.write("\n")
-    sys.stderr.flush()
 
 
 def now() -> datetime:

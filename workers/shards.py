@@ -20,10 +20,6 @@ import torch
 from app.suites.service import ShardPlan
 from workers.harness import identity
 from workers.run_suite import TIERS, Task, run_tasks, tier_tasks
-from workers.suites.models import MODELS
-from workers.suites.operators import COLLECTIVES, OPERATORS
-
-CASES = {(case.suite, case.model): case for case in OPERATORS + COLLECTIVES + MODELS}
 
 
 def plan_shards(tier: str, models: list[str] | None = None) -> list[ShardPlan]:
@@ -35,10 +31,11 @@ def plan_shards(tier: str, models: list[str] | None = None) -> list[ShardPlan]:
     return [ShardPlan(label, cases) for label, cases in shards.items()]
 
 
-def tasks_of(cases: list[dict[str, Any]]) -> list[Task]:
-    """The tasks that these result identities name."""
+def tasks_of(tier: str, cases: list[dict[str, Any]]) -> list[Task]:
+    """The tasks of a tier that these result identities name."""
+    known = {(c.suite, c.model): c for group in TIERS[tier].groups for c in group.cases}
     return [
-        Task(CASES[c["suite"], c["model"]], c["config"], c["precision"], c["mode"]) for c in cases
+        Task(known[c["suite"], c["model"]], c["config"], c["precision"], c["mode"]) for c in cases
     ]
 
 
@@ -54,7 +51,8 @@ def main() -> int:
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
     spec = json.load(sys.stdin)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    rows = run_tasks(tasks_of(spec["cases"]), device, TIERS[spec["tier"]].plan)
+    tier = spec["tier"]
+    rows = run_tasks(tasks_of(tier, spec["cases"]), device, TIERS[tier].plan)
     Path(sys.argv[1]).write_text(json.dumps(rows))
     return 0
 

@@ -4,7 +4,6 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
-from sqlalchemy import select
 
 from app.api.deps import IngestToken, ReadAccess, SessionDep
 from app.benchmarks import service as catalog
@@ -13,7 +12,7 @@ from app.core import queue
 from app.core.pagination import decode_cursor, encode_cursor
 from app.runs import service
 from app.runs.downsample import downsample_indices
-from app.runs.models import Result, Run
+from app.runs.models import Run
 from app.runs.schemas import ResultRead, RunDetail, RunIn, RunPage, RunRead
 
 router = APIRouter(tags=["runs"])
@@ -93,24 +92,7 @@ def list_series_points(
 ) -> SeriesPoints:
     """A series' points in a time range, oldest first, optionally downsampled."""
     series = catalog.get_series(session, series_id)
-    query = (
-        select(
-            Result.run_id,
-            Result.measured_at,
-            Result.status,
-            Result.value,
-            Result.text_value,
-            Run.commit,
-            Result.samples,
-        )
-        .join(Run, Result.run_id == Run.id)
-        .where(Result.series_id == series_id)
-    )
-    if since is not None:
-        query = query.where(Result.measured_at >= since)
-    if until is not None:
-        query = query.where(Result.measured_at < until)
-    rows = session.execute(query.order_by(Result.measured_at, Result.id)).all()
+    rows = service.series_points(session, series_id, since, until)
     keep = (
         downsample_indices([r.value for r in rows], max_points) if max_points else range(len(rows))
     )

@@ -4,6 +4,7 @@ import hashlib
 import json
 import statistics
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -370,3 +371,27 @@ def list_run_results(session: Session, run_id: int) -> list[dict[str, Any]]:
         .order_by(Benchmark.suite, Benchmark.model, Benchmark.id, Metric.name)
     )
     return [dict(row._mapping) for row in session.execute(query)]
+
+
+def series_points(
+    session: Session, series_id: int, since: datetime | None, until: datetime | None
+) -> Sequence[Any]:
+    """A series' results in a time range with their run's commit, oldest first."""
+    query = (
+        select(
+            Result.run_id,
+            Result.measured_at,
+            Result.status,
+            Result.value,
+            Result.text_value,
+            Run.commit,
+            Result.samples,
+        )
+        .join(Run, Result.run_id == Run.id)
+        .where(Result.series_id == series_id)
+    )
+    if since is not None:
+        query = query.where(Result.measured_at >= since)
+    if until is not None:
+        query = query.where(Result.measured_at < until)
+    return session.execute(query.order_by(Result.measured_at, Result.id)).all()

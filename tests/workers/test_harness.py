@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 import torch
 
-from workers.harness import Case, Plan, _repeated, measure, spread
+from workers.harness import Case, Plan, _compile_options, _repeated, measure, scaled, spread
 from workers.suites.operators import OPERATORS
 
 CPU = torch.device("cpu")
@@ -166,3 +166,30 @@ def test_noisy_timings_are_repeated_until_stable_within_a_bound() -> None:
     assert len(steady) == 4
     assert spread([10.0, 10.0, 10.0, 10.5, 100.0]) == 0.0  # one outlier does not count
     assert spread([1.0, 2.0, 3.0]) == pytest.approx(0.5)
+
+
+def test_larger_tiers_scale_the_batch_by_repeating_the_batch_inputs() -> None:
+    bigger = scaled(TINY, 4)
+    assert bigger.batch_size == 32
+    assert bigger.make is not None
+    _, (x,) = bigger.make(CPU, torch.float32)
+    assert x.shape == (32, 16)
+    bag = next(c for c in OPERATORS if c.model == "embedding_bag")
+    assert scaled(bag, 4) is bag  # no batch dimension to scale
+
+
+@pytest.mark.parametrize(
+    ("config", "device", "mode", "dynamic"),
+    [
+        ("default", "cuda", None, None),
+        ("cudagraphs", "cuda", "reduce-overhead", None),
+        ("dynamic", "cuda", "reduce-overhead", True),
+        ("dynamic", "cpu", None, True),
+        ("max_autotune", "cuda", "max-autotune", None),
+    ],
+)
+def test_dashboard_configs_map_to_compile_options(
+    config: str, device: str, mode: str | None, dynamic: bool | None
+) -> None:
+    options = _compile_options(config, torch.device(device))
+    assert options == {"mode": mode, "dynamic": dynamic}

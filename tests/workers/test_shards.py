@@ -25,7 +25,7 @@ def test_a_tier_is_cut_into_one_shard_per_case_and_mode() -> None:
 
 def test_the_child_finds_the_tasks_its_cases_name() -> None:
     inference, training = plan_shards("smoke", ["bert"])
-    tasks = tasks_of(inference.cases + training.cases)
+    tasks = tasks_of("smoke", inference.cases + training.cases)
     assert {task.case.model for task in tasks} == {"bert"}
     assert {task.mode for task in tasks} == {"inference", "training"}
     assert len(tasks) == len(inference.cases) + len(training.cases)

@@ -1,0 +1,1 @@
+"""The dashboard: server-rendered pages (Jinja templates in ``frontend/``) with Plotly charts."""

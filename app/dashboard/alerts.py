@@ -1,0 +1,141 @@
+"""The alerts page: the triage inbox of alert groups, their steps, explanations and actions."""
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import plotly.graph_objects as go
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.anomalies import triage
+from app.anomalies.models import STATUSES, AlertGroup, Regression, RunAnomaly
+from app.benchmarks.service import list_machines
+from app.dashboard import format as fmt
+from app.dashboard.figures import embed, figure
+from app.runs.models import Run
+from app.runs.service import series_points
+
+GROUPS_PER_PAGE = 20
+SHOWN_PER_GROUP = 25
+CHARTS_PER_GROUP = 6
+CHART_WINDOW = timedelta(days=20)  # either side of the step
+
+
+@dataclass(frozen=True)
+class AlertQuery:
+    """The inbox's filters, from its URL."""
+
+    status: str = "new"
+    machine: str | None = None
+    channel: str | None = None
+    direction: str | None = None
+    group: int | None = None
+
+
+def inbox(session: Session, query: AlertQuery) -> dict[str, Any]:
+    """Groups matching the filters (or the one asked for), newest first."""
+    if query.group is not None:
+        groups = [triage.get_group(session, query.group)]
+    else:
+        status = query.status if query.status in STATUSES else None
+        groups, _ = triage.list_groups(
+            session, status, query.machine, query.channel, None, 0, GROUPS_PER_PAGE
+        )
+    described = [_group(session, g, charts=i == 0) for i, g in enumerate(groups)]
+    if query.direction:
+        described = [g for g in described if query.direction in g["summary"]["counts"]]
+    return {
+        "query": query,
+        "groups": described,
+        "statuses": STATUSES,
+        "machines": [m.name for m in list_machines(session)],
+    }
+
+
+def _group(session: Session, group: AlertGroup, charts: bool) -> dict[str, Any]:
+    members = sorted(group.regressions, key=lambda r: -abs(r.rel_change))
+    first_bad = session.get(Run, group.first_bad_run_id)
+    anomaly = session.scalar(select(RunAnomaly).where(RunAnomaly.run_id == group.first_bad_run_id))
+    return {
+        "summary": triage.describe_group(session, group),
+        "first_bad": first_bad,
+        "last_good": session.get(Run, group.last_good_run_id),
+        "anomaly": anomaly,
+        "regressions": [_regression(r) for r in members[:SHOWN_PER_GROUP]],
+        "more": max(len(members) - SHOWN_PER_GROUP, 0),
+        "charts": [_chart(session, r) for r in members[:CHARTS_PER_GROUP]] if charts else [],
+    }
+
+
+def _regression(regression: Regression) -> dict[str, Any]:
+    benchmark, metric = regression.series.benchmark, regression.series.metric
+    return {
+        "id": regression.id,
+        "model": benchmark.model,
+        "suite": benchmark.suite,
+        "config": benchmark.config,
+        "precision": benchmark.precision,
+        "mode": benchmark.mode,
+        "metric": metric.name,
+        "unit": metric.unit,
+        "direction": regression.direction,
+        "rel_change": regression.rel_change,
+        "before": regression.before,
+        "after": regression.after,
+        "p_value": regression.p_value,
+        "hints": regression.hints,
+        "status": regression.status,
+        "reverted": regression.reverted,
+        "series_link": _series_link(regression),
+    }
+
+
+def _series_link(regression: Regression) -> str:
+    series = regression.series
+    benchmark = series.benchmark
+    return (
+        f"/series?machine={series.machine.name}&channel={series.channel}"
+        f"&model={benchmark.model}&mode={benchmark.mode}&precision={benchmark.precision}"
+        f"&config={benchmark.config}&metric={series.metric.name}&by=config"
+    )
+
+
+def _chart(session: Session, regression: Regression) -> dict[str, str]:
+    """The series around the step, with the before and after levels."""
+    at = session.get(Run, regression.first_bad_run_id)
+    assert at is not None
+    rows = series_points(
+        session, regression.series_id, at.started_at - CHART_WINDOW, at.started_at + CHART_WINDOW
+    )
+    before = [r.measured_at for r in rows if r.measured_at < at.started_at]
+    after = [r.measured_at for r in rows if r.measured_at >= at.started_at]
+    benchmark = regression.series.benchmark
+    unit = regression.series.metric.unit
+    traces = [
+        go.Scatter(
+            x=[r.measured_at for r in rows],
+            y=[r.value for r in rows],
+            mode="lines+markers",
+            name=regression.series.metric.name,
+            marker={"size": 4},
+        ),
+        _level(before, regression.before, "before"),
+        _level(after, regression.after, "after"),
+    ]
+    title = f"{benchmark.model} · {benchmark.config} · {benchmark.precision}"
+    fig = figure(traces, title, unit, height=240, showlegend=False)
+    return {"id": f"step-{regression.id}", "figure": embed(fig), "title": title}
+
+
+def _level(xs: list[Any], level: float, name: str) -> go.Scatter:
+    ends = [xs[0], xs[-1]] if xs else []
+    return go.Scatter(
+        x=ends,
+        y=[level] * len(ends),
+        mode="lines",
+        name=name,
+        line={"dash": "dash", "color": "#cf222e" if name == "after" else "#57606a"},
+        hovertext=f"{name}: {fmt.number(level)}",
+        hoverinfo="text",
+    )

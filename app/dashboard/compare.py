@@ -1,0 +1,255 @@
+"""Comparisons: config vs config, run vs run, machine vs machine, and release lines side by side.
+
+Every kind reduces to sides (a run, and for config comparisons a config within it) whose values
+of one metric are matched per benchmark; the first side is the base. Geomeans of new / base
+run over the benchmarks present on every side, as the PyTorch dashboard aggregates.
+"""
+
+import csv
+import io
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import plotly.graph_objects as go
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.anomalies.models import Regression
+from app.benchmarks.models import Machine, Series
+from app.benchmarks.service import list_machines
+from app.dashboard import format as fmt
+from app.dashboard.figures import embed, figure
+from app.dashboard.overview import machine_channels, recent_runs
+from app.runs.models import Run
+from app.runs.service import get_run, list_run_results
+
+KINDS = ("configs", "runs", "machines", "channels")
+Key = tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CompareQuery:
+    """The page's state, from its URL."""
+
+    kind: str = "configs"
+    machine: str | None = None
+    channel: str | None = None
+    metric: str = "latency"
+    mode: str = "inference"
+    base_config: str = "default"
+    new_config: str = "dynamic"
+    base_run: int | None = None
+    new_run: int | None = None
+    base_machine: str | None = None
+    new_machine: str | None = None
+    channels: str = ""  # comma-separated, oldest release line first; empty: all of them
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a comparison: a run, narrowed to one config for config comparisons."""
+
+    label: str
+    run: Run
+    config: str | None = None
+
+
+def sides(session: Session, query: CompareQuery) -> list[Side]:
+    """The sides a query names (base first); empty when there is nothing to compare yet."""
+    machines = [m.name for m in list_machines(session)]
+    machine = query.machine or (machines[0] if machines else None)
+    if machine is None:
+        return []
+    channel = query.channel or _default_channel(session, machine)
+    if query.kind == "runs":
+        latest = recent_runs(session, machine, channel, 2)
+        base_id = query.base_run or (latest[-1].id if latest else None)
+        new_id = query.new_run or (latest[0].id if latest else None)
+        if base_id is None or new_id is None:
+            return []
+        return [
+            Side(f"run {base_id}", get_run(session, base_id)),
+            Side(f"run {new_id}", get_run(session, new_id)),
+        ]
+    if query.kind == "machines":
+        names = [query.base_machine or machine, query.new_machine or _other(machines, machine)]
+        return [Side(n, r[0]) for n in names if (r := recent_runs(session, n, channel, 1))]
+    if query.kind == "channels":
+        wanted = [c for c in query.channels.split(",") if c] or machine_channels(session, machine)
+        return [Side(c, r[0]) for c in wanted if (r := recent_runs(session, machine, c, 1))]
+    latest = recent_runs(session, machine, channel, 1)
+    if not latest:
+        return []
+    return [
+        Side(query.base_config, latest[0], query.base_config),
+        Side(query.new_config, latest[0], query.new_config),
+    ]
+
+
+def _default_channel(session: Session, machine: str) -> str:
+    channels = machine_channels(session, machine)
+    return "nightly" if "nightly" in channels else (channels[0] if channels else "nightly")
+
+
+def _other(machines: list[str], machine: str) -> str:
+    return next((m for m in machines if m != machine), machine)
+
+
+def _values(session: Session, side: Side, query: CompareQuery) -> dict[Key, dict[str, Any]]:
+    """The side's value of the metric per benchmark (config in the key unless the side fixes it)."""
+    found: dict[Key, dict[str, Any]] = {}
+    for row in list_run_results(session, side.run.id):
+        if row["metric"] != query.metric or row["mode"] != query.mode:
+            continue
+        if side.config is not None and row["config"] != side.config:
+            continue
+        params = json.dumps(row["params"] or {}, sort_keys=True)
+        key = (row["suite"], row["model"], row["precision"], params)
+        found[key if side.config else (*key, row["config"])] = row
+    return found
+
+
+def comparison(session: Session, query: CompareQuery) -> dict[str, Any]:
+    """The table, the geomeans, the scatter and the rollback targets of a comparison."""
+    chosen = sides(session, query)
+    context: dict[str, Any] = {"query": query, "kinds": KINDS, "sides": chosen}
+    context |= _choices(session, query)
+    if len(chosen) < 2:
+        return context
+    values = [_values(session, side, query) for side in chosen]
+    keys = sorted(set().union(*values))
+    rows = [_row(key, values) for key in keys]
+    unit = next((r["unit"] for r in rows if r["unit"]), "")
+    higher = next((r["higher_is_better"] for r in rows if r["higher_is_better"] is not None), None)
+    context |= {
+        "rows": rows,
+        "unit": unit,
+        "higher_is_better": higher,
+        "geomeans": [_geomean(rows, i) for i in range(1, len(chosen))],
+        "common": sum(all(v is not None for v in r["values"]) for r in rows),
+        "scatter": embed(_scatter(rows, chosen, query.metric, unit)),
+        "rollback": _rollback_targets(session, chosen),
+    }
+    return context
+
+
+def _row(key: Key, values: list[dict[Key, dict[str, Any]]]) -> dict[str, Any]:
+    present = [side.get(key) for side in values]
+    ident = next(r for r in present if r is not None)
+    numbers = [r["value"] if r is not None and r["status"] == "ok" else None for r in present]
+    changes = [fmt.change(n, numbers[0]) for n in numbers[1:]]
+    higher = ident["higher_is_better"]
+    return {
+        "model": ident["model"],
+        "suite": ident["suite"],
+        "precision": ident["precision"],
+        "config": ident["config"] if len(key) > 4 else "",
+        "params": ident["params"],
+        "unit": ident["unit"],
+        "higher_is_better": higher,
+        "values": numbers,
+        "texts": [r["text_value"] if r is not None else None for r in present],
+        "changes": changes,
+        "verdicts": [fmt.verdict(c, higher) for c in changes],
+    }
+
+
+def _geomean(rows: list[dict[str, Any]], side: int) -> dict[str, Any]:
+    """Geomean of new / base over the benchmarks with a positive value on both sides."""
+    ratios = [
+        r["values"][side] / r["values"][0]
+        for r in rows
+        if r["values"][0] and r["values"][side] and r["values"][0] > 0 and r["values"][side] > 0
+    ]
+    if not ratios:
+        return {"ratio": None, "count": 0}
+    return {"ratio": math.exp(sum(map(math.log, ratios)) / len(ratios)), "count": len(ratios)}
+
+
+def _scatter(rows: list[dict[str, Any]], chosen: list[Side], metric: str, unit: str) -> go.Figure:
+    traces = []
+    both = [r for r in rows if r["values"][0] is not None]
+    for index, side in enumerate(chosen[1:], start=1):
+        kept = [r for r in both if r["values"][index] is not None]
+        traces.append(
+            go.Scatter(
+                x=[r["values"][0] for r in kept],
+                y=[r["values"][index] for r in kept],
+                mode="markers",
+                name=side.label,
+                hovertext=[f"{r['model']} {r['precision']} {r['config']}" for r in kept],
+                hoverinfo="text+x+y",
+            )
+        )
+    limits = [v for r in both for v in r["values"] if v is not None and v > 0]
+    if limits:
+        low, high = min(limits), max(limits)
+        traces.append(
+            go.Scatter(
+                x=[low, high],
+                y=[low, high],
+                mode="lines",
+                name="no change",
+                line={"dash": "dot", "color": "#8c959f"},
+                hoverinfo="skip",
+            )
+        )
+    label = f"{metric} ({unit})" if unit else metric
+    fig = figure(traces, f"{chosen[0].label} (x) vs the others (y)", label, height=420)
+    fig.update_xaxes(title_text=f"{chosen[0].label}: {label}", type="log")
+    fig.update_yaxes(type="log")
+    return fig
+
+
+def _rollback_targets(session: Session, chosen: list[Side]) -> list[dict[str, Any]]:
+    """Per machine and channel: the newest run before any open regression's first bad run."""
+    targets = []
+    for machine_id, channel in sorted({(s.run.machine_id, s.run.channel) for s in chosen}):
+        open_since = session.scalar(
+            select(Run.started_at)
+            .join(Regression, Regression.first_bad_run_id == Run.id)
+            .join(Series, Regression.series_id == Series.id)
+            .where(Series.machine_id == machine_id, Series.channel == channel)
+            .where(Regression.status == "new", Regression.direction == "regression")
+            .order_by(Run.started_at)
+            .limit(1)
+        )
+        query = select(Run).where(Run.machine_id == machine_id, Run.channel == channel)
+        if open_since is not None:
+            query = query.where(Run.started_at < open_since)
+        good = session.scalar(query.order_by(Run.started_at.desc()).limit(1))
+        if good is not None:
+            targets.append({"run": good, "open_regressions": open_since is not None})
+    return targets
+
+
+def _choices(session: Session, query: CompareQuery) -> dict[str, Any]:
+    machines = [m.name for m in list_machines(session)]
+    machine = query.machine or (machines[0] if machines else None)
+    channels = machine_channels(session, machine) if machine else []
+    return {"machines": machines, "machine": machine, "channels_of_machine": channels}
+
+
+def to_csv(context: dict[str, Any]) -> str:
+    """The comparison table as CSV: one line per benchmark, a value and change per side."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    labels = [side.label for side in context["sides"]]
+    writer.writerow(
+        ["suite", "model", "precision", "config", "params", *labels]
+        + [f"change {label}" for label in labels[1:]]
+    )
+    for row in context.get("rows", []):
+        writer.writerow(
+            [row["suite"], row["model"], row["precision"], row["config"], json.dumps(row["params"])]
+            + ["" if v is None else v for v in row["values"]]
+            + ["" if c is None else f"{c:.6f}" for c in row["changes"]]
+        )
+    return out.getvalue()
+
+
+def machine_device(session: Session, name: str | None) -> str:
+    """The device of a machine (to name its configs as its users do)."""
+    return session.scalar(select(Machine.device).where(Machine.name == name)) or ""

@@ -1,0 +1,207 @@
+"""The overview: per metric family, a table of configs x (suite, precision), base vs latest."""
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.anomalies import triage
+from app.benchmarks.models import Machine
+from app.benchmarks.service import list_machines
+from app.dashboard import format as fmt
+from app.dashboard.figures import sparkline
+from app.runs.models import Run
+from app.summaries import aggregates
+from app.summaries.aggregates import GroupKey, GroupStats
+from app.summaries.service import model_records
+
+TREND_RUNS = 14
+BASE_AGE = timedelta(days=7)
+CONFIG_ORDER = ("eager", "default", "dynamic", "cudagraphs", "max_autotune")
+
+
+@dataclass(frozen=True)
+class Family:
+    """A metric family of the overview: which aggregate, how to show it, which way is good."""
+
+    key: str
+    title: str
+    unit: str
+    higher_is_better: bool
+    memory: bool = False
+
+
+FAMILIES = (
+    Family("pass_rate", "Pass rate", "%", True),
+    Family("geomean_speedup", "Geomean speedup vs eager", "x", True),
+    Family("mean_compile_time_s", "Mean compile time", "s", False),
+    Family("mean_compression_ratio", "Memory compression ratio", "x", True, memory=True),
+)
+
+
+@dataclass
+class Cell:
+    """One config x column cell of a family's table."""
+
+    text: str
+    base_text: str
+    change: str
+    verdict: str
+    warning: bool
+    trend: str
+    title: str
+
+
+@dataclass
+class Table:
+    """A family's table: rows are configs, columns are (suite, precision)."""
+
+    family: Family
+    columns: list[tuple[str, str]]
+    rows: list[tuple[str, list[Cell | None]]] = field(default_factory=list)
+
+
+def _value(stats: GroupStats | None, family: Family) -> float | None:
+    if stats is None:
+        return None
+    value: float | None = getattr(stats, family.key)
+    return value * 100 if value is not None and family.unit == "%" else value
+
+
+def machine_channels(session: Session, machine: str) -> list[str]:
+    """The channels a machine has runs on."""
+    query = select(Run.channel).join(Machine).where(Machine.name == machine).distinct()
+    return sorted(session.scalars(query))
+
+
+def recent_runs(session: Session, machine: str, channel: str, limit: int) -> list[Run]:
+    """A machine's newest runs on a channel, newest first."""
+    query = (
+        select(Run)
+        .join(Machine)
+        .where(Machine.name == machine, Run.channel == channel)
+        .order_by(Run.started_at.desc(), Run.id.desc())
+        .limit(limit)
+    )
+    return list(session.scalars(query))
+
+
+def _base_run(session: Session, latest: Run, base_id: int | None, recent: list[Run]) -> Run:
+    if base_id is not None and (chosen := session.get(Run, base_id)) is not None:
+        return chosen
+    target = latest.started_at - BASE_AGE
+    older = [r for r in recent if r.started_at <= target]
+    return older[0] if older else recent[-1]
+
+
+def overview(
+    session: Session,
+    machine: str | None,
+    channel: str | None,
+    mode: str,
+    base_id: int | None,
+) -> dict[str, Any]:
+    """Everything the overview page shows; ``{"machines": []}`` when nothing is stored yet."""
+    machines = list_machines(session)
+    if not machines:
+        return {"machines": []}
+    chosen = next((m for m in machines if m.name == machine), machines[0])
+    channels = machine_channels(session, chosen.name)
+    channel = channel if channel in channels else ("nightly" if "nightly" in channels else None)
+    channel = channel or (channels[0] if channels else "")
+    recent = recent_runs(session, chosen.name, channel, 60)
+    context: dict[str, Any] = {
+        "machines": machines,
+        "machine": chosen,
+        "channels": channels,
+        "channel": channel,
+        "mode": mode,
+        "recent": recent,
+    }
+    if not recent:
+        return context
+    latest, base = recent[0], _base_run(session, recent[0], base_id, recent)
+    stats = _stats_by_run(session, [*reversed(recent[:TREND_RUNS]), base])
+    context |= {
+        "latest": latest,
+        "base": base,
+        "tables": [
+            _table(f, stats, recent[:TREND_RUNS], latest, base, mode, chosen.device)
+            for f in FAMILIES
+        ],
+        "groups": _open_groups(session, chosen.name, channel),
+    }
+    return context
+
+
+def _stats_by_run(session: Session, runs: list[Run]) -> dict[int, dict[GroupKey, GroupStats]]:
+    return {run.id: aggregates.summarize(model_records(session, run.id)) for run in runs}
+
+
+def _table(
+    family: Family,
+    stats: dict[int, dict[GroupKey, GroupStats]],
+    trend_runs: list[Run],
+    latest: Run,
+    base: Run,
+    mode: str,
+    device: str,
+) -> Table:
+    keys = [k for k in stats[latest.id] if k[3] == mode and k[1] != "eager"]  # vs eager
+    columns = sorted({(k[0], k[2]) for k in keys})
+    configs = sorted({k[1] for k in keys}, key=_config_order)
+    table = Table(family, columns)
+    for config in configs:
+        cells = [
+            _cell(family, stats, trend_runs, latest, base, (suite, config, precision, mode))
+            for suite, precision in columns
+        ]
+        table.rows.append((fmt.config_label(config, device), cells))
+    return table
+
+
+def _config_order(config: str) -> tuple[int, str]:
+    known = config in CONFIG_ORDER
+    return (CONFIG_ORDER.index(config) if known else len(CONFIG_ORDER), config)
+
+
+def _cell(
+    family: Family,
+    stats: dict[int, dict[GroupKey, GroupStats]],
+    trend_runs: list[Run],
+    latest: Run,
+    base: Run,
+    key: GroupKey,
+) -> Cell | None:
+    new_stats = stats[latest.id].get(key)
+    if new_stats is None:
+        return None
+    new, old = _value(new_stats, family), _value(stats[base.id].get(key), family)
+    rel = fmt.change(new, old)
+    trend = [_value(stats[run.id].get(key), family) for run in reversed(trend_runs)]
+    shown = _shown(family, new, new_stats)
+    return Cell(
+        text=shown,
+        base_text=fmt.number(old, family.unit),
+        change=fmt.percent(rel),
+        verdict=fmt.verdict(rel, family.higher_is_better, memory=family.memory),
+        warning=fmt.warning(
+            family.key, None if new is None else new / (100 if family.unit == "%" else 1)
+        ),
+        trend=sparkline(trend),
+        title=f"{family.title}: base {fmt.number(old, family.unit)}, latest {shown}",
+    )
+
+
+def _shown(family: Family, value: float | None, stats: GroupStats) -> str:
+    text = fmt.number(value, family.unit)
+    if family.key == "pass_rate":
+        return f"{text} ({stats.pass_count}/{stats.total_count})"
+    return text
+
+
+def _open_groups(session: Session, machine: str, channel: str) -> list[dict[str, Any]]:
+    groups, _ = triage.list_groups(session, "new", machine, channel, None, 0, 10)
+    return [triage.describe_group(session, group) for group in groups]

@@ -1,0 +1,165 @@
+"""The dashboard's pages.
+
+Every page's state is in its URL (plain GET forms), so a link reproduces the view; plotly.js
+is served from the installed ``plotly`` package (no CDN).
+"""
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated, Any
+
+import plotly
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import FileResponse, HTMLResponse, Response
+from fastapi.templating import Jinja2Templates
+from sqlalchemy import select
+
+from app.api.deps import ReadAccess, SessionDep
+from app.benchmarks.models import Machine
+from app.core.errors import NotFound
+from app.dashboard import format as fmt
+from app.dashboard.alerts import AlertQuery, inbox
+from app.dashboard.compare import KINDS, CompareQuery, comparison, machine_device, to_csv
+from app.dashboard.overview import FAMILIES, overview
+from app.dashboard.run_page import run_page
+from app.dashboard.series import GROUPINGS, RANGES, SeriesQuery, series_page
+
+FRONTEND = Path(__file__).resolve().parents[2] / "frontend"
+PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+templates = Jinja2Templates(directory=FRONTEND / "templates")
+templates.env.filters |= {"number": fmt.number, "percent": fmt.percent}
+pages = APIRouter(include_in_schema=False, dependencies=[ReadAccess])
+assets = APIRouter(include_in_schema=False)
+
+
+@assets.get("/static/plotly.min.js")
+def plotly_js() -> FileResponse:
+    """The plotly.js bundle of the installed ``plotly`` package (works air-gapped)."""
+    return FileResponse(
+        PLOTLY_JS, media_type="text/javascript", headers={"Cache-Control": "max-age=86400"}
+    )
+
+
+def as_int(value: str | None) -> int | None:
+    """A query parameter as an int; a malformed one is ignored (the page says so)."""
+    try:
+        return int(value) if value not in (None, "") else None
+    except ValueError:
+        return None
+
+
+def render(
+    request: Request, session: SessionDep, name: str, status: int = 200, **context: Any
+) -> HTMLResponse:
+    """A page, with what every page needs (is this demo data?)."""
+    demo = any(m.extra.get("demo") for m in session.scalars(select(Machine)))
+    common = {"demo": demo, "path": request.url.path, "groupings": GROUPINGS, "ranges": RANGES}
+    return templates.TemplateResponse(request, name, {**common, **context}, status_code=status)
+
+
+def not_found(request: Request, session: SessionDep, error: NotFound) -> HTMLResponse:
+    """A friendly page for a link to something that is not (or no longer) there."""
+    return render(request, session, "error.html", status=404, message=error.detail)
+
+
+@pages.get("/", response_class=HTMLResponse)
+def overview_page(
+    request: Request,
+    session: SessionDep,
+    machine: str | None = None,
+    channel: str | None = None,
+    mode: str = "inference",
+    base: str | None = None,
+) -> HTMLResponse:
+    """Per machine and channel: the dashboard's aggregates, base run vs latest run."""
+    mode = mode if mode in ("inference", "training") else "inference"
+    context = overview(session, machine, channel, mode, as_int(base))
+    return render(request, session, "overview.html", families=FAMILIES, **context)
+
+
+@pages.get("/series", response_class=HTMLResponse)
+def series_view(
+    request: Request,
+    session: SessionDep,
+    query: Annotated[SeriesQuery, Depends()],
+) -> HTMLResponse:
+    """One benchmark's metric over time, a line per config, precision or channel."""
+    if query.by not in GROUPINGS:
+        query = replace(query, by="config")
+    return render(request, session, "series.html", **series_page(session, query))
+
+
+@pages.get("/alerts", response_class=HTMLResponse)
+def alerts_view(
+    request: Request,
+    session: SessionDep,
+    status: str = "new",
+    machine: str | None = None,
+    channel: str | None = None,
+    direction: str | None = None,
+    group: str | None = None,
+) -> HTMLResponse:
+    """The triage inbox: alert groups with their steps, explanations and actions."""
+    query = AlertQuery(status, machine or None, channel or None, direction or None, as_int(group))
+    try:
+        context = inbox(session, query)
+    except NotFound as error:
+        return not_found(request, session, error)
+    return render(request, session, "alerts.html", **context)
+
+
+@pages.get("/runs/{run_id}", response_class=HTMLResponse)
+def run_view(request: Request, session: SessionDep, run_id: int) -> HTMLResponse:
+    """One run: metadata, environment, coverage, failures, hardware, kernels, benchmarks."""
+    try:
+        context = run_page(session, run_id)
+    except NotFound as error:
+        return not_found(request, session, error)
+    return render(request, session, "run.html", **context)
+
+
+@pages.get("/compare", response_class=HTMLResponse, response_model=None)
+def compare_view(
+    request: Request,
+    session: SessionDep,
+    kind: str = "configs",
+    machine: str | None = None,
+    channel: str | None = None,
+    metric: str = "latency",
+    mode: str = "inference",
+    base_config: str = "default",
+    new_config: str = "dynamic",
+    base_run: str | None = None,
+    new_run: str | None = None,
+    base_machine: str | None = None,
+    new_machine: str | None = None,
+    channels: str = "",
+    format: str = "html",
+) -> Response:
+    """Config vs config, run vs run, machine vs machine, or release lines side by side."""
+    query = CompareQuery(
+        kind if kind in KINDS else "configs",
+        machine or None,
+        channel or None,
+        metric,
+        mode,
+        base_config,
+        new_config,
+        as_int(base_run),
+        as_int(new_run),
+        base_machine or None,
+        new_machine or None,
+        channels,
+    )
+    try:
+        context = comparison(session, query)
+    except NotFound as error:
+        return not_found(request, session, error)
+    if format == "csv":
+        return Response(
+            to_csv(context),
+            media_type="text/csv",
+            headers={"Content-Disposition": f'attachment; filename="compare-{query.kind}.csv"'},
+        )
+    device = machine_device(session, context.get("machine"))
+    return render(request, session, "compare.html", device=device, **context)

@@ -1,0 +1,109 @@
+"""The run page: metadata, environment, coverage, failures and skips, hardware and kernels."""
+
+from collections import defaultdict
+from typing import Any
+from urllib.parse import urlencode
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+from sqlalchemy.orm import Session
+
+from app.dashboard.figures import LAYOUT, PALETTE, embed
+from app.runs.service import get_run, list_run_results
+
+HARDWARE = (
+    "gpu_utilization",
+    "gpu_memory_used",
+    "power",
+    "temperature",
+    "sm_clock",
+    "cpu_utilization",
+    "host_rss",
+)
+TOP_KERNELS = 15
+HEADLINE = ("latency", "speedup", "peak_memory", "accuracy")
+
+
+def run_page(session: Session, run_id: int) -> dict[str, Any]:
+    """Everything the run page shows."""
+    run = get_run(session, run_id)
+    rows = list_run_results(session, run_id)
+    return {
+        "run": run,
+        "problems": [r for r in rows if r["status"] != "ok"],
+        "cases": _cases(rows, run.machine.name, run.channel),
+        "hardware": _hardware_figure(rows),
+        "kernels": _top_kernels(rows),
+    }
+
+
+def _case_key(row: dict[str, Any]) -> tuple[Any, ...]:
+    params = tuple(sorted((row["params"] or {}).items()))
+    return (row["suite"], row["model"], row["mode"], row["precision"], row["config"], params)
+
+
+def _cases(rows: list[dict[str, Any]], machine: str, channel: str) -> list[dict[str, Any]]:
+    """One line per benchmark with its headline metrics and a link to its series."""
+    cases: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row in rows:
+        case = cases.setdefault(_case_key(row), {**row, "metrics": {}})
+        if row["metric"] in HEADLINE:
+            case["metrics"][row["metric"]] = row
+    for case in cases.values():
+        case["link"] = "/series?" + urlencode(
+            {
+                "machine": machine,
+                "channel": channel,
+                "model": case["model"],
+                "mode": case["mode"],
+                "precision": case["precision"],
+                "config": case["config"],
+                "metric": "latency",
+            }
+        )
+    return list(cases.values())
+
+
+def _hardware_figure(rows: list[dict[str, Any]]) -> str | None:
+    """Each hardware metric across the run's cases, in the order they ran, one panel each."""
+    series: dict[str, list[tuple[str, float]]] = defaultdict(list)
+    for row in rows:
+        if row["metric"] in HARDWARE and row["value"] is not None:
+            label = f"{row['model']} {row['config']} {row['precision']} {row['mode']}"
+            series[row["metric"]].append((label, row["value"]))
+    present = [m for m in HARDWARE if m in series]
+    if not present:
+        return None
+    fig = make_subplots(rows=len(present), cols=1, shared_xaxes=True, subplot_titles=present)
+    for index, metric in enumerate(present, start=1):
+        labels, values = zip(*series[metric], strict=True)
+        fig.add_trace(
+            go.Scatter(
+                x=list(range(len(values))),
+                y=list(values),
+                hovertext=list(labels),
+                hoverinfo="text+y",
+                mode="lines",
+                name=metric,
+                line={"color": PALETTE[index % len(PALETTE)]},
+            ),
+            row=index,
+            col=1,
+        )
+    fig.update_layout(**LAYOUT, height=160 * len(present) + 60, showlegend=False)
+    fig.update_xaxes(title_text="case, in run order", row=len(present), col=1)
+    return embed(fig)
+
+
+def _top_kernels(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The kernels (aten ops on a CPU) that took the most time, summed over the run's cases."""
+    totals: dict[str, dict[str, float]] = defaultdict(lambda: {"time_us": 0.0, "calls": 0.0})
+    for row in rows:
+        if row["metric"] != "kernel_count" or not row["extra"]:
+            continue
+        for kernel in row["extra"].get("top_kernels", []):
+            entry = totals[str(kernel.get("name", "?"))]
+            entry["time_us"] += float(kernel.get("self_time_us", 0.0))  # per call of the case
+            entry["calls"] += float(kernel.get("calls", 0))
+    ranked = sorted(totals.items(), key=lambda item: -item[1]["time_us"])[:TOP_KERNELS]
+    return [{"name": name, **figures} for name, figures in ranked]

@@ -1,0 +1,284 @@
+"""``benchwatch demo``: a realistic, clearly labelled history to explore the dashboard with.
+
+90 days of 12-hourly runs on two machines (``demo-h100``: CUDA, ``demo-mi300x``: ROCm) and
+three release lines (``2.12`` = N-1, ``2.13`` = N, ``nightly`` = N+1): the built-in suite's
+12 categories x 5 compiler configs x 3 precisions, with per-model noise and rare outliers, and
+these injected events, so that detection has something to find:
+
+- demo-h100 nightly, day 60: a triton bump slows the ``dynamic`` config of the transformer
+  models by 18% and makes them recompile (a regression group);
+- demo-mi300x nightly, day 45: the ``default`` config of the vision models gets 10% faster
+  (an improvement);
+- demo-h100 nightly, day 75: ``cudagraphs`` peak memory rises 30% (a memory regression);
+- demo-h100 2.13, days 30-40: compile time rises 40%, then reverts;
+- demo-mi300x nightly, from day 70: video3d fails accuracy under amp (a failing model);
+- from day 50: a new model, ``llama_tiny``, appears everywhere.
+
+Every machine and run says it is demo data (machine and environment ``extra.demo``).
+"""
+
+import math
+import random
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select
+
+from app.anomalies import service as anomalies_service
+from app.core.db import Database
+from app.runs import service as runs_service
+from app.runs.models import Run
+from app.runs.schemas import RunIn
+
+SUITE = "benchwatch-models"
+MODELS = (
+    ("resnet", "image_classification", 32),
+    ("detector", "object_detection", 16),
+    ("unet", "segmentation", 16),
+    ("bert", "text_encoder", 32),
+    ("gpt", "language_model", 32),
+    ("gpt_generate", "language_model", 8),
+    ("conformer", "speech", 16),
+    ("dlrm", "recommendation", 256),
+    ("gcn", "graph", 512),
+    ("video3d", "video", 8),
+    ("diffusion_unet", "diffusion", 8),
+    ("vit", "vision_transformer", 32),
+    ("lstm", "sequence", 32),
+)
+NEW_MODEL = ("llama_tiny", "language_model", 16)
+NEW_MODEL_DAY = 50
+CONFIGS = {"eager": 1.0, "default": 1.3, "dynamic": 1.2, "cudagraphs": 1.6, "max_autotune": 1.75}
+PRECISIONS = {"fp32": 1.0, "amp": 0.6, "bf16": 0.55}
+CHANNELS = {"2.12": 1.03, "2.13": 1.0, "nightly": 0.99}  # N-1, N, N+1: newer is a bit faster
+TRANSFORMERS = {"bert", "gpt", "gpt_generate", "llama_tiny", "vit"}
+VISION = {"resnet", "detector", "unet", "vit"}
+DAYS = 90
+
+
+@dataclass(frozen=True)
+class DemoMachine:
+    """A demo machine: its description, speed relative to the H100 and stack versions."""
+
+    name: str
+    description: dict[str, Any]
+    speed: float
+    backend: str  # "cu128" or "rocm7.0"
+
+
+MACHINES = (
+    DemoMachine(
+        "demo-h100",
+        {
+            "device": "cuda",
+            "arch": "NVIDIA H100 80GB HBM3",
+            "gpu_count": 8,
+            "gpu_memory_gb": 80.0,
+            "driver": "580.65.06",
+            "extra": {"demo": True},
+        },
+        1.0,
+        "cu128",
+    ),
+    DemoMachine(
+        "demo-mi300x",
+        {
+            "device": "rocm",
+            "arch": "AMD Instinct MI300X",
+            "gpu_count": 8,
+            "gpu_memory_gb": 192.0,
+            "driver": "6.14.14",
+            "extra": {"demo": True},
+        },
+        1.12,
+        "rocm7.0",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Point:
+    """Where a run sits: machine, channel, index (two per day) and time."""
+
+    machine: DemoMachine
+    channel: str
+    index: int
+    at: datetime
+
+    @property
+    def day(self) -> int:
+        """Days since the start of the history."""
+        return self.index // 2
+
+
+def _stable(*parts: object) -> float:
+    """A number in [0, 1) fixed by its parts (the same on every machine and run)."""
+    return zlib.crc32("/".join(map(str, parts)).encode()) / 2**32
+
+
+def _environment(point: Point) -> dict[str, Any]:
+    date = (point.at - timedelta(days=1)).strftime("%Y%m%d")
+    torch = {
+        "2.12": "2.12.1",
+        "2.13": "2.13.0",
+        "nightly": f"2.14.0.dev{date}",
+    }[point.channel]
+    late = point.channel == "nightly" and point.day >= 60 and point.machine.name == "demo-h100"
+    return {
+        "channel": point.channel,
+        "torch": f"{torch}+{point.machine.backend}",
+        "torch_git_sha": f"{zlib.crc32(torch.encode()):08x}",
+        "triton": "3.6.1" if late else "3.6.0" if point.channel == "nightly" else "3.5.1",
+        "python": "3.12.11",
+        "cuda": "12.8" if point.machine.backend == "cu128" else "",
+        "hip": "7.0.1" if point.machine.backend != "cu128" else "",
+        "driver": str(point.machine.description["driver"]),
+        "packages": {"numpy": "2.3.4"},
+        "extra": {"demo": True},
+    }
+
+
+def _effects(point: Point, model: str, config: str) -> dict[str, float]:
+    """Multipliers the injected events put on this case's metrics."""
+    on = point.machine.name
+    nightly = point.channel == "nightly"
+    latency = memory = compile_time = 1.0
+    if nightly and on == "demo-h100" and point.day >= 60 and config == "dynamic":
+        latency *= 1.18 if model in TRANSFORMERS else 1.0
+    if nightly and on == "demo-mi300x" and point.day >= 45 and config == "default":
+        latency *= 0.90 if model in VISION else 1.0
+    if nightly and on == "demo-h100" and point.day >= 75 and config == "cudagraphs":
+        memory *= 1.30
+    if point.channel == "2.13" and on == "demo-h100" and 30 <= point.day < 40:
+        compile_time *= 1.40
+    return {"latency": latency, "memory": memory, "compile": compile_time}
+
+
+def _noise(rng: random.Random, sigma: float) -> float:
+    outlier = 1.3 if rng.random() < 0.01 else 1.0
+    return math.exp(rng.gauss(0.0, sigma)) * outlier
+
+
+def _case_rows(
+    point: Point, rng: random.Random, model: str, category: str, batch: int
+) -> Iterator[dict[str, Any]]:
+    sigma = 0.008 + 0.02 * _stable(model, "noise")
+    eager_ms = 2 + 60 * _stable(model, "latency") * point.machine.speed
+    memory_gb = 1 + 30 * _stable(model, "memory")
+    for precision, precision_factor in PRECISIONS.items():
+        eager = eager_ms * precision_factor * CHANNELS[point.channel]
+        for config, speedup in CONFIGS.items():
+            ident = {
+                "suite": SUITE,
+                "model": model,
+                "category": category,
+                "mode": "inference",
+                "precision": precision,
+                "config": config,
+                "batch_size": batch,
+            }
+            yield from _metric_rows(point, rng, ident, eager, speedup, memory_gb, sigma)
+
+
+def _metric_rows(
+    point: Point,
+    rng: random.Random,
+    ident: dict[str, Any],
+    eager: float,
+    speedup: float,
+    memory_gb: float,
+    sigma: float,
+) -> Iterator[dict[str, Any]]:
+    model, config, precision = ident["model"], ident["config"], ident["precision"]
+    effect = _effects(point, model, config)
+    jitter = 0.85 + 0.3 * _stable(model, config, precision)
+    latency = eager / (1.0 if config == "eager" else speedup * jitter) * effect["latency"]
+    samples = [round(latency * _noise(rng, sigma), 4) for _ in range(5)]
+    median = sorted(samples)[2]
+    peak = memory_gb * (1.0 if config == "eager" else 0.85) * effect["memory"]
+    failing = point.machine.name == "demo-mi300x" and point.channel == "nightly"
+    failing = failing and model == "video3d" and precision == "amp" and point.day >= 70
+    yield {**ident, "metric": "latency", "value": median, "samples": samples}
+    yield {**ident, "metric": "throughput", "value": ident["batch_size"] / (median / 1000)}
+    yield {**ident, "metric": "peak_memory", "value": round(peak * _noise(rng, 0.003), 4)}
+    yield {**ident, "metric": "accuracy", "text_value": "fail_accuracy" if failing else "pass"}
+    if config == "eager":
+        return
+    compile_s = (20 + 70 * _stable(model, "compile")) * effect["compile"] * _noise(rng, 0.03)
+    yield {**ident, "metric": "speedup", "value": round(eager / median, 4)}
+    yield {**ident, "metric": "compilation_latency", "value": round(compile_s, 2)}
+    yield {**ident, "metric": "compression_ratio", "value": round(memory_gb / peak, 4)}
+    if config == "dynamic":
+        late = point.machine.name == "demo-h100" and point.channel == "nightly"
+        recompiles = 2.0 if late and point.day >= 60 and model in TRANSFORMERS else 0.0
+        yield {**ident, "metric": "recompiles", "value": recompiles}
+
+
+def run_payload(point: Point) -> RunIn:
+    """One demo run, the same every time for the same point."""
+    rng = random.Random(f"{point.machine.name}/{point.channel}/{point.index}")
+    models = MODELS + ((NEW_MODEL,) if point.day >= NEW_MODEL_DAY else ())
+    results = [row for m in models for row in _case_rows(point, rng, *m)]
+    return RunIn.model_validate(
+        {
+            "key": f"demo-{point.machine.name}-{point.channel}-{point.index:03d}",
+            "machine": {"name": point.machine.name, **point.machine.description},
+            "environment": _environment(point),
+            "trigger": "schedule",
+            "tier": "daily",
+            "commit": f"{zlib.crc32(f'{point.channel}{point.day}'.encode()):08x}",
+            "branch": "main" if point.channel == "nightly" else f"release/{point.channel}",
+            "started_at": point.at.isoformat(),
+            "finished_at": (point.at + timedelta(hours=2)).isoformat(),
+            "results": results,
+        }
+    )
+
+
+def points(days: int, now: datetime) -> list[Point]:
+    """Every run of the history, oldest first (runs at 00:00 and 12:00 UTC)."""
+    start = now.replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=days)
+    return [
+        Point(machine, channel, index, start + timedelta(hours=12 * index))
+        for index in range(2 * days)
+        for machine in MACHINES
+        for channel in CHANNELS
+    ]
+
+
+class _Discard:
+    """Drops the per-run detection tasks: the demo rescans everything once at the end."""
+
+    def publish(self, name: str, kwargs: dict[str, Any]) -> None:
+        """Nothing to do."""
+
+
+def load(
+    database: Database,
+    *,
+    days: int = DAYS,
+    now: datetime | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> int:
+    """Load the history and run detection; returns the number of runs (0: already loaded)."""
+    with database.session_scope() as session:
+        if session.scalar(select(Run.id).where(Run.key.like("demo-%")).limit(1)) is not None:
+            return 0
+    database.set_publisher(_Discard())
+    history = points(days, now or datetime.now(UTC))
+    latest: dict[tuple[str, str], int] = {}
+    for done, point in enumerate(history, start=1):
+        with database.session_scope() as session:
+            run = runs_service.ingest_run(session, run_payload(point), source="demo").run
+            latest[point.machine.name, point.channel] = run.id
+        if progress is not None:
+            progress(done, len(history))
+    with database.session_scope() as session:
+        anomalies_service.rescan(session)
+    for run_id in latest.values():  # the newest runs get their anomaly score, as after upload
+        with database.session_scope() as session:
+            anomalies_service.detect_for_run(session, run_id)
+    return len(history)

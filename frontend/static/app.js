@@ -1,0 +1,104 @@
+// benchwatch dashboard: draws the Plotly figures a page embeds, sorts tables, and sends
+// triage actions to the API. No build step; plotly.js is served by the app itself.
+"use strict";
+
+function drawFigures() {
+  document.querySelectorAll("[data-figure]").forEach((element) => {
+    const source = document.getElementById(element.dataset.figure);
+    if (!source || typeof Plotly === "undefined") return;
+    const figure = JSON.parse(source.textContent);
+    const config = { responsive: true, displaylogo: false };
+    Plotly.newPlot(element, figure.data, figure.layout, config);
+  });
+}
+
+function sortableTables() {
+  document.querySelectorAll("table[data-sortable] th[data-key]").forEach((header) => {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "sort";
+    button.textContent = header.textContent;
+    header.textContent = "";
+    header.appendChild(button);
+    button.addEventListener("click", () => sortBy(header));
+  });
+}
+
+function sortBy(header) {
+  const table = header.closest("table");
+  const index = Array.from(header.parentElement.children).indexOf(header);
+  const descending = header.getAttribute("aria-sort") !== "descending";
+  table.querySelectorAll("th[aria-sort]").forEach((h) => h.removeAttribute("aria-sort"));
+  header.setAttribute("aria-sort", descending ? "descending" : "ascending");
+  const body = table.tBodies[0];
+  const key = (row) => {
+    const cell = row.children[index];
+    const value = cell.dataset.value ?? cell.textContent.trim();
+    const number = parseFloat(value);
+    return Number.isNaN(number) ? value : number;
+  };
+  const rows = Array.from(body.rows);
+  rows.sort((a, b) => {
+    const x = key(a), y = key(b);
+    const order = typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y));
+    return descending ? -order : order;
+  });
+  rows.forEach((row) => body.appendChild(row));
+}
+
+function triageToken() {
+  let token = localStorage.getItem("benchwatch.triageToken");
+  if (!token) {
+    token = window.prompt("A token with the 'triage' scope (benchwatch token create --name me --scope triage):");
+    if (token) localStorage.setItem("benchwatch.triageToken", token.trim());
+  }
+  return token;
+}
+
+async function sendTriage(form) {
+  const status = form.querySelector(".status-line");
+  const body = {};
+  new FormData(form).forEach((value, name) => { if (value !== "") body[name] = value; });
+  const token = triageToken();
+  if (!token) { status.textContent = "No token: nothing was changed."; return; }
+  status.textContent = "Saving…";
+  const response = await fetch(form.dataset.endpoint, {
+    method: "PATCH",
+    headers: { "Content-Type": "application/json", "Authorization": `Bearer ${token}` },
+    body: JSON.stringify(body),
+  });
+  if (response.ok) {
+    status.textContent = "Saved.";
+    window.location.reload();
+    return;
+  }
+  if (response.status === 401 || response.status === 403) localStorage.removeItem("benchwatch.triageToken");
+  const detail = await response.json().catch(() => ({}));
+  status.textContent = `Not saved (${response.status}): ${detail.detail ?? response.statusText}`;
+}
+
+function triageForms() {
+  document.querySelectorAll("form[data-endpoint]").forEach((form) => {
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      const clicked = event.submitter;
+      if (clicked && clicked.name === "status") {
+        let hidden = form.querySelector("input[type=hidden][name=status]");
+        if (!hidden) {
+          hidden = document.createElement("input");
+          hidden.type = "hidden";
+          hidden.name = "status";
+          form.appendChild(hidden);
+        }
+        hidden.value = clicked.value;
+      }
+      sendTriage(form);
+    });
+  });
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  drawFigures();
+  sortableTables();
+  triageForms();
+});
