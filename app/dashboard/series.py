@@ -5,17 +5,16 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import plotly.graph_objects as go
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.anomalies.models import Regression
 from app.benchmarks.models import Benchmark, Machine, Metric, Series
 from app.benchmarks.service import SeriesFilter, list_machines, search_series
-from app.core.db import utcnow
 from app.dashboard import format as fmt
 from app.dashboard.figures import PALETTE, embed, figure
 from app.runs.downsample import downsample_indices
-from app.runs.models import Environment, Run
+from app.runs.models import Environment, Result, Run
 from app.runs.service import series_points
 
 GROUPINGS = ("config", "precision", "channel")
@@ -76,7 +75,7 @@ def series_page(session: Session, query: SeriesQuery) -> dict[str, Any]:
     where = _filter(query, machine, model)
     found, _ = search_series(session, where, 0, 50)
     found = [s for s in found if query.suite in (None, s.benchmark.suite)]
-    since = _since(query.days)
+    since = _since(session, [s.id for s in found], query.days)
     lines = [
         _line(session, s, query.by, since) for s in sorted(found, key=lambda s: _label(s, query.by))
     ]
@@ -111,9 +110,13 @@ def _filter(query: SeriesQuery, machine: str, model: str) -> SeriesFilter:
     )
 
 
-def _since(days: str) -> datetime | None:
+def _since(session: Session, series_ids: list[int], days: str) -> datetime | None:
+    """The start of the range: that many days before the series' newest point."""
     span = RANGES.get(days, 90)
-    return None if span is None else utcnow() - timedelta(days=span)
+    newest = session.scalar(
+        select(func.max(Result.measured_at)).where(Result.series_id.in_(series_ids))
+    )
+    return None if span is None or newest is None else newest - timedelta(days=span)
 
 
 def _label(series: Series, by: str) -> str:

@@ -49,15 +49,16 @@ def test_the_series_chart_follows_the_url(client: TestClient, history: list[int]
     params = {"model": "bert", "metric": "latency", "precision": "bf16", "by": "config"}
     page = client.get("/series", params=params)
     figure = figures(page.text)["series-figure"]
-    lines = {t["name"] for t in figure["data"] if t.get("mode") == "lines+markers"}
-    assert lines == {"eager", "default", "dynamic"}
+    lines = {t["name"]: t for t in figure["data"] if t.get("mode") == "lines+markers"}
+    assert set(lines) == {"eager", "default", "dynamic"}
+    assert len(lines["dynamic"]["y"]) == len(history)  # the range ends at the newest point
     steps = [t for t in figure["data"] if t.get("name", "").endswith(": steps")]
     assert len(steps) == 1  # the regression marker on the dynamic line
     assert "regression" in steps[0]["hovertext"][0]
     assert "Steps found in these series" in page.text
     one_line = client.get("/series", params={**params, "by": "precision", "config": "default"})
-    names = {t["name"] for t in figures(one_line.text)["series-figure"]["data"]}
-    assert names == {"bf16"}
+    traces = figures(one_line.text)["series-figure"]["data"]
+    assert {t["name"] for t in traces if t.get("mode") == "lines+markers"} == {"bf16"}
 
 
 def test_alerts_show_the_group_its_explanation_and_triage_actions(

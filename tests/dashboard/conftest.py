@@ -1,0 +1,147 @@
+"""Browser fixtures: the real app under uvicorn, driven by headless Chromium (Playwright).
+
+Playwright cannot download its own browsers here, so it drives Debian's chromium
+(``apt-get install chromium``; ``.ci/run`` installs it in CI).
+"""
+
+import os
+import socket
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import uvicorn
+from playwright.sync_api import Browser, ConsoleMessage, Page, ViewportSize, sync_playwright
+from playwright.sync_api import Error as PlaywrightError
+
+from app.core.config import Settings
+from app.core.db import Database
+from app.main import create_app
+from tests.conftest import PEPPER, service_missing
+
+CHROMIUM = os.environ.get("BENCHWATCH_TEST_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",  # root in CI, no user namespaces
+    "--disable-gpu",
+    "--disable-background-networking",  # nothing outside localhost is reachable
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-dev-shm-usage",  # containers often give /dev/shm 64 MB; Chromium crashes on it
+]
+VIEWPORT: ViewportSize = {"width": 1280, "height": 800}
+TIMEOUT_MS = 10_000  # Playwright's default of 30 s only makes a broken page slower to report
+STARTUP_TIMEOUT_S = 10.0
+
+
+def assert_no_console_errors(errors: list[str]) -> None:
+    """Fail when the page logged console errors or raised uncaught exceptions."""
+    assert not errors, "the page logged errors:\n" + "\n".join(errors)
+
+
+@pytest.fixture(scope="session")
+def chromium_path() -> str:
+    """Chromium's executable; fails in CI (skips elsewhere) when it is not installed."""
+    if not (Path(CHROMIUM).is_file() and os.access(CHROMIUM, os.X_OK)):
+        hint = f"{CHROMIUM} (apt-get install chromium, or set BENCHWATCH_TEST_CHROMIUM)"
+        service_missing("Chromium", FileNotFoundError(hint))
+    return CHROMIUM
+
+
+@pytest.fixture(scope="session")
+def browser(chromium_path: str) -> Iterator[Browser]:
+    """One headless Chromium for the whole session (each test gets its own context)."""
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=chromium_path, headless=True, args=CHROMIUM_ARGS
+        )
+        yield chromium
+        chromium.close()
+
+
+def _wait_until_healthy(base_url: str, thread: threading.Thread) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base_url}/healthz", timeout=1) as response:
+                if response.status == 200:
+                    return
+        except OSError:  # refused, reset or timed out while uvicorn starts
+            pass
+        if not thread.is_alive():
+            pytest.fail("the test server exited during start-up")
+        if time.monotonic() > deadline:
+            pytest.fail(f"the test server did not answer {base_url}/healthz")
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def live_server(database: Database) -> Iterator[str]:
+    """The real app on the test database, served by uvicorn on a free port; yields its URL."""
+    application = create_app(
+        Settings(DATABASE_URL=database.url, TOKEN_PEPPER=PEPPER, BROKER_URL=None)
+    )
+    config = uvicorn.Config(
+        application,
+        lifespan="on",
+        ws="none",  # uvicorn's websockets support imports deprecated APIs; pages need none
+        log_level="warning",
+        log_config=None,  # leave the test process's logging alone
+        timeout_graceful_shutdown=5,
+    )
+    server = uvicorn.Server(config)
+    # Bound here, handed to uvicorn: no race between picking a free port and listening on it.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    base_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        _wait_until_healthy(base_url, thread)
+        yield base_url
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+        application.state.database.dispose()
+    assert not thread.is_alive(), "the test server did not shut down"
+
+
+@pytest.fixture
+def console_errors() -> list[str]:
+    """Console errors and uncaught exceptions of the test's page, in order."""
+    return []
+
+
+@pytest.fixture
+def page(browser: Browser, live_server: str, console_errors: list[str]) -> Iterator[Page]:
+    """A fresh 1280x800 page whose relative URLs resolve against ``live_server``.
+
+    Teardown fails the test when the page logged any console error (a failed resource load
+    counts) or raised an uncaught exception.
+    """
+    context = browser.new_context(viewport=VIEWPORT, base_url=live_server)
+    context.set_default_timeout(TIMEOUT_MS)
+    new_page = context.new_page()
+
+    def on_console(message: ConsoleMessage) -> None:
+        where = message.location
+        # Chromium asks for /favicon.ico on its own after a load; the page did not.
+        if message.type == "error" and not where["url"].endswith("/favicon.ico"):
+            console_errors.append(f"console: {message.text} ({where['url']}:{where['lineNumber']})")
+
+    def on_page_error(error: PlaywrightError) -> None:
+        console_errors.append(f"pageerror: {error.stack or f'{error.name}: {error.message}'}")
+
+    new_page.on("console", on_console)
+    new_page.on("pageerror", on_page_error)
+    yield new_page
+    try:
+        if not new_page.is_closed():
+            new_page.evaluate("0")  # a round trip delivers the events already sent
+        assert_no_console_errors(console_errors)
+    finally:
+        context.close()
