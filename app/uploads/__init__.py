@@ -1,0 +1,1 @@
+"""Uploads of the result files other tools write (PyTorch's, pytest-benchmark, Google Benchmark)."""
