@@ -23,6 +23,7 @@ from app.anomalies.models import AlertGroup, Regression, RunAnomaly
 from app.benchmarks.models import Benchmark, Machine, Metric, Series
 from app.benchmarks.service import BenchmarkKey
 from app.core.bulk import member_of
+from app.core.db import utcnow
 from app.runs import service as runs_service
 from app.runs.models import Result, Run
 
@@ -64,6 +65,7 @@ def detect_for_run(
     histories = load_histories(session, [s.id for s in series], run.started_at, INCREMENTAL_POINTS)
     detection = _detect(session, series, histories, thresholds or {})
     detection.anomaly = _score_run(session, run, histories)
+    run.detected_at = utcnow()
     session.flush()
     return detection
 

@@ -41,6 +41,7 @@ class RegressionFilter:
     direction: str | None = None
     since: datetime | None = None
     group_id: int | None = None
+    first_bad_run_id: int | None = None
 
 
 def _filtered(query: Select[Any], where: RegressionFilter) -> Select[Any]:
@@ -56,6 +57,7 @@ def _filtered(query: Select[Any], where: RegressionFilter) -> Select[Any]:
         (Benchmark.suite, where.suite),
         (Regression.direction, where.direction),
         (Regression.group_id, where.group_id),
+        (Regression.first_bad_run_id, where.first_bad_run_id),
     ]
     for column, wanted in conditions:
         if wanted is not None:

@@ -62,6 +62,8 @@ class Run(Base):
     started_at: Mapped[datetime] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # When detection last judged this run's points (None: not yet).
+    detected_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     cases_attempted: Mapped[int] = mapped_column(Integer, default=0)
     cases_passed: Mapped[int] = mapped_column(Integer, default=0)
     cases_failed: Mapped[int] = mapped_column(Integer, default=0)

@@ -323,6 +323,7 @@ class RunRead(BaseModel):
     started_at: datetime
     finished_at: datetime | None
     created_at: datetime
+    detected_at: datetime | None = None
     result_count: int
     coverage: Coverage
     extra: dict[str, Any]
