@@ -1,12 +1,17 @@
 """Shared fixtures: each database test runs on SQLite and on the real Postgres."""
 
 import os
+import socket
+import threading
+import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 
 import psycopg
 import pytest
 import redis
+import uvicorn
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
@@ -24,6 +29,7 @@ POSTGRES_URL = os.environ.get(
 )
 REDIS_URL = os.environ.get("BENCHWATCH_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 PEPPER = "test-pepper"
+STARTUP_TIMEOUT_S = 10.0
 
 
 def service_missing(what: str, exc: Exception) -> None:
@@ -136,3 +142,51 @@ def make_token(database: Database, *scopes: str, name: str = "ci") -> str:
 def ingest_headers(database: Database) -> dict[str, str]:
     """Authorization headers of a token with scope ``ingest``."""
     return {"Authorization": f"Bearer {make_token(database, 'ingest')}"}
+
+
+def _wait_until_healthy(base_url: str, thread: threading.Thread) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base_url}/healthz", timeout=1) as response:
+                if response.status == 200:
+                    return
+        except OSError:  # refused, reset or timed out while uvicorn starts
+            pass
+        if not thread.is_alive():
+            pytest.fail("the test server exited during start-up")
+        if time.monotonic() > deadline:
+            pytest.fail(f"the test server did not answer {base_url}/healthz")
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def live_server(database: Database) -> Iterator[str]:
+    """The real app on the test database, served by uvicorn on a free port; yields its URL."""
+    application = create_app(
+        Settings(DATABASE_URL=database.url, TOKEN_PEPPER=PEPPER, BROKER_URL=None)
+    )
+    config = uvicorn.Config(
+        application,
+        lifespan="on",
+        ws="none",  # uvicorn's websockets support imports deprecated APIs; pages need none
+        log_level="warning",
+        log_config=None,  # leave the test process's logging alone
+        timeout_graceful_shutdown=5,
+    )
+    server = uvicorn.Server(config)
+    # Bound here, handed to uvicorn: no race between picking a free port and listening on it.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    base_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        _wait_until_healthy(base_url, thread)
+        yield base_url
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+        application.state.database.dispose()
+    assert not thread.is_alive(), "the test server did not shut down"

@@ -395,11 +395,12 @@ def _accuracy_rows(
         ]
     error = float((result - reference).abs().max())
     scale = max(float(reference.abs().max()), 1e-12)
-    passed = error <= TOLERANCE.get(precision, 1e-2) * scale
-    return [
-        {"metric": "accuracy", "text_value": "pass" if passed else "fail_accuracy"},
-        {"metric": "max_error", "value": error},
-    ]
+    allowed = TOLERANCE.get(precision, 1e-2) * scale
+    accuracy: dict[str, Any] = {"metric": "accuracy", "text_value": "pass"}
+    if error > allowed:
+        why = f"max error {error:.3g} above the {precision} tolerance {allowed:.3g}"
+        accuracy = {**accuracy, "text_value": "fail_accuracy", "extra": {"why": why}}
+    return [accuracy, {"metric": "max_error", "value": error}]
 
 
 def _dynamo_rows() -> list[dict[str, Any]]:

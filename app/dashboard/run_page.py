@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 from sqlalchemy.orm import Session
 
+from app.benchmarks.vocabulary import PASSING_ACCURACY
 from app.dashboard.figures import LAYOUT, PALETTE, embed
 from app.runs.service import get_run, list_run_results
 
@@ -30,11 +31,26 @@ def run_page(session: Session, run_id: int) -> dict[str, Any]:
     rows = list_run_results(session, run_id)
     return {
         "run": run,
-        "problems": [r for r in rows if r["status"] != "ok"],
+        "problems": _problems(rows),
         "cases": _cases(rows, run.machine.name, run.channel),
         "hardware": _hardware_figure(rows),
         "kernels": _top_kernels(rows),
     }
+
+
+def _problems(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One line per case that failed, failed accuracy or was skipped: failures first."""
+    found: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row in rows:
+        accuracy = row["metric"] == "accuracy" and row["text_value"] not in (
+            None,
+            *PASSING_ACCURACY,
+        )
+        if row["status"] == "ok" and not accuracy:
+            continue
+        status = row["text_value"] if accuracy else row["status"]
+        found.setdefault(_case_key(row), {**row, "status": status})
+    return sorted(found.values(), key=lambda r: (r["status"] == "skipped", r["model"]))
 
 
 def _case_key(row: dict[str, Any]) -> tuple[Any, ...]:

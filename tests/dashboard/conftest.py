@@ -5,22 +5,14 @@ Playwright cannot download its own browsers here, so it drives Debian's chromium
 """
 
 import os
-import socket
-import threading
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
 from playwright.sync_api import Browser, ConsoleMessage, Page, ViewportSize, sync_playwright
 from playwright.sync_api import Error as PlaywrightError
 
-from app.core.config import Settings
-from app.core.db import Database
-from app.main import create_app
-from tests.conftest import PEPPER, service_missing
+from tests.conftest import service_missing
 
 CHROMIUM = os.environ.get("BENCHWATCH_TEST_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -34,7 +26,6 @@ CHROMIUM_ARGS = [
 ]
 VIEWPORT: ViewportSize = {"width": 1280, "height": 800}
 TIMEOUT_MS = 10_000  # Playwright's default of 30 s only makes a broken page slower to report
-STARTUP_TIMEOUT_S = 10.0
 
 
 def assert_no_console_errors(errors: list[str]) -> None:
@@ -60,54 +51,6 @@ def browser(chromium_path: str) -> Iterator[Browser]:
         )
         yield chromium
         chromium.close()
-
-
-def _wait_until_healthy(base_url: str, thread: threading.Thread) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while True:
-        try:
-            with urllib.request.urlopen(f"{base_url}/healthz", timeout=1) as response:
-                if response.status == 200:
-                    return
-        except OSError:  # refused, reset or timed out while uvicorn starts
-            pass
-        if not thread.is_alive():
-            pytest.fail("the test server exited during start-up")
-        if time.monotonic() > deadline:
-            pytest.fail(f"the test server did not answer {base_url}/healthz")
-        time.sleep(0.02)
-
-
-@pytest.fixture
-def live_server(database: Database) -> Iterator[str]:
-    """The real app on the test database, served by uvicorn on a free port; yields its URL."""
-    application = create_app(
-        Settings(DATABASE_URL=database.url, TOKEN_PEPPER=PEPPER, BROKER_URL=None)
-    )
-    config = uvicorn.Config(
-        application,
-        lifespan="on",
-        ws="none",  # uvicorn's websockets support imports deprecated APIs; pages need none
-        log_level="warning",
-        log_config=None,  # leave the test process's logging alone
-        timeout_graceful_shutdown=5,
-    )
-    server = uvicorn.Server(config)
-    # Bound here, handed to uvicorn: no race between picking a free port and listening on it.
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    base_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        _wait_until_healthy(base_url, thread)
-        yield base_url
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
-        application.state.database.dispose()
-    assert not thread.is_alive(), "the test server did not shut down"
 
 
 @pytest.fixture
