@@ -1,6 +1,6 @@
 """The ``benchwatch`` command line.
 
-serve, migrate, worker, beat, trigger, run-suite, token, detect.
+serve, migrate, worker, beat, trigger, run-suite, upload, demo, token, detect.
 """
 
 import argparse
@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+import httpx
 import uvicorn
 from platformdirs import user_data_dir
 
@@ -27,6 +28,30 @@ from app.core.migrate import upgrade_database
 from app.core.security import SCOPES
 from app.tokens import service as tokens_service
 from workers.progress import print_progress
+
+# Run metadata flags of `benchwatch upload` (the upload API's fields).
+UPLOAD_FIELDS = (
+    "key",
+    "machine",
+    "device",
+    "arch",
+    "channel",
+    "commit",
+    "branch",
+    "url",
+    "trigger",
+    "tier",
+    "started_at",
+    "torch",
+    "triton",
+    "cuda",
+    "hip",
+    "driver",
+    "suite",
+    "config",
+    "precision",
+    "mode",
+)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -264,6 +289,79 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_upload(args: argparse.Namespace) -> int:
+    """Upload result files as one run; exit 0 stored, 1 rejected, 2 unreachable, 3 regressed."""
+    from workers import upload_client as client
+
+    files = [Path(name) for name in args.files]
+    if missing := [str(f) for f in files if not f.is_file()]:
+        print(f"benchwatch upload: no such file: {', '.join(missing)}", file=sys.stderr)
+        return client.REJECTED
+    flags = {name: getattr(args, name) for name in UPLOAD_FIELDS}
+    fields = client.metadata(flags, files, client.environment())
+    if args.dry_run:
+        return _dry_run(files, args.format, fields)
+    if not args.server or not args.token:
+        print(
+            "benchwatch upload: give --server and --token (or BENCHWATCH_SERVER, BENCHWATCH_TOKEN)",
+            file=sys.stderr,
+        )
+        return client.REJECTED
+    uploader = client.Uploader(args.server, args.token, retries=args.retries)
+    progress = (
+        (lambda sent, total: print_progress(sent, total, "bytes")) if sys.stderr.isatty() else None
+    )
+    try:
+        response = uploader.send(files, fields, args.format, progress)
+    except httpx.TransportError as error:
+        print(f"benchwatch upload: {args.server} is unreachable: {error}", file=sys.stderr)
+        return client.UNREACHABLE
+    if response.status_code >= 500:
+        print(f"benchwatch upload: the server failed ({response.status_code})", file=sys.stderr)
+        return client.UNREACHABLE
+    if response.status_code >= 400:
+        client.print_errors(response.json())
+        return client.REJECTED
+    run = response.json()
+    state = "stored" if response.status_code == 201 else "already stored (a retry)"
+    print(f"run {run['id']} {state}: key {run['key']}, {run['coverage']['attempted']} cases")
+    if not args.fail_on_regression:
+        return client.OK
+    found = uploader.regressions_of(run["id"], args.wait)
+    if found is None:
+        print(
+            f"benchwatch upload: detection did not finish within {args.wait:.0f} s", file=sys.stderr
+        )
+        return client.UNREACHABLE
+    if not found:
+        print("no regressions")
+        return client.OK
+    print(f"{len(found)} regression(s) first seen in run {run['id']}:")
+    for regression in found:
+        print(client.describe_regression(regression))
+    return client.REGRESSED
+
+
+def _dry_run(files: list[Path], fmt: str, fields: dict[str, str]) -> int:
+    """Parse and validate here, print what would be sent, send nothing."""
+    from app.uploads.base import UploadFile
+    from app.uploads.service import BadUpload, build_run
+    from workers.upload_client import OK, REJECTED, print_errors
+
+    try:
+        run_in = build_run([UploadFile(f.name, f.read_bytes()) for f in files], fmt, fields)
+    except BadUpload as error:
+        print_errors({"detail": error.detail, "errors": error.errors})
+        return REJECTED
+    summary = run_in.model_dump(mode="json", exclude={"results"}, exclude_none=True)
+    summary["results"] = len(run_in.results)
+    summary["first_results"] = [
+        r.model_dump(mode="json", exclude_none=True) for r in run_in.results[:3]
+    ]
+    print(json.dumps(summary, indent=2))
+    return OK
+
+
 def _has_broker(command: str) -> bool:
     if not settings.BROKER_URL:
         print(
@@ -354,6 +452,34 @@ def build_parser() -> argparse.ArgumentParser:
     trigger.add_argument("--channel", default="nightly")
     trigger.add_argument("--models", help="only these cases, comma-separated (e.g. resnet,bert)")
     trigger.set_defaults(func=cmd_trigger)
+
+    upload = commands.add_parser("upload", help="upload result files to a server as one run")
+    upload.add_argument("files", nargs="+", metavar="FILE")
+    upload.add_argument("--server", default=os.environ.get("BENCHWATCH_SERVER"))
+    upload.add_argument("--token", default=os.environ.get("BENCHWATCH_TOKEN"))
+    upload.add_argument(
+        "--format",
+        default="auto",
+        choices=(
+            "auto",
+            "torchbench-csv",
+            "pytorch-v3",
+            "pytest-benchmark",
+            "google-benchmark",
+            "native",
+        ),
+    )
+    for name in UPLOAD_FIELDS:
+        upload.add_argument(f"--{name.replace('_', '-')}", dest=name)
+    upload.add_argument("--dry-run", action="store_true", help="parse and validate, send nothing")
+    upload.add_argument("--retries", type=int, default=5, help="on connection errors and 5xx")
+    upload.add_argument(
+        "--fail-on-regression",
+        action="store_true",
+        help="wait for detection; exit 3 on a regression",
+    )
+    upload.add_argument("--wait", type=float, default=600.0, help="seconds to wait for detection")
+    upload.set_defaults(func=cmd_upload)
 
     demo = commands.add_parser("demo", help="load a realistic demo history (labelled as such)")
     demo.add_argument("--days", type=int, default=90, help="days of 12-hourly runs")

@@ -58,6 +58,9 @@ class Regression(Base):
     status: Mapped[str] = mapped_column(String(16), default="new", index=True)
     reverted: Mapped[bool] = mapped_column(Boolean, default=False)
     reverted_by_run_id: Mapped[int | None] = mapped_column(ForeignKey("run.id"))
+    # The run whose detection confirmed the step (None: a rescan); later than the first bad
+    # run when the new level needed more points to be confirmed.
+    found_by_run_id: Mapped[int | None] = mapped_column(ForeignKey("run.id"), index=True)
     assignee: Mapped[str] = mapped_column(String(128), default="")
     note: Mapped[str] = mapped_column(Text, default="")
     bug_url: Mapped[str] = mapped_column(Text, default="")

@@ -33,6 +33,7 @@ class RegressionRead(BaseModel):
     status: str
     reverted: bool
     reverted_by_run_id: int | None
+    found_by_run_id: int | None = None
     assignee: str
     note: str
     bug_url: str

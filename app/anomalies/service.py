@@ -65,6 +65,8 @@ def detect_for_run(
     histories = load_histories(session, [s.id for s in series], run.started_at, INCREMENTAL_POINTS)
     detection = _detect(session, series, histories, thresholds or {})
     detection.anomaly = _score_run(session, run, histories)
+    for regression in detection.regressions:
+        regression.found_by_run_id = run.id
     run.detected_at = utcnow()
     session.flush()
     return detection

@@ -42,6 +42,7 @@ class RegressionFilter:
     since: datetime | None = None
     group_id: int | None = None
     first_bad_run_id: int | None = None
+    found_by_run_id: int | None = None
 
 
 def _filtered(query: Select[Any], where: RegressionFilter) -> Select[Any]:
@@ -58,6 +59,7 @@ def _filtered(query: Select[Any], where: RegressionFilter) -> Select[Any]:
         (Regression.direction, where.direction),
         (Regression.group_id, where.group_id),
         (Regression.first_bad_run_id, where.first_bad_run_id),
+        (Regression.found_by_run_id, where.found_by_run_id),
     ]
     for column, wanted in conditions:
         if wanted is not None:

@@ -8,10 +8,12 @@ from app.benchmarks.router import router as benchmarks_router
 from app.runs.router import reads as runs_reads
 from app.runs.router import router as runs_router
 from app.summaries.router import router as summaries_router
+from app.uploads.router import router as uploads_router
 
 api_router = APIRouter(prefix="/api/v1")
 for router in (
     runs_router,
+    uploads_router,
     runs_reads,
     benchmarks_router,
     summaries_router,

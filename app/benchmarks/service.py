@@ -131,7 +131,8 @@ def resolve_metrics(session: Session, claims: dict[str, MetricClaim]) -> dict[st
     """Stored metrics by name, creating new ones from the claims; conflicts are a 422.
 
     A stored metric keeps its unit (values in another unit of the same dimension are
-    converted by the caller) and its direction (an explicit contrary claim is refused).
+    converted by the caller) and its direction (an explicit contrary claim is refused). A
+    well-known metric is created in its usual unit, whatever unit its first upload used.
     """
     stored = _metrics(session, set(claims))
     new = [c for name, c in claims.items() if name not in stored]
@@ -139,7 +140,12 @@ def resolve_metrics(session: Session, claims: dict[str, MetricClaim]) -> dict[st
         session,
         Metric,
         [
-            {"name": c.name, "unit": c.unit, "higher_is_better": c.higher_is_better, "kind": c.kind}
+            {
+                "name": c.name,
+                "unit": _usual_unit(c),
+                "higher_is_better": c.higher_is_better,
+                "kind": c.kind,
+            }
             for c in new
         ],
         ["name"],
@@ -149,6 +155,13 @@ def resolve_metrics(session: Session, claims: dict[str, MetricClaim]) -> dict[st
     for name, claim in claims.items():
         _check_claim(stored[name], claim)
     return stored
+
+
+def _usual_unit(claim: MetricClaim) -> str:
+    spec = vocab.WELL_KNOWN_METRICS.get(claim.name)
+    if spec is not None and vocab.unit_factor(claim.unit, spec.unit) is not None:
+        return spec.unit
+    return claim.unit
 
 
 def _metrics(session: Session, names: set[str]) -> dict[str, Metric]:

@@ -70,5 +70,5 @@ class UploadError(ValueError):
             "line": self.line,
             "record": self.record,
             "field": self.field,
-            "msg": self.message,
+            "message": self.message,
         }

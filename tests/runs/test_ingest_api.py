@@ -125,3 +125,15 @@ def test_wrong_scope_is_403_and_revoked_token_401(client: TestClient, database: 
     with database.session_scope() as session:
         tokens_service.revoke_token(session, "root")
     assert post(client, example_run(key="other"), admin).status_code == 401
+
+
+def test_a_well_known_metric_keeps_its_usual_unit_whatever_the_first_upload_used(
+    client: TestClient, ingest_headers: dict[str, str]
+) -> None:
+    row = result(value=0.004, samples=[0.004, 0.005], unit="s")
+    posted = client.post("/api/v1/runs", json=run_payload("s-first", [row]), headers=ingest_headers)
+    assert posted.status_code == 201, posted.text
+    (stored,) = client.get(f"/api/v1/runs/{posted.json()['id']}").json()["results"]
+    assert stored["unit"] == "ms"
+    assert stored["value"] == pytest.approx(4.0)
+    assert stored["samples"] == pytest.approx([4.0, 5.0])

@@ -1,0 +1,477 @@
+"""Google Benchmark's JSON (``--benchmark_format=json`` / ``--benchmark_out``) as result rows.
+
+One benchmark instance (a ``run_name``) gives one row per metric: ``real_time`` and
+``cpu_time`` in the file's ``time_unit`` (the ingest converts units), ``bytes_per_second``
+(``B/s``), ``items_per_second`` (``items/s``) and each user counter under its own name
+(unit ``""``; higher is better when the name says "per second", ``/s``, throughput, bandwidth
+or flops, lower otherwise; ``counter_<name>`` when the name is a well-known benchwatch
+metric; NaN or infinite values are left out). With ``--benchmark_repetitions`` the
+repetitions' values are the row's ``samples`` and its value is the ``median`` aggregate (else
+the median of the samples); the aggregates (mean, median, stddev, cv, ...) go to the row's
+``extra["aggregates"]``, never to rows of their own, so no (benchmark, metric) pair repeats.
+``cv`` is a fraction (0.05 = 5%).
+
+Identity: ``suite`` is the ``suite`` hint, else the executable's file name; ``model`` is the
+family name (``run_name`` up to its first ``/``); ``params`` holds the instance's arguments
+(``BM_x/8/64`` -> ``{"args": "8/64"}``) and the options Google Benchmark writes into names
+(``iterations``, ``threads``, ``min_time``, ``min_warmup_time`` and ``time_type`` for
+``real_time`` / ``process_time`` / ``manual_time``); ``repeats:N`` is dropped. A benchmark
+that reported ``error_occurred`` gives ``failed`` rows (``skipped`` ones ``skipped``) with its
+message as reason. Complexity fits (``BigO``, ``RMS``) go to the run's
+``extra["complexity"]``. The context describes the machine (device ``cpu`` unless hinted),
+the library (environment) and the run (a ``date`` with a zone becomes ``started_at``).
+"""
+
+import json
+import math
+import re
+import statistics
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from app.benchmarks import vocabulary as vocab
+from app.uploads.base import Hints, Parsed, UploadError, UploadFile
+
+TIME_UNITS = ("ns", "us", "ms", "s")
+# Fields of a benchmark entry that are not user counters.
+RESERVED_FIELDS = frozenset(
+    [
+        "name",
+        "family_index",
+        "per_family_instance_index",
+        "run_name",
+        "run_type",
+        "repetitions",
+        "repetition_index",
+        "threads",
+        "iterations",
+        "real_time",
+        "cpu_time",
+        "time_unit",
+        "aggregate_name",
+        "aggregate_unit",
+        "error_occurred",
+        "error_message",
+        "skipped",
+        "skip_message",
+        "label",
+        "big_o",
+        "rms",
+        "cpu_coefficient",
+        "real_coefficient",
+    ]
+)
+# Built-in rates and memory-manager fields: metric -> unit (counters not listed get "").
+KNOWN_UNITS = {
+    "bytes_per_second": "B/s",
+    "items_per_second": "items/s",
+    "max_bytes_used": "B",
+    "total_allocated_bytes": "B",
+    "allocs_per_iter": "count",
+}
+COMPLEXITY_AGGREGATES = frozenset({"BigO", "RMS"})
+NAME_OPTIONS = frozenset({"iterations", "threads", "min_time", "min_warmup_time"})
+TIME_TYPES = frozenset({"real_time", "process_time", "manual_time"})
+# Counter names that say "per second" (higher is better); other counters are costs.
+RATE_NAME = re.compile(r"/s(ec)?\b|per[_ \-]?s(ec(ond)?)?\b|throughput|bandwidth|flops", re.I)
+CONTEXT_MACHINE_KEYS = ("mhz_per_cpu", "cpu_scaling_enabled", "aslr_enabled", "caches")
+STANDARD_CONTEXT_KEYS = frozenset(
+    [
+        "date",
+        "host_name",
+        "executable",
+        "num_cpus",
+        "load_avg",
+        "library_version",
+        "library_build_type",
+        "json_schema_version",
+    ]
+).union(CONTEXT_MACHINE_KEYS)
+MAX_REASON = 4000
+
+
+@dataclass
+class _Entry:
+    """One checked benchmark entry: an iteration (repetition) or an aggregate."""
+
+    index: int
+    run_name: str
+    aggregate: str | None  # aggregate_name of an aggregate row
+    time_unit: str
+    values: dict[str, float]  # metric -> value, in file order
+    failure: tuple[str, str] | None  # (status, reason)
+    info: dict[str, Any]  # iterations, threads, label
+    family: Any  # family_index (absent before Google Benchmark 1.6)
+
+
+@dataclass
+class _Instance:
+    """The entries of one benchmark instance (one run_name of one family)."""
+
+    run_name: str
+    first: int
+    repetitions: list[_Entry] = field(default_factory=list)
+    aggregates: list[_Entry] = field(default_factory=list)
+
+
+def parse_google_benchmark(file: UploadFile, hints: Hints) -> Parsed:
+    """Result rows, machine, environment and run facts of one Google Benchmark JSON file."""
+    document = _load_document(file)
+    context = document["context"] if isinstance(document.get("context"), dict) else {}
+    instances: dict[tuple[str, Any], _Instance] = {}
+    complexity: dict[str, dict[str, Any]] = {}
+    for index, entry in enumerate(_benchmark_entries(file, document)):
+        if entry.get("aggregate_name") in COMPLEXITY_AGGREGATES:
+            complexity.setdefault(_run_name(file, index, entry), {}).update(_complexity(entry))
+        else:
+            _add_entry(file, instances, _read_entry(file, index, entry))
+    suite = hints.suite or _executable_name(context.get("executable")) or "google-benchmark"
+    _reject_duplicates(file, list(instances.values()))
+    results = [row for i in instances.values() for row in _instance_rows(i, suite, hints)]
+    run = _run(context)
+    if complexity:
+        run.setdefault("extra", {})["complexity"] = complexity
+    return Parsed(
+        results=results,
+        machine=_machine(context, hints),
+        environment=_environment(context),
+        run=run,
+    )
+
+
+def split_run_name(run_name: str) -> tuple[str, dict[str, str]]:
+    """The model and params of a run name: ``BM_x/8/64/threads:2`` -> ``BM_x``, args, threads.
+
+    Arguments (named ones too, ``x:8/y:64``) stay one string, as Google Benchmark prints
+    them; ``repeats:N`` is dropped, since repetitions are samples of one series.
+    """
+    family, *parts = run_name.split("/")
+    args: list[str] = []
+    params: dict[str, str] = {}
+    for part in parts:
+        key, colon, value = part.partition(":")
+        if part in TIME_TYPES:
+            params["time_type"] = part
+        elif colon and key in NAME_OPTIONS:
+            params[key] = value
+        elif not (colon and key == "repeats"):
+            args.append(part)
+    if args:
+        params["args"] = "/".join(args)
+    return family, params
+
+
+def _add_entry(
+    file: UploadFile,
+    instances: dict[tuple[str, Any], _Instance],
+    checked: _Entry,
+) -> None:
+    """File an entry under its instance; one instance has one time unit."""
+    key = (checked.run_name, checked.family)
+    instance = instances.setdefault(key, _Instance(checked.run_name, checked.index))
+    entries = instance.repetitions + instance.aggregates
+    if entries and checked.failure is None and checked.time_unit != entries[0].time_unit:
+        raise UploadError(
+            file.name,
+            f"time_unit {checked.time_unit!r} differs from benchmarks[{entries[0].index}]",
+            record=checked.index,
+            field=_at(checked.index, "time_unit"),
+        )
+    (instance.aggregates if checked.aggregate else instance.repetitions).append(checked)
+
+
+def _read_entry(file: UploadFile, index: int, entry: dict[str, Any]) -> _Entry:
+    """Check one entry; timings are required unless it reports an error or a skip."""
+    run_name = _run_name(file, index, entry)
+    run_type = entry.get("run_type", "iteration")
+    if run_type not in ("iteration", "aggregate"):
+        raise UploadError(
+            file.name,
+            f"run_type must be 'iteration' or 'aggregate', got {run_type!r:.40}",
+            record=index,
+            field=_at(index, "run_type"),
+        )
+    aggregate = None
+    if run_type == "aggregate":
+        aggregate = _string(file, index, entry, "aggregate_name")
+    failure = _failure(entry)
+    unit = entry.get("time_unit")
+    if failure is not None:
+        values: dict[str, float] = {}
+        unit = unit if unit in TIME_UNITS else "ns"
+    else:
+        if unit not in TIME_UNITS:
+            message = f"time_unit must be one of {', '.join(TIME_UNITS)}, got {unit!r:.40}"
+            raise UploadError(file.name, message, record=index, field=_at(index, "time_unit"))
+        values = _values(file, index, entry)
+    info = {k: entry[k] for k in ("iterations", "threads", "label") if k in entry}
+    family = entry.get("family_index")
+    return _Entry(index, run_name, aggregate, unit, values, failure, _json_safe(info), family)
+
+
+def _run_name(file: UploadFile, index: int, entry: dict[str, Any]) -> str:
+    """``run_name`` (``name`` in files older than Google Benchmark 1.5)."""
+    key = "run_name" if "run_name" in entry else "name"
+    return _string(file, index, entry, key)
+
+
+def _failure(entry: dict[str, Any]) -> tuple[str, str] | None:
+    """("failed", message) for ``error_occurred``, ("skipped", message) for ``skipped``."""
+    for flag, message_key, status in (
+        ("error_occurred", "error_message", "failed"),
+        ("skipped", "skip_message", "skipped"),
+    ):
+        if entry.get(flag) is True:
+            message = entry.get(message_key)
+            reason = message if isinstance(message, str) and message.strip() else flag
+            return status, reason[:MAX_REASON]
+    return None
+
+
+def _values(file: UploadFile, index: int, entry: dict[str, Any]) -> dict[str, float]:
+    """real_time and cpu_time (required, finite, >= 0), then rates and counters."""
+    values: dict[str, float] = {}
+    for key in ("real_time", "cpu_time"):
+        if key not in entry or entry[key] is None:
+            raise UploadError(
+                file.name, f"missing required field {key!r}", record=index, field=_at(index, key)
+            )
+        value = entry[key]
+        if _is_number(value) and math.isfinite(value) and value >= 0:
+            values[key] = float(value)
+        else:
+            message = f"{key} must be a finite number >= 0, got {value!r:.40}"
+            raise UploadError(file.name, message, record=index, field=_at(index, key))
+    for key, value in entry.items():
+        # A NaN or infinite counter (a rate over zero time, say) says nothing: left out.
+        if key not in RESERVED_FIELDS and _is_number(value) and math.isfinite(value):
+            values[_metric_name(file, index, key)] = float(value)
+    return values
+
+
+def _metric_name(file: UploadFile, index: int, key: str) -> str:
+    """A counter's metric: its own name, unless that is a well-known benchwatch metric."""
+    if not key.strip() or len(key) > 120:
+        raise UploadError(
+            file.name,
+            "a counter name must have 1 to 120 characters",
+            record=index,
+            field=_at(index, key[:120]),
+        )
+    if key in KNOWN_UNITS or vocab.canonical_metric(key) not in vocab.WELL_KNOWN_METRICS:
+        return key
+    return f"counter_{key}"
+
+
+def _instance_rows(instance: _Instance, suite: str, hints: Hints) -> list[dict[str, Any]]:
+    """One row per metric of one benchmark instance."""
+    model, params = split_run_name(instance.run_name)
+    base: dict[str, Any] = {
+        "suite": suite,
+        "model": model,
+        "mode": hints.mode or "inference",
+        "precision": hints.precision or "fp32",
+        "config": hints.config or "eager",
+        "params": params,
+    }
+    entries = instance.repetitions + instance.aggregates
+    if failed := [e for e in entries if e.failure is not None]:
+        return _failure_rows(base, failed)
+    metrics = list(dict.fromkeys(metric for e in entries for metric in e.values))
+    rows = []
+    for metric in metrics:
+        if (row := _metric_row(instance, metric)) is not None:
+            rows.append({**base, **row})
+    if rows and rows[0]["metric"] == "real_time":
+        rows[0]["extra"] = {**rows[0].get("extra", {}), **_instance_info(instance)}
+    return rows
+
+
+def _metric_row(instance: _Instance, metric: str) -> dict[str, Any] | None:
+    """The value (median aggregate, else median of repetitions), samples and aggregates."""
+    samples = [e.values[metric] for e in instance.repetitions if metric in e.values]
+    aggregates = {
+        str(e.aggregate): e.values[metric] for e in instance.aggregates if metric in e.values
+    }
+    if "median" in aggregates:
+        value = aggregates["median"]
+    elif samples:
+        value = statistics.median(samples)
+    elif "mean" in aggregates:
+        value = aggregates["mean"]
+    else:
+        return None
+    row: dict[str, Any] = {"metric": metric, "value": value, **_direction(metric, instance)}
+    if len(samples) > 1:
+        row["samples"] = samples
+    if aggregates:
+        row["extra"] = {"aggregates": aggregates}
+    return row
+
+
+def _direction(metric: str, instance: _Instance) -> dict[str, Any]:
+    """Unit, and for user counters (unit ``""``) whether higher is better."""
+    if metric in ("real_time", "cpu_time"):
+        entries = instance.repetitions or instance.aggregates
+        return {"unit": entries[0].time_unit}
+    if metric in KNOWN_UNITS:
+        return {"unit": KNOWN_UNITS[metric]}
+    return {"unit": "", "higher_is_better": RATE_NAME.search(metric) is not None}
+
+
+def _instance_info(instance: _Instance) -> dict[str, Any]:
+    """Iterations, threads, label and the number of repetitions, for the real_time row."""
+    first = (instance.repetitions or instance.aggregates)[0]
+    info = dict(first.info)
+    if instance.repetitions:
+        info["repetitions"] = len(instance.repetitions)
+    return info
+
+
+def _failure_rows(base: dict[str, Any], failed: list[_Entry]) -> list[dict[str, Any]]:
+    """``failed`` (or ``skipped``) real_time and cpu_time rows with the first message."""
+    failures = [e.failure for e in failed if e.failure is not None]
+    status, reason = next((f for f in failures if f[0] == "failed"), failures[0])
+    return [
+        {**base, "metric": metric, "unit": failed[0].time_unit, "status": status, "reason": reason}
+        for metric in ("real_time", "cpu_time")
+    ]
+
+
+def _reject_duplicates(file: UploadFile, instances: list[_Instance]) -> None:
+    """Two instances with one identity (a family registered twice, say) are refused."""
+    first: dict[tuple[str, str], int] = {}
+    for instance in instances:
+        model, params = split_run_name(instance.run_name)
+        key = (model, json.dumps(params, sort_keys=True))
+        if (seen := first.setdefault(key, instance.first)) != instance.first:
+            raise UploadError(
+                file.name,
+                f"benchmark {instance.run_name!r} is the same benchmark as benchmarks[{seen}]",
+                record=instance.first,
+                field=_at(instance.first, "run_name"),
+            )
+
+
+def _complexity(entry: dict[str, Any]) -> dict[str, Any]:
+    """The fit of a BigO or RMS aggregate, as written."""
+    keys = ("big_o", "real_coefficient", "cpu_coefficient", "time_unit", "rms")
+    return {k: _json_safe(entry[k]) for k in keys if k in entry}
+
+
+def _executable_name(executable: Any) -> str | None:
+    """``/build/bin/bench_io`` -> ``bench_io`` (the suite when no hint gives one)."""
+    if not isinstance(executable, str):
+        return None
+    name = re.split(r"[\\/]", executable.strip())[-1]
+    return name[:128] or None
+
+
+def _machine(context: dict[str, Any], hints: Hints) -> dict[str, Any]:
+    """MachineIn fields from the context (name is the uploader's to give)."""
+    machine: dict[str, Any] = {"device": hints.device or "cpu"}
+    if isinstance(host := context.get("host_name"), str) and host:
+        machine["hostname"] = host[:256]
+    if isinstance(cpus := context.get("num_cpus"), int) and not isinstance(cpus, bool):
+        machine["cpu_count"] = max(cpus, 0)
+    extra = {k: _json_safe(context[k]) for k in CONTEXT_MACHINE_KEYS if k in context}
+    if extra:
+        machine["extra"] = extra
+    return machine
+
+
+def _environment(context: dict[str, Any]) -> dict[str, Any]:
+    """EnvironmentIn fields: the library's version and build type."""
+    environment: dict[str, Any] = {}
+    if isinstance(version := context.get("library_version"), str) and version:
+        environment["packages"] = {"google-benchmark": version[:256]}
+    if isinstance(build := context.get("library_build_type"), str) and build:
+        environment["extra"] = {"library_build_type": build}
+    return environment
+
+
+def _run(context: dict[str, Any]) -> dict[str, Any]:
+    """Run fields: the start time, and in extra the executable, load and custom context."""
+    run: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    date = context.get("date")
+    if (started_at := _timestamp(date)) is not None:
+        run["started_at"] = started_at
+    elif isinstance(date, str):
+        extra["date"] = date  # local time of an unknown zone (older versions)
+    for key in ("executable", "load_avg"):
+        if key in context:
+            extra[key] = _json_safe(context[key])
+    # Keys added with AddCustomContext (git revision, build flags, ...).
+    if custom := {k: v for k, v in context.items() if k not in STANDARD_CONTEXT_KEYS}:
+        extra["context"] = _json_safe(custom)
+    if extra:
+        run["extra"] = extra
+    return run
+
+
+def _timestamp(value: Any) -> str | None:
+    """An ISO 8601 date with a zone, else None."""
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return moment.isoformat() if moment.tzinfo else None
+
+
+def _load_document(file: UploadFile) -> dict[str, Any]:
+    """The file's top-level JSON object; UploadError with the line when it is not JSON."""
+    try:
+        document = json.loads(file.content)
+    except json.JSONDecodeError as error:
+        raise UploadError(file.name, f"invalid JSON: {error.msg}", line=error.lineno) from error
+    except UnicodeDecodeError as error:
+        raise UploadError(file.name, f"not UTF-8 text: {error.reason}") from error
+    if not isinstance(document, dict):
+        raise UploadError(file.name, "expected a JSON object with a 'benchmarks' list")
+    return document
+
+
+def _benchmark_entries(file: UploadFile, document: dict[str, Any]) -> list[dict[str, Any]]:
+    entries = document.get("benchmarks")
+    if not isinstance(entries, list):
+        raise UploadError(file.name, "expected a 'benchmarks' list", field="benchmarks")
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise UploadError(
+                file.name,
+                "a benchmark must be a JSON object",
+                record=index,
+                field=f"benchmarks[{index}]",
+            )
+    return entries
+
+
+def _string(file: UploadFile, index: int, entry: dict[str, Any], key: str) -> str:
+    value = entry.get(key)
+    if not isinstance(value, str) or not value:
+        message = f"{key} must be a non-empty string, got {value!r:.40}"
+        raise UploadError(file.name, message, record=index, field=_at(index, key))
+    return value
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _json_safe(value: Any) -> Any:
+    """Free-form JSON as the ingest takes it: NaN and infinities become strings."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def _at(index: int, path: str) -> str:
+    return f"benchmarks[{index}].{path}"

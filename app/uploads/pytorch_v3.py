@@ -1,0 +1,636 @@
+"""PyTorch's OSS benchmark-database records (schema "v3") as native result rows.
+
+A file holds what pytorch/test-infra's ``upload_benchmark_results.py`` accepts: a JSON list of
+records, one record object, or JSON lines where each line is a record or a list of records.
+Each record (``benchmark``, ``model``, ``metric``; optional ``runners`` and ``dependencies``;
+in stored rows also the CI metadata) becomes exactly one result row, so ``results[i]`` of the
+ingest is record ``i`` of the file. The rules are in docs/formats.md ("pytorch-v3"). Unlike
+the upstream uploader, which skips what it cannot read, a bad record rejects the file with its
+record index, line and field.
+"""
+
+import json
+import math
+import re
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from operator import methodcaller
+from typing import Any
+
+from app.benchmarks import vocabulary as vocab
+from app.runs.schemas import MAX_SAMPLES
+from app.uploads.base import Hints, Parsed, UploadError, UploadFile
+from app.uploads.torchbench import CI_CONFIGS, FAILURE_METRICS, read_file_name
+
+# benchmarks/dynamo (common.py output_json) writes the rows of its CSVs as records named
+# "TorchInductor", the suite in model.origins and the CSV in extra_info.output. They are read
+# as the torchbench-csv format reads those CSVs, so both land in the same series.
+DYNAMO_BENCHMARK = "TorchInductor"
+_MODES = dict.fromkeys(("training", "train"), "training") | dict.fromkeys(
+    ("inference", "infer", "eval", "evaluation"), "inference"
+)
+# benchmark.extra_info keys that tell benchmark cases apart (-> params). Every other key is
+# description (-> extra), so a changing output path or device ARN cannot split a series.
+IDENTIFYING_KEYS = ("shape", "shapes", "input_shape", "input_shapes", "args", "input_config")
+_UNIT_ALIASES = (("s", "sec secs seconds"), ("ms", "msec"), ("us", "usec"), ("%", "percent"))
+_UNIT_BY_LOWER = {unit.lower(): unit for unit in vocab.UNITS} | {
+    alias: unit for unit, aliases in _UNIT_ALIASES for alias in aliases.split()
+}
+_UNIT_SUFFIX = re.compile(r"\(([^()]+)\)\s*$")  # ExecuTorch: "avg_inference_latency(ms)"
+_RATE = re.compile(r"(?:^|_)per_(?:s|sec|second)(?:$|_)")
+_LOWER_BETTER = frozenset(
+    {"latency", "time", "duration", "mem", "memory", "usage", "error", "loss", "overhead", "size"}
+)
+# More sparsity (block-sparse attention) means more work skipped.
+_HIGHER_BETTER = frozenset(
+    {"throughput", "speedup", "flops", "tflops", "gflops", "bandwidth", "qps", "sparsity"}
+)
+_DEVICES = {"cuda": "cuda", "rocm": "rocm", "hip": "rocm", "xpu": "xpu", "cpu": "cpu", "mps": "mps"}
+_VENDORS = (("nvidia", "cuda"), ("amd instinct", "rocm"), ("radeon", "rocm"))
+GIB_IN_GB = 2**30 / 1e9  # runners report GiB (bytes / 1024**3); benchwatch stores GB
+# dependency name -> environment field; other dependencies go to environment.packages
+_DEPENDENCY_NAMES = (
+    ("torch", "torch pytorch"),
+    ("triton", "triton pytorch-triton pytorch-triton-rocm"),
+    ("hip", "hip rocm"),
+    ("python", "python"),
+    ("cuda", "cuda"),
+    ("driver", "driver"),
+)
+_ENVIRONMENT_FIELDS = {name: field for field, names in _DEPENDENCY_NAMES for name in names.split()}
+_SHA_KEYS = ("sha", "commit", "git_sha")
+_RUN_EXTRA_KEYS = ("repo", "name", "workflow_id", "job_id", "run_attempt", "schema_version")
+_RUN_KEYS = ("head_sha", "head_branch", *_RUN_EXTRA_KEYS)
+_NOT_ROW_EXTRA = frozenset(
+    {"benchmark", "model", "metric", "runners", "dependencies", "timestamp", *_RUN_KEYS}
+)
+_IDENTITY = ("suite", "model", "mode", "precision", "config", "batch_size", "params", "metric")
+
+
+@dataclass(frozen=True)
+class Located:
+    """One record and where it is in the file."""
+
+    file: str
+    index: int
+    line: int | None
+    record: Any
+
+    def error(self, message: str, field: str | None = None) -> UploadError:
+        """An ``UploadError`` at this record, naming a dotted field path."""
+        return UploadError(self.file, message, record=self.index, line=self.line, field=field)
+
+
+def parse_pytorch_v3(file: UploadFile, hints: Hints) -> Parsed:
+    """Result rows, machine, environment and run fields of a v3 benchmark-record file."""
+    records = read_records(file)
+    if not records:
+        raise UploadError(file.name, "the file holds no benchmark records")
+    results = [result_row(located, hints) for located in records]
+    _reject_duplicates(records, results)
+    return Parsed(
+        results=results,
+        machine=machine_fields(records, hints),
+        environment=environment_fields(records),
+        run=run_fields(records),
+    )
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+
+def read_records(file: UploadFile) -> list[Located]:
+    """The records of a JSON document (list or object) or of JSON lines, with their lines."""
+    try:
+        text = file.content.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = file.content.count(b"\n", 0, exc.start) + 1
+        raise UploadError(file.name, f"not UTF-8 text (byte {exc.start})", line=line) from exc
+    if not text.strip():
+        return []
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        if _first_line_is_json(text):
+            return _records_of_lines(file.name, text)
+        message = f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        raise UploadError(file.name, message, line=exc.lineno) from exc
+    items = document if isinstance(document, list) else [document]
+    return [Located(file.name, index, None, item) for index, item in enumerate(items)]
+
+
+def _first_line_is_json(text: str) -> bool:
+    """Whether the first non-blank line is JSON by itself: JSON lines, not a broken document."""
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    try:
+        json.loads(first)
+    except json.JSONDecodeError:
+        return False
+    return True
+
+
+def _records_of_lines(file: str, text: str) -> list[Located]:
+    """JSON lines: each line an object or a list of objects (ClickHouse JSONEachRow)."""
+    records: list[Located] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            message = f"invalid JSON: {exc.msg} (line {number}, column {exc.colno})"
+            raise UploadError(file, message, line=number) from exc
+        if not isinstance(value, dict | list):
+            raise UploadError(file, "a line must be an object or a list of objects", line=number)
+        for item in value if isinstance(value, list) else [value]:
+            records.append(Located(file, len(records), number, item))
+    return records
+
+
+# --- one record -> one result row ------------------------------------------------------------
+
+
+def result_row(located: Located, hints: Hints) -> dict[str, Any]:
+    """The native result row of one record."""
+    record = located.record
+    if not isinstance(record, dict):
+        raise located.error("a record must be a JSON object")
+    _reject_non_finite(located, record, "")
+    bench, model, metric = (_section(located, name) for name in ("benchmark", "model", "metric"))
+    info = _object(located, bench.get("extra_info"), "benchmark.extra_info")
+    metric_info = _object(located, metric.get("extra_info"), "metric.extra_info")
+    name = vocab.canonical_metric(_name(located, metric.get("name"), "metric.name", 128))
+    row: dict[str, Any] = {
+        "suite": _suite(located, bench, model, hints),
+        "model": _name(located, model.get("name"), "model.name", 256),
+        "mode": _mode(located, bench, hints),
+        "precision": _precision(located, bench, hints),
+        "config": _config(located, info, model, hints),
+        "metric": name,
+    }
+    if (batch_size := _batch_size(located, info)) is not None:
+        row["batch_size"] = batch_size
+    if params := _params(info, metric_info):
+        row["params"] = params
+    dynamo = bench.get("name") == DYNAMO_BENCHMARK
+    row |= _measurement(located, metric, metric_info, name, dynamo=dynamo)
+    row["extra"] = _extra(record, row)
+    return row
+
+
+def _section(located: Located, name: str) -> dict[str, Any]:
+    if located.record.get(name) is None:
+        raise located.error(f"the record has no {name!r} object", name)
+    return _object(located, located.record[name], name)
+
+
+def _object(located: Located, value: Any, field: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise located.error("must be a JSON object", field)
+    return value
+
+
+def _name(located: Located, value: Any, field: str, max_length: int) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise located.error("must be a non-empty string", field)
+    if len(value.strip()) > max_length:
+        raise located.error(f"longer than {max_length} characters", field)
+    return value.strip()
+
+
+def _suite(located: Located, bench: dict[str, Any], model: dict[str, Any], hints: Hints) -> str:
+    """hints.suite, else a TorchInductor record's origin (torchbench...), else benchmark.name."""
+    if hints.suite:
+        return hints.suite
+    origins = model.get("origins")
+    origin = origins[0] if isinstance(origins, list) and origins else None
+    if bench.get("name") == DYNAMO_BENCHMARK and isinstance(origin, str) and origin.strip():
+        return _name(located, origin, "model.origins[0]", 128)
+    return _name(located, bench.get("name"), "benchmark.name", 128)
+
+
+def _mode(located: Located, bench: dict[str, Any], hints: Hints) -> str:
+    """hints.mode, else benchmark.mode (train/eval spellings folded), else inference."""
+    if hints.mode:
+        return _MODES.get(hints.mode.lower(), hints.mode)
+    raw = bench.get("mode")
+    if raw is None or raw == "":
+        return "inference"
+    if not isinstance(raw, str) or raw.strip().lower() not in _MODES:
+        raise located.error(f"unknown mode {raw!r}; give mode= to say which", "benchmark.mode")
+    return _MODES[raw.strip().lower()]
+
+
+def _precision(located: Located, bench: dict[str, Any], hints: Hints) -> str:
+    """hints.precision, else benchmark.dtype (``torch.`` prefix and aliases folded), else fp32."""
+    if hints.precision:
+        return vocab.canonical_precision(hints.precision) or hints.precision
+    raw = bench.get("dtype")
+    if raw is None or raw == "":
+        return "fp32"
+    name = raw.strip().removeprefix("torch.") if isinstance(raw, str) else ""
+    if (precision := vocab.canonical_precision(name)) is None:
+        known = ", ".join(vocab.PRECISIONS)
+        message = f"unknown dtype {raw!r} (known: {known}); give precision= to say which"
+        raise located.error(message, "benchmark.dtype")
+    return precision
+
+
+def _config(located: Located, info: dict[str, Any], model: dict[str, Any], hints: Hints) -> str:
+    """hints.config, else the backend of the dynamo CSV named in ``output``, else of the model."""
+    if hints.config:
+        return vocab.canonical_config(hints.config)
+    device = info.get("device") if isinstance(info.get("device"), str) else hints.device
+    output = info.get("output")
+    if isinstance(output, str) and (backend := read_file_name(output).backend):
+        return _backend_config(located, backend, device, "benchmark.extra_info.output")
+    for field, raw in (
+        ("model.backend", model.get("backend")),
+        ("benchmark.extra_info.backend", info.get("backend")),
+    ):
+        if raw is None or raw == "":
+            continue
+        config = _backend_config(located, raw, device, field)
+        # the attention benchmark says backend "compiled" plus max_autotune: true
+        return "max_autotune" if info.get("max_autotune") is True and config != "eager" else config
+    return "eager"
+
+
+def _backend_config(located: Located, raw: Any, device: str | None, field: str) -> str:
+    """A backend's config name, as torchbench-csv maps it (plain inductor on CPU: default)."""
+    if not isinstance(raw, str) or not vocab.NAME_PATTERN.match(raw) or len(raw) > 128:
+        raise located.error(f"{raw!r} is not a config name (letters, digits, _ . : + -)", field)
+    if raw == "inductor" and device == "cpu":
+        return "default"
+    return vocab.canonical_config(CI_CONFIGS.get(raw, raw))
+
+
+def _batch_size(located: Located, info: dict[str, Any]) -> int | None:
+    value = info.get("batch_size")
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise located.error("must be a whole number >= 0", "benchmark.extra_info.batch_size")
+    return value
+
+
+def _params(info: dict[str, Any], metric_info: dict[str, Any]) -> dict[str, Any]:
+    """What tells benchmark cases apart beyond the row's named columns."""
+    params = {key: info[key] for key in IDENTIFYING_KEYS if info.get(key) not in (None, "", [])}
+    if info.get("quantization"):
+        params["quantization"] = info["quantization"]
+    method = metric_info.get("method")
+    if isinstance(method, str) and method:  # ExecuTorch: which exported method was measured
+        params["method"] = method
+    return params
+
+
+def _measurement(
+    located: Located,
+    metric: dict[str, Any],
+    metric_info: dict[str, Any],
+    name: str,
+    *,
+    dynamo: bool,
+) -> dict[str, Any]:
+    """Value (median), samples, text value or failure, then unit and direction."""
+    samples = _samples(located, metric.get("benchmark_values"))
+    texts = _texts(metric_info.get("benchmark_values"))
+    if dynamo and name in FAILURE_METRICS and samples and not any(samples):
+        reason = f"{name} 0: the model failed to run (benchmarks/dynamo writes 0 for a failure)"
+        return {"status": "failed", "reason": reason}
+    out: dict[str, Any] = {}
+    if samples:
+        out |= {"value": statistics.median(samples), "samples": samples}
+    if texts:
+        out["text_value"] = texts[0]
+    if not samples and not texts:
+        out |= {"status": "failed", "reason": "the record has no benchmark values"}
+    return out | _unit_and_direction(located, metric, metric_info, name, bool(samples), dynamo)
+
+
+def _samples(located: Located, values: Any) -> list[float]:
+    if values is None:
+        return []
+    if not isinstance(values, list):
+        raise located.error("must be a list of numbers", "metric.benchmark_values")
+    if len(values) > MAX_SAMPLES:
+        raise located.error(f"more than {MAX_SAMPLES} values", "metric.benchmark_values")
+    for i, value in enumerate(values):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise located.error(f"{value!r} is not a number", f"metric.benchmark_values[{i}]")
+    return [float(value) for value in values]
+
+
+def _texts(values: Any) -> list[str]:
+    """Strings in metric.extra_info.benchmark_values: dynamo's accuracy outcomes ("pass")."""
+    items = [values] if isinstance(values, str) else values if isinstance(values, list) else []
+    return [v.strip()[:256] for v in items if isinstance(v, str) and v.strip()]
+
+
+def _unit_and_direction(
+    located: Located,
+    metric: dict[str, Any],
+    metric_info: dict[str, Any],
+    name: str,
+    has_numbers: bool,
+    dynamo: bool,
+) -> dict[str, Any]:
+    """The unit given (metric.unit, metric.extra_info.unit, a "(ms)" name suffix) and direction.
+
+    A well-known metric without a unit keeps its own unit and direction. Another metric gets
+    its unit (or "") and, when that unit says no direction, one from its name; the other
+    benchmarks/dynamo columns are costs (as torchbench-csv reads them): lower is better.
+    """
+    unit = None
+    for field, raw in (
+        ("metric.unit", metric.get("unit")),
+        ("metric.extra_info.unit", metric_info.get("unit")),
+    ):
+        if raw is not None and raw != "":
+            unit = _unit(located, raw, field)
+            break
+    if unit is None and (match := _UNIT_SUFFIX.search(name)):
+        unit = _UNIT_BY_LOWER.get(match[1].strip().lower())
+    spec = vocab.WELL_KNOWN_METRICS.get(name)
+    if spec is not None:
+        return {} if unit is None else {"unit": unit}
+    unit = unit or ""
+    if not has_numbers or vocab.default_direction(unit) is not None:
+        return {"unit": unit}
+    if (higher := False if dynamo else direction_from_name(name)) is None:
+        message = (
+            f"{name!r} is not a well-known metric and neither its unit {unit!r} nor its name "
+            "says whether higher is better"
+        )
+        raise located.error(message, "metric.name")
+    return {"unit": unit, "higher_is_better": higher}
+
+
+def _unit(located: Located, raw: Any, field: str) -> str:
+    text = raw.strip() if isinstance(raw, str) else ""
+    if text in vocab.UNITS:
+        return text
+    unit = _UNIT_BY_LOWER.get(text.lower().replace("/sec", "/s"))
+    if unit is None:
+        raise located.error(f"unknown unit {raw!r}", field)
+    return unit
+
+
+def direction_from_name(metric: str) -> bool | None:
+    """Whether higher is better as the metric's name tells (its last telling word), or None."""
+    lowered = metric.lower()
+    if _RATE.search(lowered):
+        return True
+    for word in reversed(re.split(r"[^a-z0-9]+", lowered)):
+        if word in _LOWER_BETTER:
+            return False
+        if word in _HIGHER_BETTER:
+            return True
+    return None
+
+
+def _extra(record: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
+    """The record less what became row fields verbatim, so that nothing of it is lost."""
+    params = row.get("params", {})
+    bench = dict(record["benchmark"])
+    info = {
+        key: value
+        for key, value in (bench.pop("extra_info", None) or {}).items()
+        if key not in params or key == "method"
+    }
+    if "batch_size" in row:
+        info.pop("batch_size", None)
+    model = {key: value for key, value in record["model"].items() if key != "name"}
+    metric = {k: v for k, v in record["metric"].items() if k not in ("name", "benchmark_values")}
+    metric_info = dict(metric.pop("extra_info", None) or {})
+    if "method" in params:
+        del metric_info["method"]
+    if "text_value" in row and metric_info.get("benchmark_values") in (
+        [row["text_value"]],
+        row["text_value"],
+    ):
+        del metric_info["benchmark_values"]
+    sections = {
+        "benchmark": bench | ({"extra_info": info} if info else {}),
+        "model": model,
+        "metric": metric | ({"extra_info": metric_info} if metric_info else {}),
+    }
+    rest = {key: value for key, value in record.items() if key not in _NOT_ROW_EXTRA}
+    return rest | {name: section for name, section in sections.items() if section}
+
+
+def _reject_non_finite(located: Located, value: Any, path: str) -> None:
+    """NaN and Infinity, which Python's json reads, are not JSON numbers."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise located.error(f"{value} is not a JSON number", path or None)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _reject_non_finite(located, item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _reject_non_finite(located, item, f"{path}[{index}]")
+
+
+def _reject_duplicates(records: list[Located], results: list[dict[str, Any]]) -> None:
+    """Two records of one benchmark and metric: the ingest would reject the run."""
+    first: dict[str, int] = {}
+    for located, row in zip(records, results, strict=True):
+        key = json.dumps([row.get(k) for k in _IDENTITY], sort_keys=True)
+        if (seen := first.setdefault(key, located.index)) != located.index:
+            raise located.error(
+                f"duplicates record {seen}: same benchmark and metric", "metric.name"
+            )
+
+
+# --- machine, environment, run ---------------------------------------------------------------
+
+
+def _shared(records: list[Located], field: str, get: Callable[[dict[str, Any]], Any]) -> Any:
+    """A run-wide value: the records that carry it must agree (None when none does)."""
+    found: tuple[Any, int] | None = None
+    for located in records:
+        value = get(located.record)
+        if value is None or value in ("", {}, []):
+            continue
+        if found is None:
+            found = (value, located.index)
+        elif value != found[0]:
+            message = f"differs from record {found[1]}'s; one upload is one run on one machine"
+            raise located.error(message, field)
+    return found[0] if found else None
+
+
+def _first_runner(record: dict[str, Any]) -> Any:
+    runners = record.get("runners")
+    return runners[0] if isinstance(runners, list) and runners else None
+
+
+def machine_fields(records: list[Located], hints: Hints) -> dict[str, Any]:
+    """Native machine fields of ``runners[0]``; the device from hints, runner or records."""
+    for located in records:
+        runners = located.record.get("runners")
+        if runners is not None and not isinstance(runners, list):
+            raise located.error("must be a list of runners", "runners")
+    runner = _shared(records, "runners[0]", _first_runner)
+    machine: dict[str, Any] = {}
+    if runner is not None:
+        machine = _runner_machine(next(r for r in records if _first_runner(r.record)), runner)
+    device = hints.device or machine.get("device") or _record_device(records)
+    return machine | ({"device": device} if device else {})
+
+
+def _runner_machine(located: Located, runner: Any) -> dict[str, Any]:
+    if not isinstance(runner, dict):
+        raise located.error("must be a JSON object", "runners[0]")
+
+    def get(key: str, kind: type) -> Any:
+        return _runner_value(located, runner, key, kind)
+
+    name, arch = get("name", str) or "", get("type", str) or ""
+    device = _device_of(name, arch)
+    info = dict(_object(located, runner.get("extra_info"), "runners[0].extra_info"))
+    hostname = info.pop("hostname") if isinstance(info.get("hostname"), str) else None
+    gpus = get("gpu_count", int)
+    machine = {"cpu": get("cpu_info", str), "cpu_count": get("cpu_count", int), "gpu_count": gpus}
+    machine["hostname"] = hostname
+    # 0 is what phones (ExecuTorch) report: unknown, not no memory
+    if host := get("avail_mem_in_gb", float):
+        machine["host_memory_gb"] = round(host * GIB_IN_GB, 1)
+    if gpu_total := get("avail_gpu_mem_in_gb", float):  # all GPUs together
+        machine["gpu_memory_gb"] = round(gpu_total * GIB_IN_GB / (gpus or 1), 1)
+    if device:
+        machine |= {"device": device, "arch": arch}
+    mapped = {
+        "cpu_info",
+        "cpu_count",
+        "gpu_count",
+        "extra_info",
+        *(("name", "type") if device else ()),
+    }
+    extra = {key: value for key, value in runner.items() if key not in mapped}
+    if info:
+        extra["extra_info"] = info
+    found = {key: value for key, value in machine.items() if value not in (None, "")}
+    return found | ({"extra": extra} if extra else {})
+
+
+def _runner_value(located: Located, runner: dict[str, Any], key: str, kind: type) -> Any:
+    """A ``runners[0]`` field: a string, a whole number >= 0 or a number >= 0."""
+    value = runner.get(key)
+    if value is None:
+        return None
+    if kind is str:
+        ok = isinstance(value, str)
+    else:
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        ok = number and value >= 0 and (kind is float or isinstance(value, int))
+    if not ok:
+        what = {str: "a string", int: "a whole number >= 0"}.get(kind, "a number >= 0")
+        raise located.error(f"must be {what}", f"runners[0].{key}")
+    return value
+
+
+def _device_of(name: str, arch: str) -> str | None:
+    """The device (cuda, rocm...) of the runner's name, else of the GPU vendor in its type."""
+    if device := _DEVICES.get(name.strip().lower()):
+        return device
+    return next((device for vendor, device in _VENDORS if vendor in arch.lower()), None)
+
+
+def _record_device(records: list[Located]) -> str | None:
+    """The records' benchmark.extra_info.device: an accelerator if any says one, else cpu."""
+    devices = set()
+    for located in records:
+        info = located.record["benchmark"].get("extra_info") or {}
+        if (device := _DEVICES.get(str(info.get("device", "")).lower())) is not None:
+            devices.add(device)
+    return min(devices, key=lambda d: (d == "cpu", d), default=None)
+
+
+def environment_fields(records: list[Located]) -> dict[str, Any]:
+    """Native environment fields of ``dependencies``: torch, triton... then packages."""
+    dependencies = _shared(records, "dependencies", lambda record: record.get("dependencies"))
+    if dependencies is None:
+        return {}
+    located = next(r for r in records if r.record.get("dependencies"))
+    if not isinstance(dependencies, dict):
+        raise located.error("must be a JSON object", "dependencies")
+    environment: dict[str, Any] = {}
+    packages: dict[str, str] = {}
+    extra: dict[str, Any] = {}
+    for name, spec in dependencies.items():
+        version, sha = _dependency(spec)
+        target = _ENVIRONMENT_FIELDS.get(name.lower())
+        if len(version) > 256:
+            raise located.error("longer than 256 characters", f"dependencies.{name}")
+        # the environment's own fields hold up to 64 characters; longer goes to packages
+        if version and target and target not in environment and len(version) <= 64:
+            environment[target] = version
+        elif version:
+            packages[name] = version
+        kept_sha = target == "torch" and bool(sha) and len(sha) <= 64
+        if kept_sha:
+            environment["torch_git_sha"] = sha
+        if not version or (sha and not kept_sha) or _has_more(spec):
+            extra[name] = spec
+    if packages:
+        environment["packages"] = packages
+    return environment | ({"extra": {"dependencies": extra}} if extra else {})
+
+
+def _dependency(spec: Any) -> tuple[str, str]:
+    """Version and git sha of one dependency: "2.6.0" or {"version": ..., "sha": ...}."""
+    if isinstance(spec, str):
+        return spec.strip(), ""
+    if not isinstance(spec, dict):
+        return "", ""
+    version = spec.get("version")
+    sha = next((spec[k] for k in _SHA_KEYS if isinstance(spec.get(k), str)), "")
+    return (version.strip() if isinstance(version, str) else ""), sha.strip()
+
+
+def _has_more(spec: Any) -> bool:
+    return isinstance(spec, dict) and bool(set(spec) - {"version", *_SHA_KEYS})
+
+
+def run_fields(records: list[Located]) -> dict[str, Any]:
+    """Native run fields of stored-row metadata: commit, branch, started_at, url, extra."""
+    meta = {key: _shared(records, key, methodcaller("get", key)) for key in _RUN_KEYS}
+    run: dict[str, Any] = {}
+    for key, target, limit in (("head_sha", "commit", 64), ("head_branch", "branch", 256)):
+        if isinstance(meta[key], str) and len(meta[key]) <= limit:
+            run[target] = meta[key]
+    extra = {key: meta[key] for key in _RUN_EXTRA_KEYS if meta[key] is not None}
+    if (started := _started_at(records)) is not None:
+        run["started_at"], extra["timestamp"] = started
+    repo, workflow, job = meta["repo"], meta["workflow_id"], meta["job_id"]
+    if isinstance(repo, str) and re.fullmatch(r"[\w.-]+/[\w.-]+", repo) and _positive(workflow):
+        job_part = f"/job/{job}" if _positive(job) else ""
+        run["url"] = f"https://github.com/{repo}/actions/runs/{workflow}{job_part}"
+    return run | ({"extra": extra} if extra else {})
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _started_at(records: list[Located]) -> tuple[str, int | float] | None:
+    """The earliest record timestamp (epoch seconds, or milliseconds) as ISO 8601 UTC."""
+    stamps: list[int | float] = []
+    for located in records:
+        value = located.record.get("timestamp")
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            raise located.error("must be a positive number of seconds since 1970", "timestamp")
+        stamps.append(value)
+    if not stamps:
+        return None
+    raw = min(stamps)
+    seconds = raw / 1000 if raw > 1e11 else raw  # the DynamoDB path wrote milliseconds
+    return datetime.fromtimestamp(seconds, UTC).isoformat().replace("+00:00", "Z"), raw

@@ -1,0 +1,83 @@
+"""``POST /api/v1/uploads``: result files of other tools (or a native payload) as one run."""
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile as StarletteFile
+
+from app.api.deps import IngestToken, SessionDep
+from app.core import queue
+from app.runs import service as runs_service
+from app.runs.models import Run
+from app.runs.schemas import RunRead
+from app.uploads.base import UploadFile
+from app.uploads.service import (
+    ENVIRONMENT_FIELDS,
+    FORMATS,
+    HINT_FIELDS,
+    MACHINE_FIELDS,
+    RUN_FIELDS,
+    build_run,
+)
+
+router = APIRouter(tags=["uploads"])
+METADATA = tuple(dict.fromkeys((*RUN_FIELDS, *MACHINE_FIELDS, *ENVIRONMENT_FIELDS, *HINT_FIELDS)))
+RAW_NAMES = {"text/csv": "upload.csv", "application/x-ndjson": "upload.jsonl"}
+DESCRIPTION = f"""Upload result files as one run (scope `ingest`).
+
+Either `multipart/form-data` with one or more `file` parts, or the file itself as the raw body
+(`Content-Type: text/csv`, `application/json` or `application/x-ndjson`; `filename=` names it).
+Run metadata as form fields or query parameters: {", ".join(f"`{m}`" for m in METADATA)}.
+`format` is one of {", ".join(f"`{f}`" for f in FORMATS)} (`auto` sniffs each file). Without
+`key`, the key is a hash of the files and metadata, so retrying an upload returns the stored
+run (200); see docs/formats.md for the mapping of each format.
+"""
+
+
+@router.post(
+    "/uploads",
+    status_code=201,
+    response_model=RunRead,
+    description=DESCRIPTION,
+    responses={
+        200: {"description": "A retry: the run stored earlier under this key"},
+        409: {"description": "The key is stored with a different payload"},
+        422: {"description": "A file or row is invalid: `errors` name the file, line and field"},
+    },
+)
+async def upload(
+    request: Request,
+    session: SessionDep,
+    token: IngestToken,
+    response: Response,
+    format: Annotated[str, Query(description="file format, or auto")] = "auto",
+    filename: Annotated[str | None, Query(description="name of a raw-body file")] = None,
+) -> Run:
+    """Parse the files, then ingest them as one run (idempotent, all-or-nothing)."""
+    files, fields = await _read(request, filename)
+    run_in = await run_in_threadpool(build_run, files, fields.pop("format", format), fields)
+    ingested = await run_in_threadpool(
+        runs_service.ingest_run, session, run_in, source=f"upload:{token.name}"
+    )
+    await run_in_threadpool(queue.commit, session)
+    if not ingested.created:
+        response.status_code = 200
+    return ingested.run
+
+
+async def _read(request: Request, filename: str | None) -> tuple[list[UploadFile], dict[str, str]]:
+    """The uploaded files and the metadata (form fields win over query parameters)."""
+    fields = {k: v for k, v in request.query_params.items() if k in METADATA}
+    content_type = request.headers.get("content-type", "").split(";")[0].strip()
+    if content_type != "multipart/form-data":
+        name = filename or RAW_NAMES.get(content_type, "upload.json")
+        return [UploadFile(name, await request.body())], fields
+    files = []
+    async with request.form() as form:
+        for key, value in form.multi_items():
+            if isinstance(value, StarletteFile):
+                files.append(UploadFile(value.filename or key, await value.read()))
+            elif key in (*METADATA, "format"):
+                fields[key] = value
+    return files, fields

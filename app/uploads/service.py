@@ -1,0 +1,166 @@
+"""An upload: files of one format (or sniffed), plus run metadata, made into one native run.
+
+The run goes through the same ingestion as ``POST /runs``: idempotent on its key (given, or a
+hash of the files and metadata, so a retried upload is recognised), all-or-nothing. A file
+that cannot be read, or a row that does not validate, rejects the whole upload with the file,
+the line or record, and the field.
+"""
+
+import hashlib
+import importlib
+import json
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import ValidationError
+
+from app.api.validation import describe
+from app.core.errors import InvalidInput
+from app.runs.schemas import RunIn
+from app.uploads.base import Hints, Parsed, UploadError, UploadFile
+
+Parser = Callable[[UploadFile, Hints], Parsed]
+# Format name -> its parser's module and function (imported when a file of it arrives).
+PARSERS = {
+    "torchbench-csv": ("app.uploads.torchbench", "parse_torchbench"),
+    "pytorch-v3": ("app.uploads.pytorch_v3", "parse_pytorch_v3"),
+    "pytest-benchmark": ("app.uploads.pytest_benchmark", "parse_pytest_benchmark"),
+    "google-benchmark": ("app.uploads.google_benchmark", "parse_google_benchmark"),
+}
+FORMATS = (*PARSERS, "native", "auto")
+# Run fields an upload may set (form fields or query parameters), and where they go.
+RUN_FIELDS = ("key", "trigger", "tier", "commit", "branch", "url", "started_at", "finished_at")
+MACHINE_FIELDS = {"machine": "name", "device": "device", "arch": "arch", "hostname": "hostname"}
+ENVIRONMENT_FIELDS = ("channel", "torch", "triton", "python", "cuda", "hip", "driver")
+HINT_FIELDS = ("suite", "config", "precision", "mode", "device")
+
+
+class BadUpload(InvalidInput):
+    """An upload that cannot become a run: every problem with its file and place."""
+
+    def __init__(self, errors: list[dict[str, Any]]) -> None:
+        first = errors[0]
+        where = first.get("file") or first.get("loc") or "upload"
+        super().__init__(
+            f"{len(errors)} problem(s); first in {where}: {first['message']}",
+            errors=errors,
+        )
+
+
+def parser(fmt: str) -> Parser:
+    """The parser of a format."""
+    module, function = PARSERS[fmt]
+    found: Parser = getattr(importlib.import_module(module), function)
+    return found
+
+
+def sniff(file: UploadFile) -> str:
+    """The format of a file, from its name and its first bytes."""
+    name = file.name.lower()
+    head = file.content[:65536].decode("utf-8", errors="replace").lstrip()
+    if name.endswith(".csv") or (head[:1] not in ("[", "{") and "," in head.split("\n", 1)[0]):
+        return "torchbench-csv"
+    if '"machine_info"' in head and '"benchmarks"' in head:
+        return "pytest-benchmark"
+    if '"context"' in head and '"benchmarks"' in head:
+        return "google-benchmark"
+    if '"benchmark"' in head and '"metric"' in head:
+        return "pytorch-v3"
+    if '"results"' in head and '"key"' in head:
+        return "native"
+    raise UploadError(
+        file.name,
+        "cannot tell the format; give format= (torchbench-csv, pytorch-v3, "
+        "pytest-benchmark, google-benchmark or native)",
+    )
+
+
+def build_run(files: list[UploadFile], fmt: str, fields: dict[str, str]) -> RunIn:
+    """The native run of these files and metadata; BadUpload says what is wrong, and where."""
+    if not files:
+        raise BadUpload([{"file": None, "message": "no file in the upload"}])
+    if fmt not in FORMATS:
+        known = ", ".join(FORMATS)
+        raise BadUpload([{"field": "format", "message": f"unknown format; one of {known}"}])
+    try:
+        formats = [sniff(f) if fmt == "auto" else fmt for f in files]
+        if "native" in formats:
+            return _native(files, formats, fields)
+        hints = Hints(**{k: fields[k] for k in HINT_FIELDS if fields.get(k)})
+        parsed = [parser(f)(file, hints) for f, file in zip(formats, files, strict=True)]
+    except UploadError as error:
+        raise BadUpload([error.as_dict()]) from error
+    return _validated(_payload(files, formats, parsed, fields), files, parsed)
+
+
+def _native(files: list[UploadFile], formats: list[str], fields: dict[str, str]) -> RunIn:
+    if len(files) != 1:
+        raise UploadError(files[0].name, "a native payload is a whole run: upload it alone")
+    try:
+        payload = json.loads(files[0].content)
+    except ValueError as error:
+        raise UploadError(files[0].name, f"not JSON: {error}") from error
+    if fields.get("key"):
+        payload["key"] = fields["key"]
+    return _validated(payload, files, None)
+
+
+def _payload(
+    files: list[UploadFile], formats: list[str], parsed: list[Parsed], fields: dict[str, str]
+) -> dict[str, Any]:
+    machine: dict[str, Any] = {}
+    environment: dict[str, Any] = {}
+    run: dict[str, Any] = {}
+    for part in parsed:
+        machine |= part.machine
+        environment |= part.environment
+        run |= part.run
+    machine |= {
+        target: fields[source] for source, target in MACHINE_FIELDS.items() if fields.get(source)
+    }
+    environment |= {name: fields[name] for name in ENVIRONMENT_FIELDS if fields.get(name)}
+    run |= {name: fields[name] for name in RUN_FIELDS if fields.get(name)}
+    run.setdefault("key", _content_key(files, formats, fields))
+    run.setdefault("trigger", "ci")
+    return {
+        **run,
+        "machine": machine,
+        "environment": environment,
+        "extra": {
+            **run.get("extra", {}),
+            "upload": {"files": [f.name for f in files], "formats": formats},
+        },
+        "results": [row for part in parsed for row in part.results],
+    }
+
+
+def _content_key(files: list[UploadFile], formats: list[str], fields: dict[str, str]) -> str:
+    """A key from what was uploaded: the same files and metadata give the same run."""
+    digest = hashlib.sha256()
+    for file, fmt in zip(files, formats, strict=True):
+        digest.update(f"{file.name}\0{fmt}\0".encode())
+        digest.update(hashlib.sha256(file.content).digest())
+    digest.update(json.dumps(fields, sort_keys=True).encode())
+    return f"upload-{digest.hexdigest()[:24]}"
+
+
+def _validated(payload: Any, files: list[UploadFile], parsed: list[Parsed] | None) -> RunIn:
+    try:
+        return RunIn.model_validate(payload)
+    except ValidationError as error:
+        raise BadUpload([_located(dict(e), files, parsed) for e in error.errors()]) from error
+
+
+def _located(
+    error: dict[str, Any], files: list[UploadFile], parsed: list[Parsed] | None
+) -> dict[str, Any]:
+    """A validation error with the file its result row came from."""
+    described = describe(error)
+    index = described.get("result_index")
+    if parsed is None or index is None:
+        return {"file": files[0].name if parsed is None else None, **described}
+    for file, part in zip(files, parsed, strict=True):
+        if index < len(part.results):
+            return {"file": file.name, "row": index, **described}
+        index -= len(part.results)
+    return described
