@@ -32,6 +32,7 @@ from typing import Any
 
 from app.benchmarks import vocabulary as vocab
 from app.uploads.base import Hints, Parsed, UploadError, UploadFile
+from app.uploads.benchmarks_json import at, benchmark_entries, json_safe, load_document
 
 TIME_UNITS = ("ns", "us", "ms", "s")
 # Fields of a benchmark entry that are not user counters.
@@ -117,11 +118,11 @@ class _Instance:
 
 def parse_google_benchmark(file: UploadFile, hints: Hints) -> Parsed:
     """Result rows, machine, environment and run facts of one Google Benchmark JSON file."""
-    document = _load_document(file)
+    document = load_document(file)
     context = document["context"] if isinstance(document.get("context"), dict) else {}
     instances: dict[tuple[str, Any], _Instance] = {}
     complexity: dict[str, dict[str, Any]] = {}
-    for index, entry in enumerate(_benchmark_entries(file, document)):
+    for index, entry in enumerate(benchmark_entries(file, document)):
         if entry.get("aggregate_name") in COMPLEXITY_AGGREGATES:
             complexity.setdefault(_run_name(file, index, entry), {}).update(_complexity(entry))
         else:
@@ -176,7 +177,7 @@ def _add_entry(
             file.name,
             f"time_unit {checked.time_unit!r} differs from benchmarks[{entries[0].index}]",
             record=checked.index,
-            field=_at(checked.index, "time_unit"),
+            field=at(checked.index, "time_unit"),
         )
     (instance.aggregates if checked.aggregate else instance.repetitions).append(checked)
 
@@ -190,7 +191,7 @@ def _read_entry(file: UploadFile, index: int, entry: dict[str, Any]) -> _Entry:
             file.name,
             f"run_type must be 'iteration' or 'aggregate', got {run_type!r:.40}",
             record=index,
-            field=_at(index, "run_type"),
+            field=at(index, "run_type"),
         )
     aggregate = None
     if run_type == "aggregate":
@@ -203,11 +204,11 @@ def _read_entry(file: UploadFile, index: int, entry: dict[str, Any]) -> _Entry:
     else:
         if unit not in TIME_UNITS:
             message = f"time_unit must be one of {', '.join(TIME_UNITS)}, got {unit!r:.40}"
-            raise UploadError(file.name, message, record=index, field=_at(index, "time_unit"))
+            raise UploadError(file.name, message, record=index, field=at(index, "time_unit"))
         values = _values(file, index, entry)
     info = {k: entry[k] for k in ("iterations", "threads", "label") if k in entry}
     family = entry.get("family_index")
-    return _Entry(index, run_name, aggregate, unit, values, failure, _json_safe(info), family)
+    return _Entry(index, run_name, aggregate, unit, values, failure, json_safe(info), family)
 
 
 def _run_name(file: UploadFile, index: int, entry: dict[str, Any]) -> str:
@@ -235,14 +236,14 @@ def _values(file: UploadFile, index: int, entry: dict[str, Any]) -> dict[str, fl
     for key in ("real_time", "cpu_time"):
         if key not in entry or entry[key] is None:
             raise UploadError(
-                file.name, f"missing required field {key!r}", record=index, field=_at(index, key)
+                file.name, f"missing required field {key!r}", record=index, field=at(index, key)
             )
         value = entry[key]
         if _is_number(value) and math.isfinite(value) and value >= 0:
             values[key] = float(value)
         else:
             message = f"{key} must be a finite number >= 0, got {value!r:.40}"
-            raise UploadError(file.name, message, record=index, field=_at(index, key))
+            raise UploadError(file.name, message, record=index, field=at(index, key))
     for key, value in entry.items():
         # A NaN or infinite counter (a rate over zero time, say) says nothing: left out.
         if key not in RESERVED_FIELDS and _is_number(value) and math.isfinite(value):
@@ -257,7 +258,7 @@ def _metric_name(file: UploadFile, index: int, key: str) -> str:
             file.name,
             "a counter name must have 1 to 120 characters",
             record=index,
-            field=_at(index, key[:120]),
+            field=at(index, key[:120]),
         )
     if key in KNOWN_UNITS or vocab.canonical_metric(key) not in vocab.WELL_KNOWN_METRICS:
         return key
@@ -350,14 +351,14 @@ def _reject_duplicates(file: UploadFile, instances: list[_Instance]) -> None:
                 file.name,
                 f"benchmark {instance.run_name!r} is the same benchmark as benchmarks[{seen}]",
                 record=instance.first,
-                field=_at(instance.first, "run_name"),
+                field=at(instance.first, "run_name"),
             )
 
 
 def _complexity(entry: dict[str, Any]) -> dict[str, Any]:
     """The fit of a BigO or RMS aggregate, as written."""
     keys = ("big_o", "real_coefficient", "cpu_coefficient", "time_unit", "rms")
-    return {k: _json_safe(entry[k]) for k in keys if k in entry}
+    return {k: json_safe(entry[k]) for k in keys if k in entry}
 
 
 def _executable_name(executable: Any) -> str | None:
@@ -375,7 +376,7 @@ def _machine(context: dict[str, Any], hints: Hints) -> dict[str, Any]:
         machine["hostname"] = host[:256]
     if isinstance(cpus := context.get("num_cpus"), int) and not isinstance(cpus, bool):
         machine["cpu_count"] = max(cpus, 0)
-    extra = {k: _json_safe(context[k]) for k in CONTEXT_MACHINE_KEYS if k in context}
+    extra = {k: json_safe(context[k]) for k in CONTEXT_MACHINE_KEYS if k in context}
     if extra:
         machine["extra"] = extra
     return machine
@@ -402,10 +403,10 @@ def _run(context: dict[str, Any]) -> dict[str, Any]:
         extra["date"] = date  # local time of an unknown zone (older versions)
     for key in ("executable", "load_avg"):
         if key in context:
-            extra[key] = _json_safe(context[key])
+            extra[key] = json_safe(context[key])
     # Keys added with AddCustomContext (git revision, build flags, ...).
     if custom := {k: v for k, v in context.items() if k not in STANDARD_CONTEXT_KEYS}:
-        extra["context"] = _json_safe(custom)
+        extra["context"] = json_safe(custom)
     if extra:
         run["extra"] = extra
     return run
@@ -422,56 +423,13 @@ def _timestamp(value: Any) -> str | None:
     return moment.isoformat() if moment.tzinfo else None
 
 
-def _load_document(file: UploadFile) -> dict[str, Any]:
-    """The file's top-level JSON object; UploadError with the line when it is not JSON."""
-    try:
-        document = json.loads(file.content)
-    except json.JSONDecodeError as error:
-        raise UploadError(file.name, f"invalid JSON: {error.msg}", line=error.lineno) from error
-    except UnicodeDecodeError as error:
-        raise UploadError(file.name, f"not UTF-8 text: {error.reason}") from error
-    if not isinstance(document, dict):
-        raise UploadError(file.name, "expected a JSON object with a 'benchmarks' list")
-    return document
-
-
-def _benchmark_entries(file: UploadFile, document: dict[str, Any]) -> list[dict[str, Any]]:
-    entries = document.get("benchmarks")
-    if not isinstance(entries, list):
-        raise UploadError(file.name, "expected a 'benchmarks' list", field="benchmarks")
-    for index, entry in enumerate(entries):
-        if not isinstance(entry, dict):
-            raise UploadError(
-                file.name,
-                "a benchmark must be a JSON object",
-                record=index,
-                field=f"benchmarks[{index}]",
-            )
-    return entries
-
-
 def _string(file: UploadFile, index: int, entry: dict[str, Any], key: str) -> str:
     value = entry.get(key)
     if not isinstance(value, str) or not value:
         message = f"{key} must be a non-empty string, got {value!r:.40}"
-        raise UploadError(file.name, message, record=index, field=_at(index, key))
+        raise UploadError(file.name, message, record=index, field=at(index, key))
     return value
 
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _json_safe(value: Any) -> Any:
-    """Free-form JSON as the ingest takes it: NaN and infinities become strings."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_json_safe(v) for v in value]
-    return value
-
-
-def _at(index: int, path: str) -> str:
-    return f"benchmarks[{index}].{path}"

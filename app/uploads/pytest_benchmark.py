@@ -29,6 +29,7 @@ from typing import Any
 from app.benchmarks import vocabulary as vocab
 from app.runs.schemas import MAX_SAMPLES
 from app.uploads.base import Hints, Parsed, UploadError, UploadFile
+from app.uploads.benchmarks_json import at, benchmark_entries, json_safe, load_document
 
 TIME_METRIC = "latency"
 TIME_UNIT = vocab.WELL_KNOWN_METRICS[TIME_METRIC].unit
@@ -62,8 +63,8 @@ _PARAM_ID = re.compile(r"\[(?P<id>.*)\]$")
 
 def parse_pytest_benchmark(file: UploadFile, hints: Hints) -> Parsed:
     """Result rows, machine, environment and run facts of one pytest-benchmark JSON file."""
-    document = _load_document(file)
-    entries = _benchmark_entries(file, document)
+    document = load_document(file)
+    entries = benchmark_entries(file, document)
     cases = _unique([_read_case(file, index, entry, hints) for index, entry in enumerate(entries)])
     _reject_duplicates(file, cases)
     info = document.get("machine_info")
@@ -104,12 +105,12 @@ def _read_case(file: UploadFile, index: int, entry: dict[str, Any], hints: Hints
     name = _required(file, index, entry, "name", f"benchmarks[{index}]")
     if not isinstance(name, str) or not name:
         raise UploadError(
-            file.name, "name must be a non-empty string", record=index, field=_at(index, "name")
+            file.name, "name must be a non-empty string", record=index, field=at(index, "name")
         )
     stats = _required(file, index, entry, "stats", f"benchmarks[{index}]")
     if not isinstance(stats, dict):
         raise UploadError(
-            file.name, "stats must be an object", record=index, field=_at(index, "stats")
+            file.name, "stats must be an object", record=index, field=at(index, "stats")
         )
     fullname = entry.get("fullname")
     node = fullname if isinstance(fullname, str) and fullname else name
@@ -156,25 +157,25 @@ def _stable(value: Any) -> Any:
         return {str(k): _stable(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_stable(v) for v in value]
-    return _json_safe(value)
+    return json_safe(value)
 
 
 def _checked_stats(file: UploadFile, index: int, stats: dict[str, Any]) -> dict[str, float | int]:
     """The summary statistics: median required, every one present a finite number."""
-    _required(file, index, stats, "median", _at(index, "stats"))
+    _required(file, index, stats, "median", at(index, "stats"))
     checked: dict[str, float | int] = {}
     for key in STAT_FIELDS:
         if key in stats:
-            checked[key] = _number(file, index, _at(index, f"stats.{key}"), stats[key])
+            checked[key] = _number(file, index, at(index, f"stats.{key}"), stats[key])
     for key in COUNT_FIELDS:
         if key in stats:
-            checked[key] = _count(file, index, _at(index, f"stats.{key}"), stats[key])
+            checked[key] = _count(file, index, at(index, f"stats.{key}"), stats[key])
     if checked["median"] < 0:
         raise UploadError(
             file.name,
             "median cannot be negative",
             record=index,
-            field=_at(index, "stats.median"),
+            field=at(index, "stats.median"),
         )
     return checked
 
@@ -188,10 +189,10 @@ def _samples(file: UploadFile, index: int, data: Any) -> list[float] | None:
             file.name,
             "data must be a list of timings",
             record=index,
-            field=_at(index, "stats.data"),
+            field=at(index, "stats.data"),
         )
     samples = [
-        _number(file, index, _at(index, f"stats.data[{i}]"), value) for i, value in enumerate(data)
+        _number(file, index, at(index, f"stats.data[{i}]"), value) for i, value in enumerate(data)
     ]
     return samples or None
 
@@ -215,7 +216,7 @@ def _reject_duplicates(file: UploadFile, cases: list[_Case]) -> None:
                 file.name,
                 f"same benchmark as benchmarks[{seen}] ({case.node_id!r})",
                 record=case.index,
-                field=_at(case.index, "fullname"),
+                field=at(case.index, "fullname"),
             )
 
 
@@ -232,7 +233,7 @@ def _case_rows(case: _Case, hints: Hints) -> list[dict[str, Any]]:
     extra: dict[str, Any] = {"stats": dict(case.stats)}
     for key in ("options", "extra_info"):
         if isinstance(value := case.entry.get(key), dict) and value:
-            extra[key] = _json_safe(value)
+            extra[key] = json_safe(value)
     latency: dict[str, Any] = {
         **base,
         "metric": TIME_METRIC,
@@ -264,7 +265,7 @@ def _machine(info: dict[str, Any], hints: Hints) -> dict[str, Any]:
     if isinstance(arch := cpu.get("arch"), str) and arch:
         extra["cpu_arch"] = arch
     # Keys a project's pytest_benchmark_update_machine_info hook added (a GPU, say).
-    extra |= {k: _json_safe(v) for k, v in info.items() if k not in _STANDARD_INFO_KEYS}
+    extra |= {k: json_safe(v) for k, v in info.items() if k not in _STANDARD_INFO_KEYS}
     if extra:
         machine["extra"] = extra
     return machine
@@ -316,34 +317,6 @@ def _timestamp(value: Any) -> str | None:
     return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).isoformat()
 
 
-def _load_document(file: UploadFile) -> dict[str, Any]:
-    """The file's top-level JSON object; UploadError with the line when it is not JSON."""
-    try:
-        document = json.loads(file.content)
-    except json.JSONDecodeError as error:
-        raise UploadError(file.name, f"invalid JSON: {error.msg}", line=error.lineno) from error
-    except UnicodeDecodeError as error:
-        raise UploadError(file.name, f"not UTF-8 text: {error.reason}") from error
-    if not isinstance(document, dict):
-        raise UploadError(file.name, "expected a JSON object with a 'benchmarks' list")
-    return document
-
-
-def _benchmark_entries(file: UploadFile, document: dict[str, Any]) -> list[dict[str, Any]]:
-    entries = document.get("benchmarks")
-    if not isinstance(entries, list):
-        raise UploadError(file.name, "expected a 'benchmarks' list", field="benchmarks")
-    for index, entry in enumerate(entries):
-        if not isinstance(entry, dict):
-            raise UploadError(
-                file.name,
-                "a benchmark must be a JSON object",
-                record=index,
-                field=f"benchmarks[{index}]",
-            )
-    return entries
-
-
 def _required(file: UploadFile, index: int, obj: dict[str, Any], key: str, where: str) -> Any:
     if key not in obj or obj[key] is None:
         raise UploadError(
@@ -366,18 +339,3 @@ def _count(file: UploadFile, index: int, field: str, value: Any) -> int:
             file.name, f"expected a whole number >= 0, got {value!r:.40}", record=index, field=field
         )
     return value
-
-
-def _json_safe(value: Any) -> Any:
-    """Free-form JSON as the ingest takes it: NaN and infinities become strings."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_json_safe(v) for v in value]
-    return value
-
-
-def _at(index: int, path: str) -> str:
-    return f"benchmarks[{index}].{path}"

@@ -22,21 +22,7 @@ from app.main import create_app
 from app.runs.models import Result, Run
 from app.suites.models import SuiteRun, SuiteShard
 from tests.conftest import PEPPER
-
-CATEGORIES = {
-    "image_classification",
-    "object_detection",
-    "segmentation",
-    "text_encoder",
-    "language_model",
-    "speech",
-    "recommendation",
-    "graph",
-    "video",
-    "diffusion",
-    "vision_transformer",
-    "sequence",
-}
+from tests.workers.test_models import CATEGORIES
 
 
 def environment(database: Database, redis_url: str, **extra: str) -> dict[str, str]:

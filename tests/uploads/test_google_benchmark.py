@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter
 
-from app.benchmarks.service import BenchmarkKey
 from app.runs.schemas import EnvironmentIn, MachineIn, ResultIn, RunIn
 from app.uploads.base import Hints, Parsed, UploadError, UploadFile
 from app.uploads.google_benchmark import parse_google_benchmark, split_run_name
+from tests.uploads.rows import assert_one_row_per_series
 
 DATA = Path(__file__).parents[1] / "data" / "uploads" / "google_benchmark"
 BPFILTER = "bpfilter__fd8dc28.json"
@@ -239,22 +239,7 @@ def test_rows_machine_environment_and_run_are_ingestible(name: str) -> None:
         }
     )
     assert len(run.results) == len(results) > 0
-    keys = [
-        (
-            BenchmarkKey(
-                r.suite,
-                r.model,
-                r.mode,
-                r.precision,
-                r.config,
-                r.batch_size,
-                BenchmarkKey.params_to_json(r.params),
-            ),
-            r.metric,
-        )
-        for r in results
-    ]
-    assert len(set(keys)) == len(keys)
+    assert_one_row_per_series(results)
 
 
 def test_hints_win() -> None:

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter
 
-from app.benchmarks.service import BenchmarkKey
 from app.runs.schemas import EnvironmentIn, MachineIn, ResultIn, RunIn
 from app.uploads import pytest_benchmark
 from app.uploads.base import Hints, Parsed, UploadError, UploadFile
 from app.uploads.pytest_benchmark import parse_pytest_benchmark
+from tests.uploads.rows import assert_one_row_per_series
 
 DATA = Path(__file__).parents[1] / "data" / "uploads" / "pytest_benchmark"
 RUSTYBT = "rustybt__0002_decimal_backtest.json"
@@ -177,22 +177,7 @@ def test_rows_machine_environment_and_run_are_ingestible(name: str) -> None:
     assert len(run.results) == len(results) == 2 * len(document(name)["benchmarks"])
     assert run.started_at is not None
     assert run.started_at.tzinfo is not None
-    keys = [
-        (
-            BenchmarkKey(
-                r.suite,
-                r.model,
-                r.mode,
-                r.precision,
-                r.config,
-                r.batch_size,
-                BenchmarkKey.params_to_json(r.params),
-            ),
-            r.metric,
-        )
-        for r in results
-    ]
-    assert len(set(keys)) == len(keys)
+    assert_one_row_per_series(results)
 
 
 def test_hints_win() -> None:

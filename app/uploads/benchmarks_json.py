@@ -1,0 +1,49 @@
+"""Reading the JSON files that keep a ``benchmarks`` list (pytest-benchmark, Google Benchmark)."""
+
+import json
+import math
+from typing import Any
+
+from app.uploads.base import UploadError, UploadFile
+
+
+def load_document(file: UploadFile) -> dict[str, Any]:
+    """The file's top-level JSON object; UploadError with the line when it is not JSON."""
+    try:
+        document = json.loads(file.content)
+    except json.JSONDecodeError as error:
+        raise UploadError(file.name, f"invalid JSON: {error.msg}", line=error.lineno) from error
+    except UnicodeDecodeError as error:
+        raise UploadError(file.name, f"not UTF-8 text: {error.reason}") from error
+    if not isinstance(document, dict):
+        raise UploadError(file.name, "expected a JSON object with a 'benchmarks' list")
+    return document
+
+
+def benchmark_entries(file: UploadFile, document: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``benchmarks`` list, each entry an object."""
+    entries = document.get("benchmarks")
+    if not isinstance(entries, list):
+        raise UploadError(file.name, "expected a 'benchmarks' list", field="benchmarks")
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise UploadError(
+                file.name, "a benchmark must be a JSON object", record=index, field=at(index, "")
+            )
+    return entries
+
+
+def json_safe(value: Any) -> Any:
+    """Free-form JSON as the ingest takes it: NaN and infinities become strings."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def at(index: int, path: str) -> str:
+    """The dotted path of a field of the index-th benchmark."""
+    return f"benchmarks[{index}].{path}" if path else f"benchmarks[{index}]"
