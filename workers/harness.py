@@ -14,7 +14,6 @@ What cannot run here becomes a ``skipped`` row with the reason.
 
 import gc
 import time
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, replace
@@ -27,13 +26,15 @@ from torch._dynamo.utils import counters
 from app.suites.rows import failed_rows, skipped_rows
 from workers.memory import peak_memory_gb
 from workers.profiling import profile_rows
+from workers.quantize import QUANTIZED, has_torchao, method, quantized, unsupported
 from workers.sampler import HardwareSampler
 
 Fn = Callable[..., torch.Tensor]
 Mode = Literal["inference", "training"]
 GPU_ONLY = {"cudagraphs": "CUDA/HIP graphs need a GPU", "max_autotune": "max-autotune needs a GPU"}
 ONLY_MEASURED = ("eager", "fp32", "inference")
-TOLERANCE = {"fp32": 1e-4, "bf16": 5e-2, "amp": 5e-2, "fp16": 1e-2, "int8": 1e-1}  # x max |ref|
+# Allowed max error, times the reference's max |value|.
+TOLERANCE = {"fp32": 1e-4, "bf16": 5e-2, "amp": 5e-2, "fp16": 1e-2, "int8": 1e-1, "int4": 0.25}
 
 
 @dataclass(frozen=True)
@@ -47,8 +48,10 @@ class Case:
     # The function and its inputs, for a device and dtype; None for a case that measures
     # itself (``measured_by``).
     make: Callable[[torch.device, torch.dtype], tuple[Fn, tuple[torch.Tensor, ...]]] | None
-    # Why int8 cannot run; None: it runs, with dynamic quantization of the Linear layers.
-    int8_reason: str | None = "int8 dynamic quantization applies to model cases, not operators"
+    # Why int8 and int4 weight quantization cannot run; None: they can (workers.quantize).
+    quantization_reason: str | None = "weight quantization applies to model cases, not operators"
+    # Why torch's own int8 dynamic quantization (the fallback without torchao) cannot run.
+    ao_int8_reason: str | None = None
     # Which inputs carry the batch dimension (dim 0), varied under the ``dynamic`` config;
     # empty: the case has no batch dimension to vary.
     batch_args: tuple[int, ...] = (0,)
@@ -114,7 +117,15 @@ def measure(
             rows = _measure(case, config, precision, device, plan, mode)
     except Exception as exc:  # the case failed to run: say so, keep the rest of the suite
         return failed_rows(ident, f"{type(exc).__name__}: {exc}")
+    if precision in QUANTIZED:
+        rows = [_with_method(row, method(precision, device)) for row in rows]
     return [{**ident, **row} for row in rows]
+
+
+def _with_method(row: dict[str, Any], how: str) -> dict[str, Any]:
+    if row["metric"] != "latency":
+        return row
+    return {**row, "extra": {**row.get("extra", {}), "quantization": how}}
 
 
 def identity(case: Case, config: str, precision: str, mode: Mode) -> dict[str, Any]:
@@ -139,12 +150,8 @@ def _skip_reason(
         return GPU_ONLY[config]
     if mode == "training" and case.training_reason is not None:
         return case.training_reason
-    if mode == "training" and precision == "int8":
-        return "int8 dynamic quantization is for inference"
-    if precision == "int8" and (case.int8_reason is not None or device.type != "cpu"):
-        return case.int8_reason or "int8 dynamic quantization runs on the CPU backends only"
-    if precision == "int4":
-        return "int4 needs torchao and a GPU"
+    if precision in QUANTIZED:
+        return _quantization_skip(case, precision, device, mode)
     if config == "dynamic" and not case.batch_args:
         return "no batch dimension to vary for dynamic shapes"
     if precision == "fp16" and device.type == "cpu":
@@ -152,10 +159,20 @@ def _skip_reason(
     return None
 
 
+def _quantization_skip(case: Case, precision: str, device: torch.device, mode: Mode) -> str | None:
+    if mode == "training":
+        return f"{precision} weight quantization is for inference"
+    if case.quantization_reason is not None:
+        return case.quantization_reason
+    if (reason := unsupported(precision, device)) is not None:
+        return reason
+    return case.ao_int8_reason if not has_torchao() else None
+
+
 def _dtype_and_context(
     precision: str, device: torch.device
 ) -> tuple[torch.dtype, Callable[[], AbstractContextManager[Any]]]:
-    if precision == "int8":
+    if precision in QUANTIZED:
         return torch.float32, nullcontext  # the weights are quantized, the inputs stay fp32
     if precision == "amp":
         amp_dtype = torch.bfloat16 if device.type == "cpu" else torch.float16
@@ -179,8 +196,8 @@ class _Setup:
         """A fresh instance (same seed, same weights) as an inference call or a training step."""
         dtype, context = _dtype_and_context(self.precision, self.device)
         fn, args = _made(self.case, self.device, dtype)
-        if self.precision == "int8" and isinstance(fn, torch.nn.Module):
-            fn = _quantized(fn)
+        if self.precision in QUANTIZED and isinstance(fn, torch.nn.Module):
+            fn = quantized(fn, self.precision, self.device)
         if self.mode == "training":
             return _training_step(fn, self.precision, self.device, context, compile_options), args
         forward = fn if compile_options is None else torch.compile(fn, **compile_options)
@@ -344,16 +361,6 @@ def _batch_variants(
             )
         )
     return variants
-
-
-def _quantized(model: torch.nn.Module) -> torch.nn.Module:
-    """Dynamic int8 quantization of the Linear layers (weights int8, activations at run time)."""
-    with warnings.catch_warnings():  # torch.ao.quantization is deprecated in favour of torchao
-        warnings.simplefilter("ignore")
-        quantized: torch.nn.Module = torch.ao.quantization.quantize_dynamic(  # type: ignore[no-untyped-call]
-            model, {torch.nn.Linear}, dtype=torch.qint8
-        )
-    return quantized
 
 
 def _made(

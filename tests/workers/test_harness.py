@@ -67,7 +67,8 @@ def test_bf16_is_checked_against_an_fp32_reference() -> None:
     [
         ("cudagraphs", "fp32", "CUDA/HIP graphs need a GPU"),
         ("max_autotune", "fp32", "max-autotune needs a GPU"),
-        ("eager", "int8", "int8 dynamic quantization"),
+        ("eager", "int8", "weight quantization applies to model cases"),
+        ("eager", "int4", "weight quantization applies to model cases"),
     ],
 )
 def test_what_cannot_run_here_is_skipped_with_a_reason(
@@ -148,7 +149,7 @@ def test_operators_and_int8_do_not_train_and_say_why() -> None:
     rows = measure(SOFTMAX, "eager", "fp32", CPU, QUICK, mode="training")
     assert {r["reason"] for r in rows} == {"training applies to model cases, not operators"}
     rows = measure(TINY, "eager", "int8", CPU, QUICK, mode="training")
-    assert {r["reason"] for r in rows} == {"int8 dynamic quantization is for inference"}
+    assert {r["reason"] for r in rows} == {"int8 weight quantization is for inference"}
 
 
 def test_compiled_training_matches_eager() -> None:

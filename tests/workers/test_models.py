@@ -45,15 +45,31 @@ def test_model_runs_eager_fp32_and_bf16(case: Any) -> None:
         assert bf16["accuracy"]["text_value"] == "pass", bf16.get("max_error")
 
 
-def test_int8_dynamic_quantization_runs_or_says_why_not() -> None:
+@pytest.mark.parametrize("precision", ["int8", "int4"])
+def test_torchao_quantizes_the_weights(precision: str) -> None:
+    for model in ("dlrm", "bert"):
+        case = next(c for c in MODELS if c.model == model)
+        rows = by_metric(measure(case, "eager", precision, CPU, ONCE))
+        assert rows["accuracy"]["text_value"] == "pass", (model, rows["accuracy"])
+        assert rows["max_error"]["value"] > 0  # the weights really were quantized
+        assert rows["latency"]["extra"]["quantization"].startswith("torchao Int8DynamicActivation")
+
+
+def test_without_torchao_int8_falls_back_and_int4_says_why_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("workers.harness.has_torchao", lambda: False)
+    monkeypatch.setattr("workers.quantize.has_torchao", lambda: False)
     mlp = next(c for c in MODELS if c.model == "dlrm")
     rows = by_metric(measure(mlp, "eager", "int8", CPU, ONCE))
     assert rows["accuracy"]["text_value"] == "pass"
-    assert rows["max_error"]["value"] > 0  # the weights really were quantized
+    assert rows["latency"]["extra"]["quantization"] == "torch.ao.quantization.quantize_dynamic"
     bert = next(c for c in MODELS if c.model == "bert")
     skipped = measure(bert, "eager", "int8", CPU, ONCE)
     assert {r["status"] for r in skipped} == {"skipped"}
     assert "quantized Linear" in skipped[0]["reason"]
+    int4 = measure(mlp, "eager", "int4", CPU, ONCE)
+    assert {r["reason"] for r in int4} == {"int4 needs torchao (pip install torchao)"}
 
 
 def test_a_model_compiles_with_inductor() -> None:

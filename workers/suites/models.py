@@ -277,18 +277,19 @@ def _case(
     category: str,
     batch_size: int,
     make: Callable[[torch.device, torch.dtype], Made],
-    int8_reason: str | None,
+    ao_int8_reason: str | None,
     **options: Any,
 ) -> Case:
-    """A model case: it trains, unless ``options`` says why not."""
+    """A model case: it trains and quantizes, unless ``options`` says why not."""
+    defaults = {"training_reason": None, "quantization_reason": None}
     return Case(
         SUITE,
         model,
         category,
         batch_size,
         make,
-        int8_reason,
-        **{"training_reason": None, **options},
+        ao_int8_reason=ao_int8_reason,
+        **{**defaults, **options},
     )
 
 
