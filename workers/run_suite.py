@@ -19,7 +19,8 @@ from workers.suites.operators import COLLECTIVES, OPERATORS
 
 CONFIGS = ("eager", "default", "dynamic", "cudagraphs", "max_autotune")
 PRECISIONS = ("fp32", "bf16", "amp", "int8")
-FULL_PRECISIONS = (*PRECISIONS, "fp16", "int4")
+DAILY_PRECISIONS = (*PRECISIONS, "int4")
+FULL_PRECISIONS = (*DAILY_PRECISIONS, "fp16")
 TRAINING_PRECISIONS = ("fp32", "amp", "bf16")
 
 
@@ -87,9 +88,9 @@ TIERS = {
     ),
     "daily": Tier(
         (
-            Group(OPERATORS, CONFIGS, PRECISIONS),
+            Group(OPERATORS, CONFIGS, DAILY_PRECISIONS),
             Group(COLLECTIVES, ("eager",), ("fp32",)),
-            Group(MODELS_X8, CONFIGS, PRECISIONS),
+            Group(MODELS_X8, CONFIGS, DAILY_PRECISIONS),
             Group(TRAINABLE_X8, ("eager", "default", "cudagraphs"), ("fp32", "amp"), ("training",)),
         ),
         Plan(repeats=50, warmup=5, max_repeats=150),
