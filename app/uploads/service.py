@@ -68,11 +68,23 @@ def sniff(file: UploadFile) -> str:
         return "pytorch-v3"
     if '"results"' in head and '"key"' in head:
         return "native"
+    if head[:1] in ("[", "{"):
+        _check_json(file)
     raise UploadError(
         file.name,
         "cannot tell the format; give format= (torchbench-csv, pytorch-v3, "
         "pytest-benchmark, google-benchmark or native)",
     )
+
+
+def _check_json(file: UploadFile) -> None:
+    """A JSON file whose format cannot be told may just be broken: say where."""
+    try:
+        json.loads(file.content)
+    except json.JSONDecodeError as error:
+        raise UploadError(file.name, f"invalid JSON: {error.msg}", line=error.lineno) from error
+    except UnicodeDecodeError as error:
+        raise UploadError(file.name, f"not UTF-8 text: {error.reason}") from error
 
 
 def build_run(files: list[UploadFile], fmt: str, fields: dict[str, str]) -> RunIn:

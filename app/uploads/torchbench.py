@@ -77,6 +77,7 @@ class _Case:
 
 def parse_torchbench(file: UploadFile, hints: Hints) -> Parsed:
     """Results of a ``benchmarks/dynamo`` performance, accuracy or expected-accuracy CSV."""
+    _refuse_targets(file)
     rows = _read_table(file.name, _decode(file))
     facts = read_file_name(file.name)
     device = _device(file.name, hints, facts, {row["dev"] for _, row in rows if row.get("dev")})
@@ -86,6 +87,20 @@ def parse_torchbench(file: UploadFile, hints: Hints) -> Parsed:
     if facts.arch and not hints.device:
         machine["arch"] = facts.arch
     return Parsed(results=results, machine=machine)
+
+
+# benchmarks/dynamo files that hold what CI expects (targets), not what a run measured.
+TARGET_FILES = ("expected_ci_speedup_", "pr_time_benchmarks_expected_results")
+
+
+def _refuse_targets(file: UploadFile) -> None:
+    base = PurePosixPath(file.name).name.lower()
+    if base.startswith(TARGET_FILES):
+        raise UploadError(
+            file.name,
+            "this file holds CI's expected targets (speedup or instruction-count goals), not "
+            "results; upload the *_performance.csv / *_accuracy.csv a benchmark run writes",
+        )
 
 
 def read_file_name(name: str) -> FileNameFacts:
