@@ -37,7 +37,8 @@ a detection matched to a smaller step counts neither as a hit nor as a false ala
 
 **Detectors**, each on the same values:
 
-a. benchwatch: ``app.anomalies.detectors.find_change_points(values, DetectorConfig())``.
+a. benchwatch: ``app.anomalies.detectors.find_change_points(values, DetectorConfig())``
+   (``--min-rel-change`` sets another minimum effect, as a per-suite threshold would).
    While it raises ``NotImplementedError`` its rows read "not implemented".
 b. Apache Otava 0.8.0 (PyPI ``apache-otava``, formerly DataStax Hunter): the windowed
    e-divisive of Fleming et al., "Hunter: Using Change Point Detection to Hunt for Performance
@@ -199,13 +200,15 @@ class NotReady(Exception):
     """A detector that cannot run here (not implemented, not installed)."""
 
 
-def benchwatch_detector() -> Detect:
-    """benchwatch's ``find_change_points`` with the default config."""
+def benchwatch_detector(min_rel_change: float | None = None) -> Detect:
+    """benchwatch's ``find_change_points`` with the default config (or another minimum effect)."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     from app.anomalies.detectors import DetectorConfig, find_change_points
 
     config = DetectorConfig()
+    if min_rel_change is not None:
+        config = DetectorConfig(min_rel_change=min_rel_change)
 
     def detect(values: Array) -> list[int]:
         return [cp.index for cp in find_change_points(values, config)]
@@ -541,10 +544,10 @@ def print_examples(score: Score, count: int) -> None:
 # --- main -----------------------------------------------------------------------------------
 
 
-def time_benchwatch(seed: int, count: int) -> float | None:
+def time_benchwatch(seed: int, count: int, min_rel_change: float | None) -> float | None:
     """Seconds benchwatch's detector takes over ``count`` series of 500 points."""
     try:
-        detect = benchwatch_detector()
+        detect = benchwatch_detector(min_rel_change)
     except NotReady:
         return None
     corpus = make_corpus(seed + 1, count, TIMING_LENGTH)
@@ -561,6 +564,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=1, help="corpus seed (default 1)")
     parser.add_argument("--otava-limit", type=int, help="run Otava on the first N series only")
     parser.add_argument("--examples", type=int, default=4, help="benchwatch misses to print")
+    parser.add_argument(
+        "--min-rel-change",
+        type=float,
+        help="benchwatch's minimum effect for this corpus (a per-suite setting; default 3%%)",
+    )
     return parser.parse_args()
 
 
@@ -581,14 +589,14 @@ def main() -> int:
     otava_corpus = corpus[: args.otava_limit] if args.otava_limit else corpus
     scores = []
     for name, make, series in (
-        ("benchwatch", benchwatch_detector, corpus),
+        ("benchwatch", lambda: benchwatch_detector(args.min_rel_change), corpus),
         ("otava", otava_detector, otava_corpus),
         ("pytorch-rule", pytorch_detector, corpus),
     ):
         scores.append(score(name, make, series))
         print(f"  {name}: {scores[-1].status}, {scores[-1].seconds:.1f} s", flush=True)
     print(f"  timing benchwatch on {timing_count:,} x {TIMING_LENGTH} points ...", flush=True)
-    timing = time_benchwatch(args.seed, timing_count)
+    timing = time_benchwatch(args.seed, timing_count, args.min_rel_change)
     print()
     print_main_table(scores)
     print_breakdowns(scores)
