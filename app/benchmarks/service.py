@@ -259,9 +259,8 @@ def _series_ids(
             Series.channel == channel,
             Series.metric_id.in_(metric_ids),
         )
-        found.update(
-            {(b, m): i for b, m, i in session.connection().execute(query) if (b, m) in wanted}
-        )
+        rows = session.connection().execute(query).all()  # one fetch: far cheaper per row
+        found.update({(b, m): i for b, m, i in rows if (b, m) in wanted})
     return found
 
 
