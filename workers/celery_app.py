@@ -26,8 +26,13 @@ def beat_schedule(config: Settings) -> dict[str, dict[str, Any]]:
         }
         for s in config.SCHEDULES
     }
-    if config.SCHEDULES:
-        entries["requeue-shards"] = {"task": "bench.requeue_shards", "schedule": REQUEUE_EVERY_S}
+    for machine in sorted({s.machine for s in config.SCHEDULES}):  # on the machine's own queue
+        entries[f"requeue-shards-{machine}"] = {
+            "task": "bench.requeue_shards",
+            "schedule": REQUEUE_EVERY_S,
+            "kwargs": {"machine": machine},
+            "options": {"queue": f"bench.{machine}"},
+        }
     return entries
 
 

@@ -84,7 +84,17 @@ def test_beat_schedules_a_suite_run_per_machine_on_its_cron() -> None:
         ]
     )
     entries = beat_schedule(config)
-    assert set(entries) == {"suite-h100-a-daily", "suite-mi300x-b-smoke", "requeue-shards"}
+    assert set(entries) == {
+        "suite-h100-a-daily",
+        "suite-mi300x-b-smoke",
+        "requeue-shards-h100-a",
+        "requeue-shards-mi300x-b",
+    }
+    sweeper = entries["requeue-shards-mi300x-b"]
+    assert (sweeper["kwargs"], sweeper["options"]) == (
+        {"machine": "mi300x-b"},
+        {"queue": "bench.mi300x-b"},
+    )
     h100 = entries["suite-h100-a-daily"]
     assert h100["options"] == {"queue": "bench.h100-a"}
     assert h100["schedule"].hour == set(range(0, 24, 12))  # every 12 hours by default
