@@ -150,8 +150,8 @@ def _skip_reason(
         return GPU_ONLY[config]
     if mode == "training" and case.training_reason is not None:
         return case.training_reason
-    if precision in QUANTIZED:
-        return _quantization_skip(case, precision, device, mode)
+    if precision in QUANTIZED and (reason := _quantization_skip(case, precision, device, mode)):
+        return reason
     if config == "dynamic" and not case.batch_args:
         return "no batch dimension to vary for dynamic shapes"
     if precision == "fp16" and device.type == "cpu":

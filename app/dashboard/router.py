@@ -41,7 +41,7 @@ def plotly_js() -> FileResponse:
 
 
 def as_int(value: str | None) -> int | None:
-    """A query parameter as an int; a malformed one is ignored (the page says so)."""
+    """A query parameter as an int; a malformed one is ignored (the page uses its default)."""
     try:
         return int(value) if value not in (None, "") else None
     except ValueError:

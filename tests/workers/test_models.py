@@ -78,3 +78,9 @@ def test_a_model_compiles_with_inductor() -> None:
     assert rows["speedup"]["value"] > 0
     assert rows["unique_graphs"]["value"] >= 1
     assert rows["accuracy"]["text_value"] == "pass"
+
+
+def test_a_quantized_case_still_gets_the_other_skip_reasons() -> None:
+    dlrm = next(c for c in MODELS if c.model == "dlrm")  # no batch dimension
+    rows = measure(dlrm, "dynamic", "int8", CPU, ONCE)
+    assert {r["reason"] for r in rows} == {"no batch dimension to vary for dynamic shapes"}
