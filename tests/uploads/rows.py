@@ -1,7 +1,10 @@
 """Checks shared by the parser tests."""
 
+from pydantic import TypeAdapter
+
 from app.benchmarks.service import BenchmarkKey
-from app.runs.schemas import ResultIn
+from app.runs.schemas import EnvironmentIn, MachineIn, ResultIn, RunIn
+from app.uploads.base import Parsed
 
 
 def assert_one_row_per_series(results: list[ResultIn]) -> None:
@@ -22,3 +25,19 @@ def assert_one_row_per_series(results: list[ResultIn]) -> None:
         for r in results
     ]
     assert len(set(keys)) == len(keys)
+
+
+def ingestible_run(parsed: Parsed) -> RunIn:
+    """A parser's output as a run the ingest accepts: rows, machine, environment and run."""
+    machine = {"name": "ci-runner-1", **parsed.machine}
+    MachineIn.model_validate(machine)
+    EnvironmentIn.model_validate(parsed.environment)
+    return RunIn.model_validate(
+        {
+            **parsed.run,
+            "key": "k1",
+            "machine": machine,
+            "environment": parsed.environment,
+            "results": TypeAdapter(list[ResultIn]).validate_python(parsed.results),
+        }
+    )

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter
 
-from app.runs.schemas import EnvironmentIn, MachineIn, ResultIn, RunIn
+from app.runs.schemas import ResultIn
 from app.uploads.base import Hints, Parsed, UploadError, UploadFile
 from app.uploads.google_benchmark import parse_google_benchmark, split_run_name
-from tests.uploads.rows import assert_one_row_per_series
+from tests.uploads.rows import assert_one_row_per_series, ingestible_run
 
 DATA = Path(__file__).parents[1] / "data" / "uploads" / "google_benchmark"
 BPFILTER = "bpfilter__fd8dc28.json"
@@ -226,20 +226,9 @@ def test_aggregates_only_give_a_value_without_samples() -> None:
 def test_rows_machine_environment_and_run_are_ingestible(name: str) -> None:
     parsed = parse(name)
 
-    results = TypeAdapter(list[ResultIn]).validate_python(parsed.results)
-    MachineIn.model_validate({"name": "ci-runner-1", **parsed.machine})
-    EnvironmentIn.model_validate(parsed.environment)
-    run = RunIn.model_validate(
-        {
-            **parsed.run,
-            "key": "k1",
-            "machine": {"name": "ci-runner-1", **parsed.machine},
-            "environment": parsed.environment,
-            "results": parsed.results,
-        }
-    )
-    assert len(run.results) == len(results) > 0
-    assert_one_row_per_series(results)
+    run = ingestible_run(parsed)
+    assert len(run.results) == len(parsed.results) > 0
+    assert_one_row_per_series(run.results)
 
 
 def test_hints_win() -> None:

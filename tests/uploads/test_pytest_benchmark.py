@@ -7,13 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import TypeAdapter
 
-from app.runs.schemas import EnvironmentIn, MachineIn, ResultIn, RunIn
+from app.runs.schemas import ResultIn
 from app.uploads import pytest_benchmark
 from app.uploads.base import Hints, Parsed, UploadError, UploadFile
 from app.uploads.pytest_benchmark import parse_pytest_benchmark
-from tests.uploads.rows import assert_one_row_per_series
+from tests.uploads.rows import assert_one_row_per_series, ingestible_run
 
 DATA = Path(__file__).parents[1] / "data" / "uploads" / "pytest_benchmark"
 RUSTYBT = "rustybt__0002_decimal_backtest.json"
@@ -162,22 +161,11 @@ def test_millipyde_zone_less_datetime_extra_info_and_gpu() -> None:
 def test_rows_machine_environment_and_run_are_ingestible(name: str) -> None:
     parsed = parse(name)
 
-    results = TypeAdapter(list[ResultIn]).validate_python(parsed.results)
-    MachineIn.model_validate({"name": "ci-runner-1", **parsed.machine})
-    EnvironmentIn.model_validate(parsed.environment)
-    run = RunIn.model_validate(
-        {
-            **parsed.run,
-            "key": "k1",
-            "machine": {"name": "ci-runner-1", **parsed.machine},
-            "environment": parsed.environment,
-            "results": parsed.results,
-        }
-    )
-    assert len(run.results) == len(results) == 2 * len(document(name)["benchmarks"])
+    run = ingestible_run(parsed)
+    assert len(run.results) == len(parsed.results) == 2 * len(document(name)["benchmarks"])
     assert run.started_at is not None
     assert run.started_at.tzinfo is not None
-    assert_one_row_per_series(results)
+    assert_one_row_per_series(run.results)
 
 
 def test_hints_win() -> None:
