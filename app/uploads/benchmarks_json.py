@@ -2,6 +2,7 @@
 
 import json
 import math
+from datetime import datetime
 from typing import Any
 
 from app.uploads.base import UploadError, UploadFile
@@ -47,3 +48,13 @@ def json_safe(value: Any) -> Any:
 def at(index: int, path: str) -> str:
     """The dotted path of a field of the index-th benchmark."""
     return f"benchmarks[{index}].{path}" if path else f"benchmarks[{index}]"
+
+
+def moment(value: Any) -> datetime | None:
+    """An ISO 8601 date and time, or None when the value is not one."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None

@@ -27,12 +27,11 @@ import math
 import re
 import statistics
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from app.benchmarks import vocabulary as vocab
 from app.uploads.base import Hints, Parsed, UploadError, UploadFile
-from app.uploads.benchmarks_json import at, benchmark_entries, json_safe, load_document
+from app.uploads.benchmarks_json import at, benchmark_entries, json_safe, load_document, moment
 
 TIME_UNITS = ("ns", "us", "ms", "s")
 # Fields of a benchmark entry that are not user counters.
@@ -414,13 +413,8 @@ def _run(context: dict[str, Any]) -> dict[str, Any]:
 
 def _timestamp(value: Any) -> str | None:
     """An ISO 8601 date with a zone, else None."""
-    if not isinstance(value, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return moment.isoformat() if moment.tzinfo else None
+    at = moment(value)
+    return at.isoformat() if at is not None and at.tzinfo else None
 
 
 def _string(file: UploadFile, index: int, entry: dict[str, Any], key: str) -> str:

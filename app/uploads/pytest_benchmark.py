@@ -23,13 +23,13 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC
 from typing import Any
 
 from app.benchmarks import vocabulary as vocab
 from app.runs.schemas import MAX_SAMPLES
 from app.uploads.base import Hints, Parsed, UploadError, UploadFile
-from app.uploads.benchmarks_json import at, benchmark_entries, json_safe, load_document
+from app.uploads.benchmarks_json import at, benchmark_entries, json_safe, load_document, moment
 
 TIME_METRIC = "latency"
 TIME_UNIT = vocab.WELL_KNOWN_METRICS[TIME_METRIC].unit
@@ -308,13 +308,9 @@ def _run(document: dict[str, Any]) -> dict[str, Any]:
 
 def _timestamp(value: Any) -> str | None:
     """ISO 8601 with a zone; pytest-benchmark's zone-less times are UTC (``utcnow()``)."""
-    if not isinstance(value, str):
+    if (at := moment(value)) is None:
         return None
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).isoformat()
+    return (at if at.tzinfo else at.replace(tzinfo=UTC)).isoformat()
 
 
 def _required(file: UploadFile, index: int, obj: dict[str, Any], key: str, where: str) -> Any:
