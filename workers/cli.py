@@ -27,31 +27,8 @@ from app.core.errors import DomainError
 from app.core.migrate import upgrade_database
 from app.core.security import SCOPES
 from app.tokens import service as tokens_service
+from app.uploads.service import FORMATS, METADATA
 from workers.progress import print_progress
-
-# Run metadata flags of `benchwatch upload` (the upload API's fields).
-UPLOAD_FIELDS = (
-    "key",
-    "machine",
-    "device",
-    "arch",
-    "channel",
-    "commit",
-    "branch",
-    "url",
-    "trigger",
-    "tier",
-    "started_at",
-    "torch",
-    "triton",
-    "cuda",
-    "hip",
-    "driver",
-    "suite",
-    "config",
-    "precision",
-    "mode",
-)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -297,7 +274,7 @@ def cmd_upload(args: argparse.Namespace) -> int:
     if missing := [str(f) for f in files if not f.is_file()]:
         print(f"benchwatch upload: no such file: {', '.join(missing)}", file=sys.stderr)
         return client.REJECTED
-    flags = {name: getattr(args, name) for name in UPLOAD_FIELDS}
+    flags = {name: getattr(args, name) for name in METADATA}
     fields = client.metadata(flags, files, client.environment())
     if args.dry_run:
         return _dry_run(files, args.format, fields)
@@ -457,19 +434,8 @@ def build_parser() -> argparse.ArgumentParser:
     upload.add_argument("files", nargs="+", metavar="FILE")
     upload.add_argument("--server", default=os.environ.get("BENCHWATCH_SERVER"))
     upload.add_argument("--token", default=os.environ.get("BENCHWATCH_TOKEN"))
-    upload.add_argument(
-        "--format",
-        default="auto",
-        choices=(
-            "auto",
-            "torchbench-csv",
-            "pytorch-v3",
-            "pytest-benchmark",
-            "google-benchmark",
-            "native",
-        ),
-    )
-    for name in UPLOAD_FIELDS:
+    upload.add_argument("--format", default="auto", choices=FORMATS)
+    for name in METADATA:
         upload.add_argument(f"--{name.replace('_', '-')}", dest=name)
     upload.add_argument("--dry-run", action="store_true", help="parse and validate, send nothing")
     upload.add_argument("--retries", type=int, default=5, help="on connection errors and 5xx")

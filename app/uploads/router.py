@@ -12,17 +12,9 @@ from app.runs import service as runs_service
 from app.runs.models import Run
 from app.runs.schemas import RunRead
 from app.uploads.base import UploadFile
-from app.uploads.service import (
-    ENVIRONMENT_FIELDS,
-    FORMATS,
-    HINT_FIELDS,
-    MACHINE_FIELDS,
-    RUN_FIELDS,
-    build_run,
-)
+from app.uploads.service import FORMATS, METADATA, build_run
 
 router = APIRouter(tags=["uploads"])
-METADATA = tuple(dict.fromkeys((*RUN_FIELDS, *MACHINE_FIELDS, *ENVIRONMENT_FIELDS, *HINT_FIELDS)))
 RAW_NAMES = {"text/csv": "upload.csv", "application/x-ndjson": "upload.jsonl"}
 DESCRIPTION = f"""Upload result files as one run (scope `ingest`).
 

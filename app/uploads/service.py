@@ -33,6 +33,8 @@ RUN_FIELDS = ("key", "trigger", "tier", "commit", "branch", "url", "started_at",
 MACHINE_FIELDS = {"machine": "name", "device": "device", "arch": "arch", "hostname": "hostname"}
 ENVIRONMENT_FIELDS = ("channel", "torch", "triton", "python", "cuda", "hip", "driver")
 HINT_FIELDS = ("suite", "config", "precision", "mode", "device")
+# Every field an upload may carry, each once.
+METADATA = tuple(dict.fromkeys((*RUN_FIELDS, *MACHINE_FIELDS, *ENVIRONMENT_FIELDS, *HINT_FIELDS)))
 
 
 class BadUpload(InvalidInput):
