@@ -21,7 +21,7 @@ from app.benchmarks.models import Machine, Series
 from app.benchmarks.service import list_machines
 from app.dashboard import format as fmt
 from app.dashboard.figures import embed, figure
-from app.dashboard.overview import machine_channels, recent_runs
+from app.dashboard.overview import default_channel, machine_channels, recent_runs
 from app.runs.models import Run
 from app.runs.service import get_run, list_run_results
 
@@ -62,7 +62,7 @@ def sides(session: Session, query: CompareQuery) -> list[Side]:
     machine = query.machine or (machines[0] if machines else None)
     if machine is None:
         return []
-    channel = query.channel or _default_channel(session, machine)
+    channel = query.channel or default_channel(machine_channels(session, machine))
     if query.kind == "runs":
         latest = recent_runs(session, machine, channel, 2)
         base_id = query.base_run or (latest[-1].id if latest else None)
@@ -86,11 +86,6 @@ def sides(session: Session, query: CompareQuery) -> list[Side]:
         Side(query.base_config, latest[0], query.base_config),
         Side(query.new_config, latest[0], query.new_config),
     ]
-
-
-def _default_channel(session: Session, machine: str) -> str:
-    channels = machine_channels(session, machine)
-    return "nightly" if "nightly" in channels else (channels[0] if channels else "nightly")
 
 
 def _other(machines: list[str], machine: str) -> str:

@@ -76,6 +76,11 @@ def machine_channels(session: Session, machine: str) -> list[str]:
     return sorted(session.scalars(query))
 
 
+def default_channel(channels: list[str]) -> str:
+    """The channel a page opens on: nightly when there is one, else the first."""
+    return "nightly" if "nightly" in channels or not channels else channels[0]
+
+
 def recent_runs(session: Session, machine: str, channel: str, limit: int) -> list[Run]:
     """A machine's newest runs on a channel, newest first."""
     query = (
@@ -109,8 +114,7 @@ def overview(
         return {"machines": []}
     chosen = next((m for m in machines if m.name == machine), machines[0])
     channels = machine_channels(session, chosen.name)
-    channel = channel if channel in channels else ("nightly" if "nightly" in channels else None)
-    channel = channel or (channels[0] if channels else "")
+    channel = channel if channel in channels else default_channel(channels)
     recent = recent_runs(session, chosen.name, channel, 60)
     context: dict[str, Any] = {
         "machines": machines,
