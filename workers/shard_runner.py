@@ -39,19 +39,17 @@ def run_shard_process(
 ) -> ShardOutcome:
     """Run the shard; ``heartbeat`` is called every ``every_s`` and stops it by returning False."""
     with tempfile.TemporaryDirectory(prefix="benchwatch-shard-") as folder:
-        out, err = Path(folder) / "rows.json", Path(folder) / "stderr.txt"
+        # The spec goes in a file, not a pipe: a child that dies at once cannot break the write.
+        given, out, err = (Path(folder) / name for name in ("spec.json", "rows.json", "stderr.txt"))
+        given.write_text(json.dumps(spec))
         with err.open("w") as stderr:
             child = subprocess.Popen(
-                [sys.executable, "-m", "workers.shards", str(out)],
-                stdin=subprocess.PIPE,
+                [sys.executable, "-m", "workers.shards", str(given), str(out)],
+                stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,
-                text=True,
                 start_new_session=True,
             )
-            assert child.stdin is not None
-            child.stdin.write(json.dumps(spec))
-            child.stdin.close()
             ended = _wait(child, timeout_s, heartbeat, every_s)
         if ended is not None:
             return ShardOutcome(None, f"{ended}; stderr: {_tail(err)}")
@@ -61,7 +59,7 @@ def run_shard_process(
 
 
 def _wait(
-    child: subprocess.Popen[str],
+    child: subprocess.Popen[bytes],
     timeout_s: float,
     heartbeat: Callable[[], bool],
     every_s: float,
@@ -81,7 +79,7 @@ def _wait(
                 return "the shard's lease was lost to another worker; this attempt was stopped"
 
 
-def _kill(child: subprocess.Popen[str]) -> None:
+def _kill(child: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(child.pid, signal.SIGKILL)
     child.wait()

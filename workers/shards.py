@@ -2,8 +2,8 @@
 
 A shard is one case in one mode under all of its tier's configs and precisions: the unit that
 a crash, a hang or an out-of-memory takes down, and that is retried. The worker runs it as
-``python -m workers.shards OUT`` with ``{"tier": ..., "cases": [...]}`` on stdin; the child
-writes its result rows to OUT as JSON and exits 0. If the worker dies, the child notices that
+``python -m workers.shards SPEC OUT``, SPEC a JSON file ``{"tier": ..., "cases": [...]}``; the
+child writes its result rows to OUT as JSON and exits 0. If the worker dies, the child notices that
 its parent changed and exits too, so an orphan never holds the device.
 """
 
@@ -49,11 +49,11 @@ def _exit_with_parent(parent: int) -> None:
 def main() -> int:
     """Entry point of the shard child: read the spec, measure, write the rows."""
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
-    spec = json.load(sys.stdin)
+    spec = json.loads(Path(sys.argv[1]).read_text())
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     tier = spec["tier"]
     rows = run_tasks(tasks_of(tier, spec["cases"]), device, TIERS[tier].plan)
-    Path(sys.argv[1]).write_text(json.dumps(rows))
+    Path(sys.argv[2]).write_text(json.dumps(rows))
     return 0
 
 
