@@ -12,8 +12,10 @@ The method, in three stages:
    outliers do not fool it) must give ``p <= max_p_value`` (and so must the raw samples,
    where they are given), the Hodges-Lehmann shift (the median of all pairwise differences
    across the split) must be at least ``min_rel_change`` of the level before, and both
-   levels must hold at least ``min_segment`` points. Rejected proposals are dropped and the
-   rest re-confirmed with the wider windows that leaves, until nothing changes.
+   levels must hold at least ``min_segment`` points. Rejected proposals are dropped one at a
+   time, the weakest first (highest p-value), and the rest re-confirmed with the wider windows
+   that leaves, until all pass: a spurious proposal squeezed between two real steps cannot
+   take them down with it by shortening their windows.
 3. **Place** each confirmed step at the nearby split where two flat levels fit the windows
    best (least absolute deviation from each side's median).
 
@@ -32,7 +34,7 @@ from scipy.stats import mannwhitneyu
 
 FloatArray = npt.NDArray[np.float64]
 PROPOSAL_THRESHOLD = 4.0  # normalised CUSUM needed to propose a split
-MAX_ROUNDS = 5  # confirm / drop / re-confirm rounds
+TOO_SHORT = 2.0  # the weakness of a proposal whose levels hold too few points: above any p
 REFINE_RADIUS = 5  # points either side of a proposal where the step may really start
 
 
@@ -143,21 +145,25 @@ def _confirm(
     samples: Sequence[Sequence[float] | None] | None,
 ) -> list[tuple[int, Bounds]]:
     """The proposals that pass, each with the window bounds it was judged on."""
+    # Dropping a proposal widens only its neighbours' windows: every other result is reused.
+    placements: dict[tuple[int, Bounds], int] = {}
+    verdicts: dict[tuple[int, Bounds], float | None] = {}
     current = proposals
-    for _ in range(MAX_ROUNDS):
-        placed = [
-            _refine(points, split, bounds, config.min_segment)
-            for split, bounds in _with_bounds(current, len(points), config.window)
-        ]
-        judged = [
-            (split, bounds, _passes(points, split, bounds, config, samples))
-            for split, bounds in _with_bounds(placed, len(points), config.window)
-        ]
-        kept = [split for split, _, ok in judged if ok]
-        if kept == placed:
-            return [(split, bounds) for split, bounds, _ in judged]
-        current = kept
-    return list(_with_bounds(current, len(points), config.window))
+    while True:
+        proposed = _with_bounds(current, len(points), config.window)
+        for key in proposed:
+            if key not in placements:
+                placements[key] = _refine(points, *key, config.min_segment)
+        placed = sorted({placements[key] for key in proposed})
+        judged = _with_bounds(placed, len(points), config.window)
+        for key in judged:
+            if key not in verdicts:
+                verdicts[key] = _weakness(points, *key, config, samples)
+        failing = [(weakness, key[0]) for key in judged if (weakness := verdicts[key]) is not None]
+        if not failing:
+            return judged
+        weakest = max(failing)[1]
+        current = [split for split in placed if split != weakest]
 
 
 def _with_bounds(splits: list[int], n: int, window: int) -> list[tuple[int, Bounds]]:
@@ -168,27 +174,29 @@ def _with_bounds(splits: list[int], n: int, window: int) -> list[tuple[int, Boun
     ]
 
 
-def _passes(
+def _weakness(
     points: FloatArray,
     split: int,
     bounds: Bounds,
     config: DetectorConfig,
     samples: Sequence[Sequence[float] | None] | None,
-) -> bool:
+) -> float | None:
+    """None when the split passes; else how weak it is (its p-value, ``TOO_SHORT`` at most)."""
     left, right = points[bounds[0] : split], points[split : bounds[1]]
     if min(len(left), len(right)) < config.min_segment:
-        return False
+        return TOO_SHORT
+    p_value = _p_value(left, right)
     before = float(np.median(left))
     shift = float(np.median(np.subtract.outer(right, left)))  # Hodges-Lehmann estimate
     if before == 0 or abs(shift) / abs(before) < config.min_rel_change:
-        return False
-    if _p_value(left, right) > config.max_p_value:
-        return False
+        return p_value
+    if p_value > config.max_p_value:
+        return p_value
     if samples is not None:
         pooled = _pooled(samples, bounds[0], split), _pooled(samples, split, bounds[1])
         if len(pooled[0]) and len(pooled[1]) and _p_value(*pooled) > config.max_p_value:
-            return False
-    return True
+            return p_value
+    return None
 
 
 def _pooled(samples: Sequence[Sequence[float] | None], start: int, stop: int) -> FloatArray:

@@ -41,6 +41,19 @@ def test_two_steps() -> None:
     assert abs(found[1] - 100) <= 1
 
 
+def test_two_steps_a_short_level_apart_in_heavy_tailed_noise() -> None:
+    # +25% then +28% only 8 points later. Noise can add a spurious proposal inside the short
+    # level; dropping all failing proposals at once then took both real steps down with it.
+    def both_found(seed: int) -> bool:
+        rng = np.random.default_rng(seed)
+        level = np.array([100.0] * 60 + [125.0] * 8 + [160.0] * 40)
+        values = level * (1 + 0.05 * rng.standard_t(3, len(level)) / np.sqrt(3))
+        found = [c.index for c in find_change_points(values)]
+        return all(any(abs(f - at) <= 2 for f in found) for at in (60, 68))
+
+    assert [seed for seed in range(40) if not both_found(seed)] == []
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_noisy_flat_series_have_no_steps(seed: int) -> None:
     assert find_change_points(noise(seed, 400, 0.06)) == []
