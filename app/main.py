@@ -19,6 +19,7 @@ from app.core.limits import BodySizeLimit
 from app.core.logging import configure_logging
 from app.dashboard import router as dashboard
 from app.dashboard.router import FRONTEND
+from app.dashboard.sign_in import SignInRequired, to_sign_in
 from app.health.router import router as health_router
 from app.jobs import connect, disconnect
 
@@ -71,6 +72,7 @@ def create_app(config: Settings | None = None) -> FastAPI:
     application.add_middleware(BodySizeLimit, max_bytes=config.MAX_BODY_BYTES)
     application.add_exception_handler(DomainError, handle_domain_error)
     application.add_exception_handler(RequestValidationError, handle_validation_error)
+    application.add_exception_handler(SignInRequired, to_sign_in)
     application.add_middleware(GZipMiddleware, minimum_size=2048)
     application.include_router(health_router)
     application.include_router(api_router)

@@ -161,11 +161,15 @@ def _wait_until_healthy(base_url: str, thread: threading.Thread) -> None:
 
 
 @pytest.fixture
-def live_server(database: Database) -> Iterator[str]:
+def live_settings(settings: Settings) -> Settings:
+    """The live server's settings (a test module overrides this fixture to change them)."""
+    return settings
+
+
+@pytest.fixture
+def live_server(live_settings: Settings) -> Iterator[str]:
     """The real app on the test database, served by uvicorn on a free port; yields its URL."""
-    application = create_app(
-        Settings(DATABASE_URL=database.url, TOKEN_PEPPER=PEPPER, BROKER_URL=None)
-    )
+    application = create_app(live_settings)
     config = uvicorn.Config(
         application,
         lifespan="on",

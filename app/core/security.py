@@ -1,4 +1,10 @@
-"""Hashed API tokens and the dependencies that demand them."""
+"""Hashed API tokens and the dependencies that demand them.
+
+A token travels as ``Authorization: Bearer <token>``. For reads only, the dashboard's sign-in
+cookie carries it too (``SIGN_IN_COOKIE``: HttpOnly, SameSite=Lax), so a private server's
+pages work in a browser; writes and triage always need the header, which no other site can
+make a browser send.
+"""
 
 import hashlib
 import hmac
@@ -17,6 +23,7 @@ from app.tokens.models import ApiToken
 
 SCOPES = ("ingest", "triage", "admin", "read")
 TOUCH_EVERY = timedelta(minutes=1)  # last_used_at granularity: no write per request
+SIGN_IN_COOKIE = "benchwatch_token"
 
 bearer = HTTPBearer(auto_error=False, description="`Authorization: Bearer bw_...`")
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
@@ -38,11 +45,19 @@ def authenticate(
     """The live token in the request's bearer header; 401 when missing, unknown or revoked."""
     if credentials is None:
         raise _unauthorized("missing API token: send 'Authorization: Bearer <token>'")
+    token = live_token(request, session, credentials.credentials)
+    if token is None:
+        raise _unauthorized("invalid or revoked API token")
+    return token
+
+
+def live_token(request: Request, session: Session, secret: str) -> ApiToken | None:
+    """The unrevoked token whose secret this is, its last use noted; None if there is none."""
     settings: Settings = request.app.state.settings
-    digest = hash_token(credentials.credentials, settings.TOKEN_PEPPER.get_secret_value())
+    digest = hash_token(secret, settings.TOKEN_PEPPER.get_secret_value())
     token = session.scalar(select(ApiToken).where(ApiToken.token_hash == digest))
     if token is None or token.revoked_at is not None:
-        raise _unauthorized("invalid or revoked API token")
+        return None
     now = utcnow()
     if token.last_used_at is None or now - token.last_used_at > TOUCH_EVERY:
         token.last_used_at = now
@@ -71,6 +86,16 @@ def read_access(
     credentials: Credentials,
 ) -> None:
     """Reads are public unless ``BENCHWATCH_PUBLIC_READ=false``; then any live token reads."""
+    if not may_read(request, session, credentials):
+        authenticate(request, session, credentials)  # raises 401, saying why
+
+
+def may_read(
+    request: Request, session: Session, credentials: HTTPAuthorizationCredentials | None
+) -> bool:
+    """Reads are public, or the request carries a live token (header or sign-in cookie)."""
     settings: Settings = request.app.state.settings
-    if not settings.PUBLIC_READ:
-        authenticate(request, session, credentials)
+    if settings.PUBLIC_READ:
+        return True
+    secret = credentials.credentials if credentials else request.cookies.get(SIGN_IN_COOKIE)
+    return secret is not None and live_token(request, session, secret) is not None

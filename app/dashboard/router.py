@@ -9,27 +9,29 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import plotly
-from fastapi import APIRouter, Depends, Request
-from fastapi.responses import FileResponse, HTMLResponse, Response
+from fastapi import APIRouter, Depends, Form, Request
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from sqlalchemy import select
 
-from app.api.deps import ReadAccess, SessionDep
+from app.api.deps import SessionDep
 from app.benchmarks.models import Machine
 from app.core.errors import NotFound
+from app.core.security import SIGN_IN_COOKIE, live_token
 from app.dashboard import format as fmt
 from app.dashboard.alerts import AlertQuery, inbox
 from app.dashboard.compare import KINDS, CompareQuery, comparison, machine_device, to_csv
 from app.dashboard.overview import FAMILIES, overview
 from app.dashboard.run_page import run_page
 from app.dashboard.series import GROUPINGS, RANGES, SeriesQuery, series_page
+from app.dashboard.sign_in import forget, page_access, remember, safe_next
 
 FRONTEND = Path(__file__).resolve().parents[2] / "frontend"
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 templates = Jinja2Templates(directory=FRONTEND / "templates")
 templates.env.filters |= {"number": fmt.number, "percent": fmt.percent}
-pages = APIRouter(include_in_schema=False, dependencies=[ReadAccess])
-assets = APIRouter(include_in_schema=False)
+pages = APIRouter(include_in_schema=False, dependencies=[Depends(page_access)])
+assets = APIRouter(include_in_schema=False)  # open to all: plotly.js and signing in
 
 
 @assets.get("/static/plotly.min.js")
@@ -38,6 +40,36 @@ def plotly_js() -> FileResponse:
     return FileResponse(
         PLOTLY_JS, media_type="text/javascript", headers={"Cache-Control": "max-age=86400"}
     )
+
+
+@assets.get("/login", response_class=HTMLResponse)
+def sign_in_form(request: Request, session: SessionDep, next: str = "/") -> HTMLResponse:
+    """The sign-in form of a private server (``BENCHWATCH_PUBLIC_READ=false``)."""
+    return render(request, session, "login.html", next=safe_next(next))
+
+
+@assets.post("/login", response_class=HTMLResponse, response_model=None)
+def sign_in(
+    request: Request,
+    session: SessionDep,
+    token: Annotated[str, Form()] = "",
+    next: Annotated[str, Form()] = "/",
+) -> Response:
+    """Check the pasted token, keep it in the sign-in cookie and go back to the page."""
+    token = token.strip()
+    if not token or live_token(request, session, token) is None:
+        # 200, not 401: the form again with what went wrong (a browser logs a 401 as an error)
+        error = "That token is unknown or revoked: paste a live API token."
+        return render(request, session, "login.html", next=safe_next(next), error=error)
+    session.commit()  # the token's last use
+    back = RedirectResponse(safe_next(next), status_code=303)
+    return remember(back, token, secure=request.url.scheme == "https")
+
+
+@assets.post("/logout")
+def sign_out() -> Response:
+    """Forget the sign-in cookie."""
+    return forget(RedirectResponse("/login", status_code=303))
 
 
 def as_int(value: str | None) -> int | None:
@@ -52,8 +84,15 @@ def render(
     request: Request, session: SessionDep, name: str, status: int = 200, **context: Any
 ) -> HTMLResponse:
     """A page, with what every page needs (is this demo data?)."""
+    private = not request.app.state.settings.PUBLIC_READ
     demo = any(m.extra.get("demo") for m in session.scalars(select(Machine)))
-    common = {"demo": demo, "path": request.url.path, "groupings": GROUPINGS, "ranges": RANGES}
+    common = {
+        "demo": demo,
+        "path": request.url.path,
+        "groupings": GROUPINGS,
+        "ranges": RANGES,
+        "signed_in": private and SIGN_IN_COOKIE in request.cookies,
+    }
     return templates.TemplateResponse(request, name, {**common, **context}, status_code=status)
 
 
