@@ -44,13 +44,17 @@ def run_shard_process(
         given.write_text(json.dumps(spec))
         with err.open("w") as stderr:
             child = subprocess.Popen(
-                [sys.executable, "-m", "workers.shards", str(given), str(out)],
+                [sys.executable, "-m", "workers.shards", str(given), str(out), str(os.getpid())],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,
                 start_new_session=True,
             )
-            ended = _wait(child, timeout_s, heartbeat, every_s)
+            try:
+                ended = _wait(child, timeout_s, heartbeat, every_s)
+            except BaseException:  # the heartbeat failed (database gone) or the worker stops
+                _kill(child)
+                raise
         if ended is not None:
             return ShardOutcome(None, f"{ended}; stderr: {_tail(err)}")
         if child.returncode != 0:

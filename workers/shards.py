@@ -2,9 +2,10 @@
 
 A shard is one case in one mode under all of its tier's configs and precisions: the unit that
 a crash, a hang or an out-of-memory takes down, and that is retried. The worker runs it as
-``python -m workers.shards SPEC OUT``, SPEC a JSON file ``{"tier": ..., "cases": [...]}``; the
-child writes its result rows to OUT as JSON and exits 0. If the worker dies, the child notices that
-its parent changed and exits too, so an orphan never holds the device.
+``python -m workers.shards SPEC OUT PARENT``, SPEC a JSON file ``{"tier": ..., "cases": [...]}``
+and PARENT the worker's pid; the child writes its result rows to OUT as JSON and exits 0. If the
+worker dies, even while the child is still importing torch, the child notices that its parent is
+no longer PARENT and exits too, so an orphan never holds the device.
 """
 
 import json
@@ -40,15 +41,14 @@ def tasks_of(tier: str, cases: list[dict[str, Any]]) -> list[Task]:
 
 
 def _exit_with_parent(parent: int) -> None:
-    while True:
+    while os.getppid() == parent:
         time.sleep(1.0)
-        if os.getppid() != parent:
-            os._exit(3)
+    os._exit(3)
 
 
 def main() -> int:
     """Entry point of the shard child: read the spec, measure, write the rows."""
-    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
+    threading.Thread(target=_exit_with_parent, args=(int(sys.argv[3]),), daemon=True).start()
     spec = json.loads(Path(sys.argv[1]).read_text())
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     tier = spec["tier"]
