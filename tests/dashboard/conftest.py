@@ -9,7 +9,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, ConsoleMessage, Page, ViewportSize, sync_playwright
+from playwright.sync_api import (
+    Browser,
+    ConsoleMessage,
+    Page,
+    ViewportSize,
+    expect,
+    sync_playwright,
+)
 from playwright.sync_api import Error as PlaywrightError
 
 from tests.conftest import service_missing
@@ -25,7 +32,8 @@ CHROMIUM_ARGS = [
     "--disable-dev-shm-usage",  # containers often give /dev/shm 64 MB; Chromium crashes on it
 ]
 VIEWPORT: ViewportSize = {"width": 1280, "height": 800}
-TIMEOUT_MS = 10_000  # Playwright's default of 30 s only makes a broken page slower to report
+TIMEOUT_MS = 15_000  # Playwright's default of 30 s only makes a broken page slower to report
+expect.set_options(timeout=TIMEOUT_MS)  # expect() has its own default (5 s): too short in CI
 
 
 def assert_no_console_errors(errors: list[str]) -> None:

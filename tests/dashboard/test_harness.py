@@ -26,9 +26,10 @@ def test_page_records_console_errors_and_uncaught_exceptions(
     page: Page, live_server: str, console_errors: list[str]
 ) -> None:
     page.goto(f"{live_server}/healthz")
-    page.evaluate("console.error('logged on purpose')")
-    page.evaluate("setTimeout(() => { throw new Error('thrown on purpose'); })")
-    page.wait_for_timeout(100)
+    with page.expect_console_message():
+        page.evaluate("console.error('logged on purpose')")
+    with page.expect_event("pageerror"):
+        page.evaluate("setTimeout(() => { throw new Error('thrown on purpose'); })")
 
     assert console_errors[0].startswith("console: logged on purpose")
     assert console_errors[1].startswith("pageerror: Error: thrown on purpose")
