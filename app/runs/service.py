@@ -267,8 +267,14 @@ def _result_row(series_id: int, result: ResultIn, unit: str, stored_unit: str) -
         value = value * factor if value is not None else None
     if value is None and samples and result.status == "ok":
         value = statistics.median(samples)
-    return ResultRow(
-        series_id, result.status, value, samples, result.text_value, result.reason, result.extra
+    return (
+        series_id,
+        result.status,
+        value,
+        samples,
+        result.text_value,
+        result.reason,
+        result.extra,
     )
 
 
