@@ -3,7 +3,6 @@
 import hashlib
 import json
 import statistics
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -64,18 +63,21 @@ def ingest_run(session: Session, run_in: RunIn, *, source: str) -> Ingested:
     digest = payload_hash(run_in)
     if (existing := _run_by_key(session, run_in.key)) is not None:
         return Ingested(_same_payload(existing, digest), created=False)
-    keys = _benchmark_keys(run_in.results)
-    _reject_duplicates(run_in.results, keys)
-    ingested = _insert_run(session, run_in, digest, source)
+    cases = _cases_of(run_in.results)
+    _reject_duplicates(run_in.results, cases)
+    coverage = _coverage(run_in.results, cases)
+    ingested = _insert_run(session, run_in, digest, source, coverage)
     if ingested.created:
-        _store_results(session, ingested.run, run_in.results, keys)
+        _store_results(session, ingested.run, run_in.results, cases)
         session.flush()
         enqueue_after_commit(session, DETECT_RUN, run_id=ingested.run.id)
     return ingested
 
 
 def _run_by_key(session: Session, key: str) -> Run | None:
-    return session.scalar(select(Run).where(Run.key == key))
+    # The id alone first: a new key (the usual case) costs no ORM entity load.
+    run_id = session.connection().scalar(select(Run.id).where(Run.key == key))
+    return None if run_id is None else session.get(Run, run_id)
 
 
 def _same_payload(run: Run, digest: str) -> Run:
@@ -84,21 +86,32 @@ def _same_payload(run: Run, digest: str) -> Run:
     return run
 
 
-def _benchmark_keys(results: list[ResultIn]) -> list[catalog.BenchmarkKey]:
+@dataclass(frozen=True)
+class Cases:
+    """The distinct benchmark cases of a run's results, and the case of each result."""
+
+    keys: list[catalog.BenchmarkKey]
+    of_result: list[int]  # results[i] belongs to keys[of_result[i]]
+
+
+def _cases_of(results: list[ResultIn]) -> Cases:
     to_json = catalog.BenchmarkKey.params_to_json
-    return [
-        catalog.BenchmarkKey(
-            r.suite, r.model, r.mode, r.precision, r.config, r.batch_size, to_json(r.params)
+    index: dict[tuple[Any, ...], int] = {}
+    of_result = [
+        index.setdefault(
+            (r.suite, r.model, r.mode, r.precision, r.config, r.batch_size, to_json(r.params)),
+            len(index),
         )
         for r in results
     ]
+    return Cases([catalog.BenchmarkKey._make(key) for key in index], of_result)
 
 
-def _reject_duplicates(results: list[ResultIn], keys: list[catalog.BenchmarkKey]) -> None:
-    first: dict[tuple[catalog.BenchmarkKey, str], int] = {}
+def _reject_duplicates(results: list[ResultIn], cases: Cases) -> None:
+    first: dict[tuple[int, str], int] = {}
     errors = []
-    for index, (result, key) in enumerate(zip(results, keys, strict=True)):
-        seen = first.setdefault((key, result.metric), index)
+    for index, (result, case) in enumerate(zip(results, cases.of_result, strict=True)):
+        seen = first.setdefault((case, result.metric), index)
         if seen != index:
             errors.append(
                 {
@@ -113,7 +126,32 @@ def _reject_duplicates(results: list[ResultIn], keys: list[catalog.BenchmarkKey]
         raise InvalidInput(f"{len(errors)} duplicate (benchmark, metric) rows", errors=errors)
 
 
-def _insert_run(session: Session, run_in: RunIn, digest: str, source: str) -> Ingested:
+def _coverage(results: list[ResultIn], cases: Cases) -> dict[str, int]:
+    """Run columns counting cases: a case failed if any result failed or its accuracy failed."""
+    outcomes: list[set[str]] = [set() for _ in cases.keys]
+    for result, case in zip(results, cases.of_result, strict=True):
+        status = result.status
+        if (
+            result.metric == "accuracy"
+            and result.text_value is not None
+            and result.text_value not in vocab.PASSING_ACCURACY
+        ):
+            status = "failed"
+        outcomes[case].add(status)
+    failed = sum("failed" in s for s in outcomes)
+    skipped = sum(s == {"skipped"} for s in outcomes)
+    return {
+        "cases_attempted": len(outcomes),
+        "cases_failed": failed,
+        "cases_skipped": skipped,
+        "cases_passed": len(outcomes) - failed - skipped,
+        "result_count": len(results),
+    }
+
+
+def _insert_run(
+    session: Session, run_in: RunIn, digest: str, source: str, coverage: dict[str, int]
+) -> Ingested:
     machine_in = run_in.machine
     machine = catalog.upsert_machine(
         session,
@@ -146,6 +184,7 @@ def _insert_run(session: Session, run_in: RunIn, digest: str, source: str) -> In
         started_at=started_at,
         finished_at=run_in.finished_at,
         extra=run_in.extra,
+        **coverage,
     )
     try:
         with session.begin_nested():  # a concurrent upload of the same key wins the race
@@ -176,58 +215,63 @@ def _get_or_create_environment(
     return session.scalars(query).one()
 
 
-def _store_results(
-    session: Session, run: Run, results: list[ResultIn], keys: list[catalog.BenchmarkKey]
-) -> None:
+def _store_results(session: Session, run: Run, results: list[ResultIn], cases: Cases) -> None:
     claims, unit_of = _metric_claims(results)
     metrics = catalog.resolve_metrics(session, claims)
-    config_ids = catalog.resolve_configs(
-        session,
-        {r.config for r in results},
-        {r.config: r.config_options for r in results if r.config_options},
-    )
-    fingerprints = {key: key.fingerprint for key in dict.fromkeys(keys)}
-    categories = {
-        fingerprints[k]: r.category for k, r in zip(keys, results, strict=True) if r.category
+    metric_ids = {name: metric.id for name, metric in metrics.items()}
+    factors = {
+        pair: vocab.unit_factor(unit, metrics[pair[0]].unit) or 1.0
+        for pair, unit in unit_of.items()
     }
-    benchmark_ids = catalog.resolve_benchmarks(
-        session, {fp: key for key, fp in fingerprints.items()}, categories, config_ids
-    )
-    benchmark_of = {key: benchmark_ids[fp] for key, fp in fingerprints.items()}
-    pairs = {(benchmark_of[k], metrics[r.metric].id) for k, r in zip(keys, results, strict=True)}
-    series_ids = catalog.resolve_series(session, pairs, run.machine_id, run.channel)
+    benchmark_ids = _resolve_benchmarks(session, results, cases)
+    series_keys = [
+        (benchmark_ids[case], metric_ids[r.metric])
+        for r, case in zip(results, cases.of_result, strict=True)
+    ]
+    series_ids = catalog.resolve_series(session, set(series_keys), run.machine_id, run.channel)
     rows = [
-        _result_row(
-            series_ids[(benchmark_of[key], metrics[r.metric].id)],
-            r,
-            unit_of[_claim_key(r)],
-            metrics[r.metric].unit,
-        )
-        for key, r in zip(keys, results, strict=True)
+        _result_row(series_ids[key], r, factors[(r.metric, r.unit)])
+        for key, r in zip(series_keys, results, strict=True)
     ]
     write_results(session, run.id, run.started_at, rows)
-    _set_coverage(run, results, keys)
 
 
-ClaimKey = tuple[str, str | None, bool | None, str | None]
+def _resolve_benchmarks(session: Session, results: list[ResultIn], cases: Cases) -> list[int]:
+    """The benchmark id of each case, creating missing benchmarks and compiler configs."""
+    config_ids = catalog.resolve_configs(
+        session,
+        {key.config for key in cases.keys},
+        {r.config: r.config_options for r in results if r.config_options},
+    )
+    fingerprints = [key.fingerprint for key in cases.keys]
+    categories = {
+        fingerprints[case]: r.category
+        for r, case in zip(results, cases.of_result, strict=True)
+        if r.category
+    }
+    ids = catalog.resolve_benchmarks(
+        session, dict(zip(fingerprints, cases.keys, strict=True)), categories, config_ids
+    )
+    return [ids[fp] for fp in fingerprints]
 
 
-def _claim_key(result: ResultIn) -> ClaimKey:
-    return (result.metric, result.unit, result.higher_is_better, result.kind)
+UnitKey = tuple[str, str | None]  # (metric, unit as given)
 
 
 def _metric_claims(
     results: list[ResultIn],
-) -> tuple[dict[str, catalog.MetricClaim], dict[ClaimKey, str]]:
+) -> tuple[dict[str, catalog.MetricClaim], dict[UnitKey, str]]:
     """What the results say of each metric, refused where they disagree.
 
-    Also returns, per distinct (metric, unit, direction, kind), the unit the values come in.
+    Also returns, per distinct (metric, unit given), the unit the values come in.
     """
     claims: dict[str, catalog.MetricClaim] = {}
-    units: dict[ClaimKey, str] = {}
+    units: dict[UnitKey, str] = {}
+    seen: set[tuple[str, str | None, bool | None, str | None]] = set()
     for index, result in enumerate(results):
-        if (key := _claim_key(result)) in units:
+        if (key := (result.metric, result.unit, result.higher_is_better, result.kind)) in seen:
             continue
+        seen.add(key)
         claim = catalog.MetricClaim(
             result.metric,
             result.resolved_unit,
@@ -253,13 +297,12 @@ def _metric_claims(
                     }
                 ],
             )
-        units[key] = claim.unit
+        units[(result.metric, result.unit)] = claim.unit
     return claims, units
 
 
-def _result_row(series_id: int, result: ResultIn, unit: str, stored_unit: str) -> ResultRow:
-    """One row, its numbers converted from ``unit`` to the metric's stored unit."""
-    factor = 1.0 if unit == stored_unit else vocab.unit_factor(unit, stored_unit) or 1.0
+def _result_row(series_id: int, result: ResultIn, factor: float) -> ResultRow:
+    """One row, its numbers multiplied by ``factor`` (into the metric's stored unit)."""
     samples = result.samples
     value = result.value
     if factor != 1.0:
@@ -276,25 +319,6 @@ def _result_row(series_id: int, result: ResultIn, unit: str, stored_unit: str) -
         result.reason,
         result.extra,
     )
-
-
-def _set_coverage(run: Run, results: list[ResultIn], keys: list[catalog.BenchmarkKey]) -> None:
-    """A case (benchmark) failed if any result failed or its accuracy is not passing."""
-    outcome: dict[catalog.BenchmarkKey, set[str]] = defaultdict(set)
-    for fp, result in zip(keys, results, strict=True):
-        status = result.status
-        if (
-            result.metric == "accuracy"
-            and result.text_value is not None
-            and result.text_value not in vocab.PASSING_ACCURACY
-        ):
-            status = "failed"
-        outcome[fp].add(status)
-    run.cases_attempted = len(outcome)
-    run.cases_failed = sum("failed" in s for s in outcome.values())
-    run.cases_skipped = sum(s == {"skipped"} for s in outcome.values())
-    run.cases_passed = run.cases_attempted - run.cases_failed - run.cases_skipped
-    run.result_count = len(results)
 
 
 @dataclass(frozen=True)
