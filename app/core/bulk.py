@@ -1,4 +1,4 @@
-"""Bulk statements on Postgres and SQLite: insert-if-absent, membership in long lists."""
+"""Bulk statements on Postgres and SQLite: insert-if-absent, membership in long lists, plans."""
 
 from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar, cast
@@ -44,6 +44,19 @@ def insert_missing(
             .on_conflict_do_nothing(index_elements=conflict)
         )
         session.execute(statement)
+
+
+def plan_for_parameters(session: Session) -> None:
+    """Postgres: plan the rest of this transaction's statements for their actual parameters.
+
+    psycopg prepares a statement once a connection has run it five times, and Postgres then
+    moves it to a generic plan. There ``column = ANY(:values)`` (``member_of``), when it is a
+    filter rather than an index condition, scans the whole array for every row: a 2,000-result
+    ingest went from 1.5 to 9.5 ms of server CPU for its series lookup. A custom plan sees the
+    array and hashes it. ``SET LOCAL`` lasts until the transaction ends.
+    """
+    if is_postgres(session):
+        session.connection().exec_driver_sql("SET LOCAL plan_cache_mode = force_custom_plan")
 
 
 def is_postgres(session: Session) -> bool:

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from app.benchmarks import service as catalog
 from app.benchmarks import vocabulary as vocab
 from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
-from app.core.bulk import insert_missing
+from app.core.bulk import insert_missing, plan_for_parameters
 from app.core.db import utcnow
 from app.core.errors import Conflict, InvalidInput, NotFound
 from app.core.queue import DETECT_RUN, enqueue_after_commit
@@ -216,6 +216,7 @@ def _get_or_create_environment(
 
 
 def _store_results(session: Session, run: Run, results: list[ResultIn], cases: Cases) -> None:
+    plan_for_parameters(session)  # the lookups below match hundreds of ids at once
     claims, unit_of = _metric_claims(results)
     metrics = catalog.resolve_metrics(session, claims)
     metric_ids = {name: metric.id for name, metric in metrics.items()}
