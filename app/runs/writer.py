@@ -10,6 +10,7 @@ import json
 from datetime import datetime
 from typing import Any
 
+from pydantic_core import to_json
 from sqlalchemy.orm import Session
 
 from app.core.bulk import is_postgres, table_of
@@ -46,18 +47,31 @@ def write_results(
 
 
 def copy_text(run_id: int, measured_at: datetime, rows: list[ResultRow]) -> str:
-    """The rows in COPY text format, the run's columns first.
-
-    Samples are finite floats (validated at the edge), whose repr is valid JSON.
-    """
+    """The rows in COPY text format, the run's columns first."""
     prefix = f"{run_id}\t{measured_at.isoformat()}\t"
+    values = _numbers([row[2] for row in rows])
     return "".join(
         [
-            f"{prefix}{series_id}\t{status}\t{_NULL if value is None else repr(value)}"
-            f"\t{_NULL if samples is None else '[' + ','.join(map(repr, samples)) + ']'}"
+            f"{prefix}{series_id}\t{status}\t{value}\t{_samples(samples)}"
             f"\t{_NULL if text is None else text.translate(_ESCAPES)}"
             f"\t{reason.translate(_ESCAPES) if reason else ''}"
             f"\t{_NULL if extra is None else json.dumps(extra).translate(_ESCAPES)}\n"
-            for series_id, status, value, samples, text, reason, extra in rows
+            for (series_id, status, _, samples, text, reason, extra), value in zip(
+                rows, values, strict=True
+            )
         ]
     )
+
+
+def _numbers(values: list[float | None]) -> list[str]:
+    """The COPY text of each number, from one JSON array written by pydantic-core.
+
+    Its shortest round-trip float formatting is several times faster than ``repr`` per
+    value; the texts differ only in spelling (``1e-05`` becomes ``0.00001``), never in value.
+    """
+    return to_json(values).decode()[1:-1].replace("null", _NULL).split(",")
+
+
+def _samples(samples: list[float] | None) -> str:
+    # Finite floats only (validated at the edge), so the JSON array holds no NaN or null.
+    return _NULL if samples is None else to_json(samples).decode()

@@ -137,3 +137,30 @@ def test_a_well_known_metric_keeps_its_usual_unit_whatever_the_first_upload_used
     assert stored["unit"] == "ms"
     assert stored["value"] == pytest.approx(4.0)
     assert stored["samples"] == pytest.approx([4.0, 5.0])
+
+
+def test_numbers_and_text_come_back_exactly(
+    client: TestClient, ingest_headers: dict[str, str]
+) -> None:
+    numbers = [1e-05, 1e16, 0.1, 123456789.123456789, 2.5e-300, 7.0]
+    rows = [
+        result(model=f"m{i}", metric="graph_breaks", value=v, samples=numbers)
+        for i, v in enumerate(numbers)
+    ]
+    rows.append(
+        result(
+            model="text",
+            metric="accuracy",
+            value=None,
+            text_value="fail\tafter a \\ and a\nnewline",
+            extra={"log": "tab\there", "n": [1, 2.5]},
+        )
+    )
+    posted = post(client, run_payload("exact", rows), ingest_headers)
+    assert posted.status_code == 201, posted.text
+    stored = client.get(f"/api/v1/runs/{posted.json()['id']}").json()["results"]
+    by_model = {r["model"]: r for r in stored}
+    for i, value in enumerate(numbers):
+        assert (by_model[f"m{i}"]["value"], by_model[f"m{i}"]["samples"]) == (value, numbers)
+    assert by_model["text"]["text_value"] == "fail\tafter a \\ and a\nnewline"
+    assert by_model["text"]["extra"] == {"log": "tab\there", "n": [1, 2.5]}
