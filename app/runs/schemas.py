@@ -12,6 +12,7 @@ Finite = Annotated[float, Field(allow_inf_nan=False)]
 Name = Annotated[str, Field(min_length=1, max_length=128)]
 Timestamp = Annotated[datetime, Field(strict=False)]  # ISO 8601 strings from JSON
 MAX_SAMPLES = 100_000
+_PRECISIONS = frozenset(vocab.PRECISIONS)
 
 
 def _finite_json(value: Any, path: str = "") -> None:
@@ -162,6 +163,8 @@ class ResultIn(Strict):
     @field_validator("precision")
     @classmethod
     def _known_precision(cls, value: str) -> str:
+        if value in _PRECISIONS:  # the usual case, and cheaper than folding case and aliases
+            return value
         if (canonical := vocab.canonical_precision(value)) is None:
             raise ValueError(f"unknown precision {value!r}; one of {', '.join(vocab.PRECISIONS)}")
         return canonical
@@ -169,6 +172,8 @@ class ResultIn(Strict):
     @field_validator("config")
     @classmethod
     def _canonical_config(cls, value: str) -> str:
+        if value in vocab.COMPILER_CONFIGS:  # canonical already, and a valid name
+            return value
         if not vocab.NAME_PATTERN.match(value):
             raise ValueError("config must be letters, digits and _ . : + -")
         return vocab.canonical_config(value)
