@@ -6,6 +6,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Response
 
 from app.api.deps import IngestToken, ReadAccess, SessionDep
+from app.api.validation import OneStepJSONRoute
 from app.benchmarks import service as catalog
 from app.benchmarks.schemas import Point, SeriesPoints, SeriesRead
 from app.core import queue
@@ -15,7 +16,7 @@ from app.runs.downsample import downsample_indices
 from app.runs.models import Run
 from app.runs.schemas import ResultRead, RunDetail, RunIn, RunPage, RunRead
 
-router = APIRouter(tags=["runs"])
+router = APIRouter(tags=["runs"], route_class=OneStepJSONRoute)
 reads = APIRouter(tags=["runs"], dependencies=[ReadAccess])
 
 

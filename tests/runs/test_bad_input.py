@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
+from starlette.requests import Request
 
 from app.core.config import Settings
 from app.core.db import Database
@@ -222,3 +223,26 @@ def test_oversized_body_is_413(
             == 201
         )
     application.state.database.dispose()
+
+
+def test_only_a_body_that_fails_pydantics_json_pass_is_decoded_again(
+    client: TestClient, ingest_headers: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    decoded: list[bytes] = []
+    plain_json = Request.json
+
+    async def spy(request: Request) -> Any:
+        decoded.append(await request.body())
+        return await plain_json(request)
+
+    monkeypatch.setattr(Request, "json", spy)
+    assert (
+        client.post("/api/v1/runs", json=example_run(), headers=ingest_headers).status_code == 201
+    )
+    assert decoded == []  # validated straight from the bytes
+    bad = example_run(key="other")
+    bad["results"][0]["value"] = "4.21"
+    response = client.post("/api/v1/runs", json=bad, headers=ingest_headers)
+    assert response.status_code == 422
+    assert response.json()["errors"][0]["field"] == "value"
+    assert len(decoded) == 1  # FastAPI's own path located the problem
