@@ -2,13 +2,20 @@
 
 from typing import Annotated
 
-from fastapi import Depends
+from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
 from app.core.db import get_session
 from app.core.security import read_access, require_scope
 from app.tokens.models import ApiToken
 
+
+async def raw_body(request: Request) -> bytes:
+    """The request's body as sent (read once: the JSON validation reads the same bytes)."""
+    return await request.body()
+
+
+RawBody = Annotated[bytes, Depends(raw_body)]
 SessionDep = Annotated[Session, Depends(get_session)]
 IngestToken = Annotated[ApiToken, Depends(require_scope("ingest"))]
 TriageToken = Annotated[ApiToken, Depends(require_scope("triage"))]

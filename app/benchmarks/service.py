@@ -189,11 +189,14 @@ def resolve_benchmarks(
     session: Session,
     keys: dict[str, BenchmarkKey],
     categories: dict[str, str],
-    config_ids: dict[str, int],
+    config_options: dict[str, dict[str, Any]],
 ) -> dict[str, int]:
-    """Benchmark ids by fingerprint, creating missing benchmarks."""
+    """Benchmark ids by fingerprint, creating missing benchmarks (and their compiler configs)."""
     ids = _benchmark_ids(session, list(keys))
     missing = [fp for fp in keys if fp not in ids]
+    if not missing:
+        return ids
+    config_ids = resolve_configs(session, {keys[fp].config for fp in missing}, config_options)
     insert_missing(
         session,
         Benchmark,
@@ -213,9 +216,7 @@ def resolve_benchmarks(
         ],
         ["fingerprint"],
     )
-    if missing:
-        ids |= _benchmark_ids(session, missing)
-    return ids
+    return ids | _benchmark_ids(session, missing)
 
 
 def _benchmark_ids(session: Session, fingerprints: Sequence[str]) -> dict[str, int]:

@@ -46,6 +46,17 @@ def insert_missing(
         session.execute(statement)
 
 
+def insert_returning_id(
+    session: Session, model: type[DeclarativeBase], row: dict[str, Any], conflict: Sequence[str]
+) -> int | None:
+    """Insert one row and return its id; None when its ``conflict`` columns already exist."""
+    insert = postgresql.insert if is_postgres(session) else sqlite.insert
+    table = table_of(model)
+    statement = insert(table).values(row).on_conflict_do_nothing(index_elements=conflict)
+    inserted = session.execute(statement.returning(table.c.id)).scalar()
+    return None if inserted is None else int(inserted)
+
+
 def plan_for_parameters(session: Session) -> None:
     """Postgres: plan the rest of this transaction's statements for their actual parameters.
 

@@ -5,7 +5,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
-from app.api.deps import IngestToken, ReadAccess, SessionDep
+from app.api.deps import IngestToken, RawBody, ReadAccess, SessionDep
 from app.api.validation import OneStepJSONRoute
 from app.benchmarks import service as catalog
 from app.benchmarks.schemas import Point, SeriesPoints, SeriesRead
@@ -31,9 +31,15 @@ reads = APIRouter(tags=["runs"], dependencies=[ReadAccess])
         422: {"description": "The payload is invalid: see `errors` for where"},
     },
 )
-def create_run(run_in: RunIn, session: SessionDep, token: IngestToken, response: Response) -> Run:
-    """Ingest one run with all its results; idempotent on `key`, all-or-nothing."""
-    ingested = service.ingest_run(session, run_in, source=token.name)
+def create_run(
+    run_in: RunIn, body: RawBody, session: SessionDep, token: IngestToken, response: Response
+) -> Run:
+    """Ingest one run with all its results; idempotent on `key`, all-or-nothing.
+
+    A retry must send the same body: the stored run answers it with 200, any other body
+    under the same key gets 409.
+    """
+    ingested = service.ingest_run(session, run_in, source=token.name, body=body)
     queue.commit(session)
     if not ingested.created:
         response.status_code = 200

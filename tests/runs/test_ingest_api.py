@@ -1,5 +1,6 @@
 """POST /api/v1/runs: the native payload, idempotency, tokens and all-or-nothing writes."""
 
+import json
 from typing import Any
 
 import pytest
@@ -8,6 +9,8 @@ from sqlalchemy import func, select
 
 from app.core.db import Database
 from app.runs.models import Result, Run
+from app.runs.schemas import RunIn
+from app.runs.service import ingest_run
 from tests.conftest import make_token
 from tests.factories import example_run, many_results, result, run_payload
 
@@ -61,6 +64,35 @@ def test_retry_returns_stored_run_and_changed_payload_conflicts(
     assert conflict.status_code == 409
     assert "gha-123456-1" in conflict.json()["detail"]
     assert (count(database, Run), count(database, Result)) == (1, 3)
+
+
+def test_a_retry_is_the_same_body(
+    client: TestClient, ingest_headers: dict[str, str], database: Database
+) -> None:
+    headers = {**ingest_headers, "Content-Type": "application/json"}
+    compact = json.dumps(example_run(), separators=(",", ":"))
+    first = client.post("/api/v1/runs", content=compact, headers=headers)
+    retry = client.post("/api/v1/runs", content=compact, headers=headers)
+    assert (first.status_code, retry.status_code) == (201, 200)
+    # The same data spelled differently is another body: the key is taken.
+    spaced = client.post(
+        "/api/v1/runs", content=json.dumps(example_run(), indent=2), headers=headers
+    )
+    assert spaced.status_code == 409, spaced.text
+    assert (count(database, Run), count(database, Result)) == (1, 3)
+
+
+def test_a_run_stored_from_a_validated_payload_takes_its_retry(
+    client: TestClient, ingest_headers: dict[str, str], database: Database
+) -> None:
+    """Runs stored by uploads, suite runs or earlier versions hold the validated payload's hash."""
+    with database.session_scope() as session:
+        stored = ingest_run(session, RunIn.model_validate(example_run()), source="upload").run
+    retry = post(client, example_run(), ingest_headers)
+    assert (retry.status_code, retry.json()["id"]) == (200, stored.id)
+    changed = example_run()
+    changed["results"][0]["value"] = 5.0
+    assert post(client, changed, ingest_headers).status_code == 409
 
 
 def test_value_defaults_to_median_of_samples(
