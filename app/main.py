@@ -73,7 +73,9 @@ def create_app(config: Settings | None = None) -> FastAPI:
     application.add_exception_handler(DomainError, handle_domain_error)
     application.add_exception_handler(RequestValidationError, handle_validation_error)
     application.add_exception_handler(SignInRequired, to_sign_in)
-    application.add_middleware(GZipMiddleware, minimum_size=2048)
+    # zlib's default level: Starlette's 9 took 10 ms for a year of one series (170 KB), 6 takes
+    # 2.6 ms for a 2% larger answer.
+    application.add_middleware(GZipMiddleware, minimum_size=2048, compresslevel=6)
     application.include_router(health_router)
     application.include_router(api_router)
     application.include_router(dashboard.assets)

@@ -114,7 +114,7 @@ def list_series_points(
 
 def _point(row: Any, include_samples: bool) -> Point:
     samples = row.samples or None
-    return Point(
+    return Point.model_construct(  # from stored, typed columns: nothing to validate
         run_id=row.run_id,
         measured_at=row.measured_at,
         status=row.status,
