@@ -14,14 +14,13 @@ from sqlalchemy.orm import Session
 from app.core.bulk import is_postgres, member_of
 from app.runs.models import Result
 
-# What a point needs (series, run, status, value) and what orders the points (time, id).
+# What a point needs (series, run, status, value) and what orders the points (time, run).
 _COLUMNS = (
     Result.series_id,
     Result.run_id,
     Result.status,
     Result.value,
     Result.measured_at,
-    Result.id,
 )
 
 
@@ -72,7 +71,7 @@ def _newest_per_series_lateral(
     newest = (
         select(*_COLUMNS)
         .where(Result.series_id == ids.c.id, Result.measured_at <= until)
-        .order_by(Result.measured_at.desc(), Result.id.desc())
+        .order_by(Result.measured_at.desc(), Result.run_id.desc())
         .limit(last)
         .lateral()
     )
@@ -80,7 +79,7 @@ def _newest_per_series_lateral(
         select(newest.c.series_id, newest.c.run_id, newest.c.status, newest.c.value)
         .select_from(ids)
         .join(newest, true())
-        .order_by(newest.c.series_id, newest.c.measured_at, newest.c.id)
+        .order_by(newest.c.series_id, newest.c.measured_at, newest.c.run_id)
     )
 
 
@@ -89,7 +88,7 @@ def _newest_per_series_ranked(
 ) -> Select[Any]:
     """Any dialect: number each series' rows newest first and keep the first ``last``."""
     newest_first = func.row_number().over(
-        partition_by=Result.series_id, order_by=(Result.measured_at.desc(), Result.id.desc())
+        partition_by=Result.series_id, order_by=(Result.measured_at.desc(), Result.run_id.desc())
     )
     ranked = (
         select(*_COLUMNS, newest_first.label("age"))
@@ -99,7 +98,7 @@ def _newest_per_series_ranked(
     query = select(ranked.c.series_id, ranked.c.run_id, ranked.c.status, ranked.c.value)
     if last is not None:
         query = query.where(ranked.c.age <= last)
-    return query.order_by(ranked.c.series_id, ranked.c.measured_at, ranked.c.id)
+    return query.order_by(ranked.c.series_id, ranked.c.measured_at, ranked.c.run_id)
 
 
 def load_samples(session: Session, series_id: int, run_ids: Sequence[int]) -> list[Any]:

@@ -335,9 +335,8 @@ class RunRead(BaseModel):
 
 
 class ResultRead(BaseModel):
-    """One stored result with what identifies its series."""
+    """One stored result with what identifies its series (in its run, the series is its key)."""
 
-    id: int
     series_id: int
     suite: str
     model: str

@@ -385,7 +385,6 @@ def list_run_results(session: Session, run_id: int) -> list[dict[str, Any]]:
     """Every result of a run with the fields that identify its series, ordered by case."""
     query = (
         select(
-            Result.id,
             Result.series_id,
             Benchmark.suite,
             Benchmark.model,
@@ -436,4 +435,4 @@ def series_points(
         query = query.where(Result.measured_at >= since)
     if until is not None:
         query = query.where(Result.measured_at < until)
-    return session.execute(query.order_by(Result.measured_at, Result.id)).all()
+    return session.execute(query.order_by(Result.measured_at, Result.run_id)).all()
