@@ -70,7 +70,8 @@ def test_eager_cpu_counts_top_level_aten_ops(model: torch.nn.Module, x: torch.Te
     assert {"aten::linear", "aten::relu"} <= set(kernel_names(count))
     assert top[0]["calls"] == 2.0  # per call, not per profile
     assert top[0]["self_time_us"] > 0
-    assert 0 < sum(k["share"] for k in top) <= 1.0001
+    rounding = 0.00005 * len(top)  # each share is rounded to 4 decimals
+    assert 0 < sum(k["share"] for k in top) <= 1 + rounding
     assert rows["host_time"]["value"] > 0
 
 
