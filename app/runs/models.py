@@ -91,7 +91,7 @@ class Result(Base):
     resolved its run and series. It has no foreign-key constraints on purpose: their per-row
     trigger checks doubled the time of a bulk COPY (55 ms -> 27 ms for 2,000 rows), and
     nothing else writes here. Deleting a run deletes its results explicitly. Nor has it a
-    surrogate id: (run, series) is its key, and a third index cost every COPY a fifth more.
+    surrogate id: (run, series) is its key, and a third index made every COPY a quarter slower.
     """
 
     __tablename__ = "result"
