@@ -36,25 +36,28 @@ def insert_missing(
     if not rows:
         return
     rows = sorted(rows, key=lambda row: tuple(str(row[c]) for c in conflict))
-    insert = postgresql.insert if is_postgres(session) else sqlite.insert
     for part in chunks(rows, CHUNK // max(1, len(rows[0]))):
-        statement = (
-            insert(table_of(model))
-            .values(list(part))
-            .on_conflict_do_nothing(index_elements=conflict)
-        )
-        session.execute(statement)
+        session.execute(_skipping_conflicts(session, model, list(part), conflict))
 
 
 def insert_returning_id(
     session: Session, model: type[DeclarativeBase], row: dict[str, Any], conflict: Sequence[str]
 ) -> int | None:
     """Insert one row and return its id; None when its ``conflict`` columns already exist."""
-    insert = postgresql.insert if is_postgres(session) else sqlite.insert
-    table = table_of(model)
-    statement = insert(table).values(row).on_conflict_do_nothing(index_elements=conflict)
-    inserted = session.execute(statement.returning(table.c.id)).scalar()
+    statement = _skipping_conflicts(session, model, row, conflict)
+    inserted = session.execute(statement.returning(table_of(model).c.id)).scalar()
     return None if inserted is None else int(inserted)
+
+
+def _skipping_conflicts(
+    session: Session,
+    model: type[DeclarativeBase],
+    values: dict[str, Any] | list[dict[str, Any]],
+    conflict: Sequence[str],
+) -> postgresql.Insert | sqlite.Insert:
+    """INSERT ... ON CONFLICT (conflict) DO NOTHING, in the session's dialect."""
+    insert = postgresql.insert if is_postgres(session) else sqlite.insert
+    return insert(table_of(model)).values(values).on_conflict_do_nothing(index_elements=conflict)
 
 
 def plan_for_parameters(session: Session) -> None:

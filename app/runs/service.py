@@ -89,7 +89,7 @@ def _run_by_key(session: Session, key: str) -> Run | None:
 def _same_payload(run: Run, run_in: RunIn, digest: str) -> Run:
     # A run stored from a validated payload (an upload, a suite run, a run posted before the
     # body hash) holds the hash of that payload: compare it too.
-    if run.payload_hash not in (digest, payload_hash(run_in)):
+    if run.payload_hash != digest and run.payload_hash != payload_hash(run_in):
         raise KeyReused(run.key, run.id)
     return run
 
