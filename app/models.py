@@ -1,7 +1,14 @@
 """Every domain's models, imported so that ``Base.metadata`` is complete (Alembic, tests)."""
 
 from app.anomalies.models import AlertGroup, Regression, RunAnomaly
-from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
+from app.benchmarks.models import (
+    Benchmark,
+    CatalogGeneration,
+    CompilerConfig,
+    Machine,
+    Metric,
+    Series,
+)
 from app.core.db import Base
 from app.runs.models import Environment, Result, Run
 from app.suites.models import SuiteRun, SuiteShard
@@ -12,6 +19,7 @@ __all__ = [
     "ApiToken",
     "Base",
     "Benchmark",
+    "CatalogGeneration",
     "CompilerConfig",
     "Environment",
     "Machine",

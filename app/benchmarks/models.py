@@ -94,3 +94,18 @@ class Series(Base):
     def machine_name(self) -> str:
         """The machine's name."""
         return self.machine.name
+
+
+class CatalogGeneration(Base):
+    """One row whose token changes whenever remembered catalog ids may have gone wrong.
+
+    ``benchmarks.known_ids`` keeps benchmark and series ids across requests under this token.
+    Creating benchmarks or series changes it (``known_ids.publish_changes``); deleting them,
+    truncating their tables or changing their keys changes it too, by database triggers
+    (migration ``9d1f4c2b7e60``), whoever does it.
+    """
+
+    __tablename__ = "catalog_generation"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    token: Mapped[str] = mapped_column(String(32))

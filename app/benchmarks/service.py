@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
+from app.benchmarks import known_ids
 from app.benchmarks import vocabulary as vocab
 from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
 from app.core.bulk import insert_missing, member_of
@@ -192,10 +193,13 @@ def resolve_benchmarks(
     config_options: dict[str, dict[str, Any]],
 ) -> dict[str, int]:
     """Benchmark ids by fingerprint, creating missing benchmarks (and their compiler configs)."""
-    ids = _benchmark_ids(session, list(keys))
+    ids = known_ids.KNOWN.ids(
+        session, "benchmark", keys, lambda unknown: _benchmark_ids(session, unknown)
+    )
     missing = [fp for fp in keys if fp not in ids]
     if not missing:
         return ids
+    known_ids.created(session)
     config_ids = resolve_configs(session, {keys[fp].config for fp in missing}, config_options)
     insert_missing(
         session,
@@ -231,8 +235,16 @@ def resolve_series(
     session: Session, pairs: set[tuple[int, int]], machine_id: int, channel: str
 ) -> dict[tuple[int, int], int]:
     """Series ids by (benchmark id, metric id) on a machine and channel, creating missing ones."""
-    ids = _series_ids(session, list(pairs), machine_id, channel)
+    ids = known_ids.KNOWN.ids(
+        session,
+        ("series", machine_id, channel),
+        pairs,
+        lambda unknown: _series_ids(session, unknown, machine_id, channel),
+    )
     missing = [p for p in pairs if p not in ids]
+    if not missing:
+        return ids
+    known_ids.created(session)
     insert_missing(
         session,
         Series,
@@ -242,9 +254,7 @@ def resolve_series(
         ],
         ["benchmark_id", "metric_id", "machine_id", "channel"],
     )
-    if missing:
-        ids |= _series_ids(session, missing, machine_id, channel)
-    return ids
+    return ids | _series_ids(session, missing, machine_id, channel)
 
 
 def _series_ids(

@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.benchmarks import known_ids
 from app.benchmarks import service as catalog
 from app.benchmarks import vocabulary as vocab
 from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
@@ -239,6 +240,7 @@ def _store_results(session: Session, run: Run, results: list[ResultIn], cases: C
         for key, r in zip(series_keys, results, strict=True)
     ]
     write_results(session, run.id, run.started_at, rows)
+    known_ids.publish_changes(session)  # last: it locks a row until commit
 
 
 def _resolve_benchmarks(session: Session, results: list[ResultIn], cases: Cases) -> list[int]:
