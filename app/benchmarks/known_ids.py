@@ -17,7 +17,7 @@ inserted: it may still roll back.
 import secrets
 import threading
 from collections.abc import Callable, Hashable, Iterable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
@@ -26,6 +26,7 @@ from app.benchmarks.models import CatalogGeneration
 
 K = TypeVar("K", bound=Hashable)
 CHANGED = "benchwatch.catalog_changed"  # session.info: this transaction created catalog rows
+TOKEN_READ = "benchwatch.catalog_token"  # session.info: (transaction, token it read)
 LIMIT = 500_000  # ids remembered per process (some 200 bytes each) before all are forgotten
 
 _TOKEN = select(CatalogGeneration.token).where(CatalogGeneration.id == 1)
@@ -53,7 +54,7 @@ class KnownIds:
 
         ``find(keys)`` must read committed rows only (run it before inserting any).
         """
-        token = session.connection().scalar(_TOKEN)
+        token = _token(session)
         known = self._known(token, space)
         found: dict[K, int] = {}
         unknown: list[K] = []
@@ -93,6 +94,17 @@ class KnownIds:
 
 
 KNOWN = KnownIds()
+
+
+def _token(session: Session) -> str | None:
+    """The generation token, read once per transaction: its first read is the oldest."""
+    transaction = session.get_transaction()
+    read = session.info.get(TOKEN_READ)
+    if read is not None and read[0] is transaction:
+        return cast(str | None, read[1])
+    token = session.connection().scalar(_TOKEN)
+    session.info[TOKEN_READ] = (transaction, token)
+    return token
 
 
 def created(session: Session) -> None:

@@ -8,6 +8,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import DeclarativeBase, InstrumentedAttribute, Session
 
 T = TypeVar("T")
+M = TypeVar("M", bound=DeclarativeBase)
 CHUNK = 900  # below SQLite's oldest bound-parameter limit per statement
 
 
@@ -40,13 +41,16 @@ def insert_missing(
         session.execute(_skipping_conflicts(session, model, list(part), conflict))
 
 
-def insert_returning_id(
-    session: Session, model: type[DeclarativeBase], row: dict[str, Any], conflict: Sequence[str]
-) -> int | None:
-    """Insert one row and return its id; None when its ``conflict`` columns already exist."""
-    statement = _skipping_conflicts(session, model, row, conflict)
-    inserted = session.execute(statement.returning(table_of(model).c.id)).scalar()
-    return None if inserted is None else int(inserted)
+def insert_returning(
+    session: Session, model: type[M], row: dict[str, Any], conflict: Sequence[str]
+) -> M | None:
+    """Insert one row and return it as a loaded object; None when ``conflict`` already exists.
+
+    One statement: the row comes back by RETURNING, where a lookup after the insert took a
+    second round trip.
+    """
+    statement = _skipping_conflicts(session, model, row, conflict).returning(model)
+    return session.scalars(statement).one_or_none()
 
 
 def _skipping_conflicts(
@@ -57,7 +61,7 @@ def _skipping_conflicts(
 ) -> postgresql.Insert | sqlite.Insert:
     """INSERT ... ON CONFLICT (conflict) DO NOTHING, in the session's dialect."""
     insert = postgresql.insert if is_postgres(session) else sqlite.insert
-    return insert(table_of(model)).values(values).on_conflict_do_nothing(index_elements=conflict)
+    return insert(model).values(values).on_conflict_do_nothing(index_elements=conflict)
 
 
 def plan_for_parameters(session: Session) -> None:

@@ -16,7 +16,7 @@ from app.benchmarks import known_ids
 from app.benchmarks import service as catalog
 from app.benchmarks import vocabulary as vocab
 from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
-from app.core.bulk import insert_missing, insert_returning_id, plan_for_parameters
+from app.core.bulk import insert_missing, insert_returning, plan_for_parameters
 from app.core.db import utcnow
 from app.core.errors import Conflict, InvalidInput, NotFound
 from app.core.queue import DETECT_RUN, enqueue_after_commit
@@ -175,11 +175,12 @@ def _insert_run(
         host_memory_gb=machine_in.host_memory_gb,
         extra=machine_in.extra,
     )
+    environment = _environment(session, run_in.environment, machine_in.driver)
     row = {
         "key": run_in.key,
         "payload_hash": digest,
         "machine_id": machine.id,
-        "environment_id": _environment_id(session, run_in.environment, machine_in.driver),
+        "environment_id": environment.id,
         "channel": run_in.environment.channel,
         "trigger": run_in.trigger,
         "tier": run_in.tier,
@@ -194,30 +195,31 @@ def _insert_run(
         **coverage,
     }
     # ON CONFLICT DO NOTHING: a concurrent upload of the same key waits for the first to
-    # commit, then inserts nothing, and reads the stored run below.
-    run_id = insert_returning_id(session, Run, row, ["key"])
-    if run_id is None:
+    # commit, then inserts nothing, and reads the stored run below. The machine and the
+    # environment are loaded already: the new run's relationships find them without a query.
+    run = insert_returning(session, Run, row, ["key"])
+    if run is None:
         existing = _run_by_key(session, run_in.key)
         if existing is None:
             raise RuntimeError(f"run key {run_in.key!r} conflicted, yet no run has it")
         return Ingested(_same_payload(existing, run_in, digest), created=False)
-    return Ingested(session.get_one(Run, run_id), created=True)
+    return Ingested(run, created=True)
 
 
-def _environment_id(session: Session, env_in: EnvironmentIn, machine_driver: str) -> int:
+def _environment(session: Session, env_in: EnvironmentIn, machine_driver: str) -> Environment:
     fields = env_in.model_dump()
     fields["driver"] = fields["driver"] or machine_driver
     for package in ("torch", "triton"):  # versions given only in the package list
         fields[package] = fields[package] or env_in.packages.get(package, "")
     canonical = json.dumps(fields, sort_keys=True, default=str)
     content_hash = hashlib.sha256(canonical.encode()).hexdigest()
-    query = select(Environment.id).where(Environment.content_hash == content_hash)
-    if (found := session.connection().scalar(query)) is not None:
-        return int(found)
+    query = select(Environment).where(Environment.content_hash == content_hash)
+    if (found := session.scalar(query)) is not None:
+        return found
     insert_missing(
         session, Environment, [{"content_hash": content_hash, **fields}], ["content_hash"]
     )
-    return int(session.connection().execute(query).scalar_one())
+    return session.scalars(query).one()
 
 
 def _store_results(session: Session, run: Run, results: list[ResultIn], cases: Cases) -> None:
