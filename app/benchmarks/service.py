@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from app.benchmarks import known_ids
 from app.benchmarks import vocabulary as vocab
 from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
-from app.core.bulk import insert_missing, member_of
+from app.core.bulk import insert_missing, member_of, plan_for_parameters
 from app.core.db import utcnow
 from app.core.errors import InvalidInput, NotFound
 
@@ -224,6 +224,7 @@ def resolve_benchmarks(
 
 
 def _benchmark_ids(session: Session, fingerprints: Sequence[str]) -> dict[str, int]:
+    plan_for_parameters(session)  # hundreds of fingerprints at once
     found: dict[str, int] = {}
     for condition in member_of(session, Benchmark.fingerprint, fingerprints):
         query = select(Benchmark.fingerprint, Benchmark.id).where(condition)
@@ -260,6 +261,7 @@ def resolve_series(
 def _series_ids(
     session: Session, pairs: Sequence[tuple[int, int]], machine_id: int, channel: str
 ) -> dict[tuple[int, int], int]:
+    plan_for_parameters(session)  # hundreds of benchmark ids at once
     wanted = set(pairs)
     metric_ids = sorted({m for _, m in wanted})
     found: dict[tuple[int, int], int] = {}

@@ -16,7 +16,7 @@ from app.benchmarks import known_ids
 from app.benchmarks import service as catalog
 from app.benchmarks import vocabulary as vocab
 from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
-from app.core.bulk import insert_missing, insert_returning, plan_for_parameters
+from app.core.bulk import insert_missing, insert_returning
 from app.core.db import utcnow
 from app.core.errors import Conflict, InvalidInput, NotFound
 from app.core.queue import DETECT_RUN, enqueue_after_commit
@@ -223,7 +223,6 @@ def _environment(session: Session, env_in: EnvironmentIn, machine_driver: str) -
 
 
 def _store_results(session: Session, run: Run, results: list[ResultIn], cases: Cases) -> None:
-    plan_for_parameters(session)  # the lookups below match hundreds of ids at once
     claims, unit_of = _metric_claims(results)
     metrics = catalog.resolve_metrics(session, claims)
     metric_ids = {name: metric.id for name, metric in metrics.items()}
