@@ -4,12 +4,13 @@ Each test checks what matters to a user: every stored result sits in the series 
 benchmark and metric its payload named, whatever happened to the catalog in between.
 """
 
+import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from sqlalchemy import event, func, select, text
+from sqlalchemy import delete, event, func, select, text
 
 from app.benchmarks import known_ids
 from app.benchmarks.known_ids import KnownIds
@@ -30,7 +31,7 @@ def stored_cases(database: Database, run_id: int) -> set[tuple[str, str, str, fl
     """(model, config, metric, value) of each of a run's results, read through its series."""
     with database.session_scope() as session:
         query = (
-            select(CompilerConfig.name, Benchmark.model, Metric.name, Result.value)
+            select(Benchmark.model, CompilerConfig.name, Metric.name, Result.value)
             .join(Series, Result.series_id == Series.id)
             .join(Benchmark, Series.benchmark_id == Benchmark.id)
             .join(CompilerConfig, Benchmark.compiler_config_id == CompilerConfig.id)
@@ -39,7 +40,7 @@ def stored_cases(database: Database, run_id: int) -> set[tuple[str, str, str, fl
         )
         cases = {
             (model, config, metric, value)
-            for config, model, metric, value in session.execute(query)
+            for model, config, metric, value in session.execute(query)
         }
         count = session.scalar(select(func.count()).where(Result.run_id == run_id))
     assert len(cases) == count, "results whose series or benchmark is gone"
@@ -98,8 +99,8 @@ def test_deleted_series_are_created_again_not_reused(database: Database) -> None
     ingest(database, "second", rows, index=1)  # ids remembered
     with database.session_scope() as session:
         gone = session.scalars(select(Series.id).order_by(Series.id).limit(3)).all()
-        session.execute(Result.__table__.delete().where(Result.series_id.in_(gone)))
-        session.execute(Series.__table__.delete().where(Series.id.in_(gone)))
+        session.execute(delete(Result).where(Result.series_id.in_(gone)))
+        session.execute(delete(Series).where(Series.id.in_(gone)))
     third = ingest(database, "third", rows, index=2)
     assert stored_cases(database, third) == posted(rows)
     with database.session_scope() as session:
@@ -156,7 +157,7 @@ def test_a_restored_dump_is_not_mistaken_for_the_live_catalog(postgres_database:
 def test_without_a_generation_row_nothing_is_remembered(database: Database) -> None:
     rows = many_results(8)
     with database.session_scope() as session:
-        session.execute(CatalogGeneration.__table__.delete())
+        session.execute(delete(CatalogGeneration))
     try:
         ingest(database, "first", rows)
         ingest(database, "second", rows, index=1)
@@ -166,7 +167,7 @@ def test_without_a_generation_row_nothing_is_remembered(database: Database) -> N
         assert stored_cases(database, third) == posted(rows)
     finally:
         with database.session_scope() as session:
-            session.add(CatalogGeneration(id=1, token="restored-for-other-tests"))
+            session.add(CatalogGeneration(id=1, token=secrets.token_hex(16)))
 
 
 def test_over_the_limit_everything_is_forgotten(database: Database) -> None:
