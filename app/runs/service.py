@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import set_committed_value
 
 from app.benchmarks import known_ids
 from app.benchmarks import service as catalog
@@ -195,14 +196,17 @@ def _insert_run(
         **coverage,
     }
     # ON CONFLICT DO NOTHING: a concurrent upload of the same key waits for the first to
-    # commit, then inserts nothing, and reads the stored run below. The machine and the
-    # environment are loaded already: the new run's relationships find them without a query.
+    # commit, then inserts nothing, and reads the stored run below.
     run = insert_returning(session, Run, row, ["key"])
     if run is None:
         existing = _run_by_key(session, run_in.key)
         if existing is None:
             raise RuntimeError(f"run key {run_in.key!r} conflicted, yet no run has it")
         return Ingested(_same_payload(existing, run_in, digest), created=False)
+    # The machine and the environment are loaded: attached here, the response needs no query
+    # (the identity map holds them weakly, so they may be gone by the time it is written).
+    set_committed_value(run, "machine", machine)
+    set_committed_value(run, "environment", environment)
     return Ingested(run, created=True)
 
 
