@@ -51,8 +51,8 @@ def insert_returning(
     One statement: the row comes back by RETURNING, where a lookup after the insert took a
     second round trip.
     """
-    statement = _skipping_conflicts(session, model, conflict).values(row).returning(model)
-    return session.scalars(statement).one_or_none()
+    statement = _skipping_conflicts(session, model, conflict).returning(model)
+    return session.scalars(statement, [row]).one_or_none()  # as parameters: no per-call coercion
 
 
 def _skipping_conflicts(
