@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, bindparam, func, select
 from sqlalchemy.orm import Session
 
 from app.benchmarks import known_ids
@@ -83,13 +83,17 @@ class MetricClaim:
     explicit_direction: bool
 
 
+# Built once: every upload runs it, and building a statement costs more than running it.
+_MACHINE_BY_NAME = select(Machine).where(Machine.name == bindparam("name"))
+
+
 def upsert_machine(session: Session, name: str, device: str, **description: Any) -> Machine:
     """The machine called ``name``, created or with its description brought up to date."""
-    machine = session.scalar(select(Machine).where(Machine.name == name))
+    machine = session.scalar(_MACHINE_BY_NAME, {"name": name})
     if machine is None:
         row = {"name": name, "device": device, "created_at": utcnow(), **description}
         insert_missing(session, Machine, [row], ["name"])
-        machine = session.scalars(select(Machine).where(Machine.name == name)).one()
+        machine = session.scalars(_MACHINE_BY_NAME, {"name": name}).one()
     if machine.device != device:
         raise InvalidInput(
             f"machine {name!r} is registered with device {machine.device!r}, not {device!r}",

@@ -14,7 +14,7 @@ from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from app.core.config import Settings
@@ -28,6 +28,10 @@ SIGN_IN_COOKIE = "benchwatch_token"
 bearer = HTTPBearer(auto_error=False, description="`Authorization: Bearer bw_...`")
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
 DbSession = Annotated[Session, Depends(get_session)]
+
+
+# Built once: every authenticated request runs it.
+_TOKEN_BY_HASH = select(ApiToken).where(ApiToken.token_hash == bindparam("token_hash"))
 
 
 def hash_token(token: str, pepper: str) -> str:
@@ -55,7 +59,7 @@ def live_token(request: Request, session: Session, secret: str) -> ApiToken | No
     """The unrevoked token whose secret this is, its last use noted; None if there is none."""
     settings: Settings = request.app.state.settings
     digest = hash_token(secret, settings.TOKEN_PEPPER.get_secret_value())
-    token = session.scalar(select(ApiToken).where(ApiToken.token_hash == digest))
+    token = session.scalar(_TOKEN_BY_HASH, {"token_hash": digest})
     if token is None or token.revoked_at is not None:
         return None
     now = utcnow()

@@ -9,7 +9,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -51,6 +51,13 @@ class Ingested:
     created: bool
 
 
+# Built once: every upload runs them, and building a statement costs more than running it.
+_RUN_ID_BY_KEY = select(Run.id).where(Run.key == bindparam("key"))
+_ENVIRONMENT_BY_HASH = select(Environment).where(
+    Environment.content_hash == bindparam("content_hash")
+)
+
+
 def payload_hash(run_in: RunIn) -> str:
     """A hash of the validated payload: equal for a retry, different for any change."""
     return hashlib.sha256(run_in.model_dump_json().encode()).hexdigest()
@@ -84,7 +91,7 @@ def ingest_run(
 
 def _run_by_key(session: Session, key: str) -> Run | None:
     # The id alone first: a new key (the usual case) costs no ORM entity load.
-    run_id = session.connection().scalar(select(Run.id).where(Run.key == key))
+    run_id = session.connection().scalar(_RUN_ID_BY_KEY, {"key": key})
     return None if run_id is None else session.get(Run, run_id)
 
 
@@ -217,13 +224,12 @@ def _environment(session: Session, env_in: EnvironmentIn, machine_driver: str) -
         fields[package] = fields[package] or env_in.packages.get(package, "")
     canonical = json.dumps(fields, sort_keys=True, default=str)
     content_hash = hashlib.sha256(canonical.encode()).hexdigest()
-    query = select(Environment).where(Environment.content_hash == content_hash)
-    if (found := session.scalar(query)) is not None:
+    if (found := session.scalar(_ENVIRONMENT_BY_HASH, {"content_hash": content_hash})) is not None:
         return found
     insert_missing(
         session, Environment, [{"content_hash": content_hash, **fields}], ["content_hash"]
     )
-    return session.scalars(query).one()
+    return session.scalars(_ENVIRONMENT_BY_HASH, {"content_hash": content_hash}).one()
 
 
 def _store_results(session: Session, run: Run, results: list[ResultIn], cases: Cases) -> None:
