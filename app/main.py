@@ -14,7 +14,9 @@ import app.models  # noqa: F401  (every model registered before the first query)
 from app.api.router import api_router
 from app.api.validation import handle_validation_error
 from app.core.config import DEV_PEPPER, Settings, settings
+from app.core.db import UNAVAILABLE, database_unavailable
 from app.core.errors import DomainError, handle_domain_error
+from app.core.headers import SecurityHeaders, docs_router
 from app.core.limits import BodySizeLimit
 from app.core.logging import configure_logging
 from app.dashboard import router as dashboard
@@ -47,14 +49,25 @@ def tune_garbage_collector() -> None:
     gc.set_threshold(50_000, 20, 20)
 
 
+def refuse_development_secrets(config: Settings) -> None:
+    """A production configuration (Postgres or a broker) must set its own token pepper.
+
+    With the public development value, anyone who reads a database dump can test guessed
+    tokens against it offline; the embedded SQLite default stays usable as it is.
+    """
+    production = bool(config.BROKER_URL) or not config.DATABASE_URL.startswith("sqlite")
+    if production and config.TOKEN_PEPPER.get_secret_value() == DEV_PEPPER:
+        raise ValueError(
+            "BENCHWATCH_TOKEN_PEPPER is the development value on a production configuration "
+            "(Postgres or a broker): set it to a long random secret, e.g. `openssl rand -hex 32`"
+        )
+
+
 def create_app(config: Settings | None = None) -> FastAPI:
     """The application for ``config`` (default: the environment's settings)."""
     config = config or settings
     configure_logging(config.LOG_LEVEL)
-    if config.TOKEN_PEPPER.get_secret_value() == DEV_PEPPER and not config.DATABASE_URL.startswith(
-        "sqlite"
-    ):
-        log.warning("BENCHWATCH_TOKEN_PEPPER is the development default: set a secret one")
+    refuse_development_secrets(config)
     database, publisher = connect(config)
 
     @asynccontextmanager
@@ -64,7 +77,12 @@ def create_app(config: Settings | None = None) -> FastAPI:
         disconnect(database, publisher)  # queued in-process jobs finish first
 
     application = FastAPI(
-        title="benchwatch", version="0.1.0", description=DESCRIPTION, lifespan=lifespan
+        title="benchwatch",
+        version="0.1.0",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        docs_url=None,  # served by docs_router, under the page policy
+        redoc_url=None,
     )
     application.state.settings = config
     application.state.database = database
@@ -73,10 +91,14 @@ def create_app(config: Settings | None = None) -> FastAPI:
     application.add_exception_handler(DomainError, handle_domain_error)
     application.add_exception_handler(RequestValidationError, handle_validation_error)
     application.add_exception_handler(SignInRequired, to_sign_in)
+    for unavailable in UNAVAILABLE:
+        application.add_exception_handler(unavailable, database_unavailable)
     # zlib's default level: Starlette's 9 took 10 ms for a year of one series (170 KB), 6 takes
     # 2.6 ms for a 2% larger answer.
     application.add_middleware(GZipMiddleware, minimum_size=2048, compresslevel=6)
+    application.add_middleware(SecurityHeaders)
     application.include_router(health_router)
+    application.include_router(docs_router(application))
     application.include_router(api_router)
     application.include_router(dashboard.assets)
     application.mount("/static", StaticFiles(directory=FRONTEND / "static"), name="static")

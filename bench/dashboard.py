@@ -12,6 +12,7 @@ same process as a baseline.
 
 import argparse
 import re
+import secrets
 import statistics
 import sys
 import time
@@ -86,7 +87,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=20)
     args = parser.parse_args()
     url = args.database_url or fresh_database()
-    application = create_app(Settings(DATABASE_URL=url))
+    application = create_app(Settings(DATABASE_URL=url, TOKEN_PEPPER=secrets.token_hex(16)))
     with TestClient(application) as client:
         print(f"\n{'page':<26}{'p50 ms':>8}{'p95 ms':>8}{'HTML KB':>9}{'chart KB':>10}  target")
         for name, path in pages(application.state.database).items():

@@ -262,7 +262,11 @@ def free_port() -> int:
 def service_env(database_url: str, broker_url: str | None) -> dict[str, str]:
     """The environment of the server and CLI: this database and broker, quiet logs."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("BENCHWATCH_")}
-    env.update(BENCHWATCH_DATABASE_URL=database_url, BENCHWATCH_LOG_LEVEL="WARNING")
+    env.update(
+        BENCHWATCH_DATABASE_URL=database_url,
+        BENCHWATCH_LOG_LEVEL="WARNING",
+        BENCHWATCH_TOKEN_PEPPER=secrets.token_hex(16),  # Postgres refuses the development one
+    )
     if broker_url:
         env["BENCHWATCH_BROKER_URL"] = broker_url
     return env

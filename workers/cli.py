@@ -45,6 +45,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         port=args.port,
         workers=args.workers,
         log_level=settings.LOG_LEVEL.lower(),
+        proxy_headers=args.proxy_headers,
+        forwarded_allow_ips=args.forwarded_allow_ips,
     )
     return 0
 
@@ -60,11 +62,16 @@ def cmd_token_create(args: argparse.Namespace) -> int:
     """Create a token and print it once."""
     with Database(settings.DATABASE_URL).session_scope() as session:
         token, plain = tokens_service.create_token(
-            session, args.name, args.scope, settings.TOKEN_PEPPER.get_secret_value()
+            session,
+            args.name,
+            args.scope,
+            settings.TOKEN_PEPPER.get_secret_value(),
+            machine_patterns=args.machine,
         )
         print(plain)
+        machines = f" machines={','.join(token.machine_patterns)}" if token.machine_patterns else ""
         print(
-            f"token {token.id} {token.name!r} scopes={','.join(token.scopes)}: "
+            f"token {token.id} {token.name!r} scopes={','.join(token.scopes)}{machines}: "
             "store it now, it is not shown again",
             file=sys.stderr,
         )
@@ -365,6 +372,18 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
     serve.add_argument("--no-migrate", action="store_true", help="do not migrate on start")
+    serve.add_argument(
+        "--proxy-headers",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="believe X-Forwarded-Proto/-For from --forwarded-allow-ips (the scheme marks the "
+        "sign-in cookie Secure)",
+    )
+    serve.add_argument(
+        "--forwarded-allow-ips",
+        default=os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1"),
+        help="comma-separated addresses of the reverse proxies to believe ('*': any)",
+    )
     serve.set_defaults(func=cmd_serve)
 
     migrate = commands.add_parser("migrate", help="upgrade the database schema")
@@ -458,6 +477,13 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--name", required=True)
     create.add_argument(
         "--scope", action="append", choices=SCOPES, required=True, help="repeat for several scopes"
+    )
+    create.add_argument(
+        "--machine",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="ingest only for machines matching this glob (e.g. 'h100-*'); repeat for several",
     )
     create.set_defaults(func=cmd_token_create)
     token.add_parser("list", help="list tokens").set_defaults(func=cmd_token_list)

@@ -27,6 +27,9 @@ class AlertGroup(Base):
     assignee: Mapped[str] = mapped_column(String(128), default="")
     note: Mapped[str] = mapped_column(Text, default="")
     bug_url: Mapped[str] = mapped_column(Text, default="")
+    # Who last triaged it (the token, and the dashboard session if it came from one), and when.
+    triaged_by: Mapped[str] = mapped_column(String(200), default="")
+    triaged_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
     regressions: Mapped[list["Regression"]] = relationship(
@@ -64,6 +67,9 @@ class Regression(Base):
     assignee: Mapped[str] = mapped_column(String(128), default="")
     note: Mapped[str] = mapped_column(Text, default="")
     bug_url: Mapped[str] = mapped_column(Text, default="")
+    # Who last triaged it (the token, and the dashboard session if it came from one), and when.
+    triaged_by: Mapped[str] = mapped_column(String(200), default="")
+    triaged_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
 

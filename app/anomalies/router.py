@@ -15,7 +15,7 @@ from app.anomalies.schemas import (
     Status,
     TriageUpdate,
 )
-from app.api.deps import ReadAccess, SessionDep, TriageToken
+from app.api.deps import ReadAccess, SessionDep, TriageActor
 from app.core import queue
 from app.core.pagination import Page, PageParams
 
@@ -40,10 +40,10 @@ def get_regression(regression_id: int, session: SessionDep) -> Regression:
 
 @writes.patch("/regressions/{regression_id}", response_model=RegressionRead)
 def update_regression(
-    regression_id: int, update: TriageUpdate, session: SessionDep, token: TriageToken
+    regression_id: int, update: TriageUpdate, session: SessionDep, actor: TriageActor
 ) -> Regression:
     """Triage a regression: status, assignee, note, bug link (scope `triage`)."""
-    regression = triage.triage_regression(session, regression_id, update)
+    regression = triage.triage_regression(session, regression_id, update, actor.label)
     queue.commit(session)
     return regression
 
@@ -73,10 +73,10 @@ def get_alert_group(group_id: int, session: SessionDep) -> AlertGroupDetail:
 
 @writes.patch("/alert-groups/{group_id}", response_model=AlertGroupDetail)
 def update_alert_group(
-    group_id: int, update: TriageUpdate, session: SessionDep, token: TriageToken
+    group_id: int, update: TriageUpdate, session: SessionDep, actor: TriageActor
 ) -> AlertGroupDetail:
     """Triage a whole group: the status and fields apply to every member (scope `triage`)."""
-    group = triage.triage_group(session, group_id, update)
+    group = triage.triage_group(session, group_id, update, actor.label)
     queue.commit(session)
     return _detail(session, group)
 

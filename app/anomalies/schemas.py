@@ -6,6 +6,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.benchmarks.schemas import SeriesRead
+from app.core.urls import HttpUrlText
 
 Status = Literal["new", "acknowledged", "invalid", "expected", "fixed"]
 
@@ -37,6 +38,8 @@ class RegressionRead(BaseModel):
     assignee: str
     note: str
     bug_url: str
+    triaged_by: str  # the token and, from the dashboard, the sign-in session
+    triaged_at: datetime | None
     created_at: datetime
     updated_at: datetime
 
@@ -49,7 +52,7 @@ class TriageUpdate(BaseModel):
     status: Status | None = None
     assignee: str | None = Field(default=None, max_length=128)
     note: str | None = Field(default=None, max_length=10_000)
-    bug_url: str | None = Field(default=None, max_length=2_000)
+    bug_url: HttpUrlText | None = None
 
 
 class AlertGroupRead(BaseModel):
@@ -70,6 +73,8 @@ class AlertGroupRead(BaseModel):
     assignee: str
     note: str
     bug_url: str
+    triaged_by: str  # the token and, from the dashboard, the sign-in session
+    triaged_at: datetime | None
     created_at: datetime
 
 

@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 from app.anomalies.models import STATUSES, AlertGroup, Regression, RunAnomaly
 from app.anomalies.schemas import TriageUpdate
 from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
+from app.core.db import utcnow
 from app.core.errors import NotFound
 from app.runs.models import Run
 
@@ -90,16 +91,20 @@ def get_regression(session: Session, regression_id: int) -> Regression:
     return regression
 
 
-def _apply(target: Regression | AlertGroup, update: TriageUpdate) -> None:
+def _apply(target: Regression | AlertGroup, update: TriageUpdate, by: str) -> None:
     for field in ("assignee", "note", "bug_url"):
         if (value := getattr(update, field)) is not None:
             setattr(target, field, value)
+    target.triaged_by = by[:200]
+    target.triaged_at = utcnow()
 
 
-def triage_regression(session: Session, regression_id: int, update: TriageUpdate) -> Regression:
-    """Change a regression's status, assignee, note or bug link."""
+def triage_regression(
+    session: Session, regression_id: int, update: TriageUpdate, by: str
+) -> Regression:
+    """Change a regression's status, assignee, note or bug link; ``by`` names who did it."""
     regression = get_regression(session, regression_id)
-    _apply(regression, update)
+    _apply(regression, update, by)
     if update.status is not None:
         regression.status = update.status
     session.flush()
@@ -113,12 +118,12 @@ def get_group(session: Session, group_id: int) -> AlertGroup:
     return group
 
 
-def triage_group(session: Session, group_id: int, update: TriageUpdate) -> AlertGroup:
+def triage_group(session: Session, group_id: int, update: TriageUpdate, by: str) -> AlertGroup:
     """Triage a group: its status (and assignee, note, link) apply to every member."""
     group = get_group(session, group_id)
-    _apply(group, update)
+    _apply(group, update, by)
     for regression in group.regressions:
-        _apply(regression, update)
+        _apply(regression, update, by)
         if update.status is not None:
             regression.status = update.status
     session.flush()
@@ -177,6 +182,8 @@ def describe_group(session: Session, group: AlertGroup) -> dict[str, Any]:
         "assignee": group.assignee,
         "note": group.note,
         "bug_url": group.bug_url,
+        "triaged_by": group.triaged_by,
+        "triaged_at": group.triaged_at,
         "created_at": group.created_at,
     }
 

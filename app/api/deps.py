@@ -6,7 +6,7 @@ from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
 from app.core.db import get_session
-from app.core.security import read_access, require_scope
+from app.core.security import Actor, read_access, require_actor, require_scope
 from app.tokens.models import ApiToken
 
 
@@ -18,5 +18,5 @@ async def raw_body(request: Request) -> bytes:
 RawBody = Annotated[bytes, Depends(raw_body)]
 SessionDep = Annotated[Session, Depends(get_session)]
 IngestToken = Annotated[ApiToken, Depends(require_scope("ingest"))]
-TriageToken = Annotated[ApiToken, Depends(require_scope("triage"))]
+TriageActor = Annotated[Actor, Depends(require_actor("triage"))]
 ReadAccess = Depends(read_access)

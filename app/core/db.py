@@ -1,5 +1,6 @@
 """Engine, sessions and the declarative base shared by every domain's models."""
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -7,12 +8,17 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import Request
+from fastapi.responses import JSONResponse
 from sqlalchemy import DateTime, Engine, MetaData, create_engine, event
 from sqlalchemy.engine import Dialect, make_url
+from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as SATimeoutError
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 from sqlalchemy.types import TypeDecorator
 
 from app.core.queue import PUBLISHER, Publisher, commit
+
+log = logging.getLogger(__name__)
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -110,3 +116,21 @@ def get_session(request: Request) -> Iterator[Session]:
     database: Database = request.app.state.database
     with database.sessionmaker() as session:
         yield session
+
+
+RETRY_AFTER_S = 5  # how long a client waits before it asks again during a database outage
+
+
+async def database_unavailable(request: Request, exc: Exception) -> JSONResponse:
+    """A lost or refused database connection: 503 with Retry-After, not a 500 (logged here)."""
+    log.warning("database unavailable on %s %s: %s", request.method, request.url.path, exc)
+    return JSONResponse(
+        {"error": "DatabaseUnavailable", "detail": "the database is not answering: try again"},
+        status_code=503,
+        headers={"Retry-After": str(RETRY_AFTER_S)},
+    )
+
+
+# What a lost, refused or saturated database raises (psycopg's OperationalError covers a refused
+# connection and a cancelled statement; SQLite's, a locked file): the request may be retried.
+UNAVAILABLE = (OperationalError, InterfaceError, DisconnectionError, SATimeoutError)

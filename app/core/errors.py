@@ -17,6 +17,12 @@ class DomainError(Exception):
         self.errors = errors or []
 
 
+class Forbidden(DomainError):
+    """The caller is known but may not do this."""
+
+    status_code = 403
+
+
 class NotFound(DomainError):
     """A named thing does not exist."""
 

@@ -1,14 +1,18 @@
-"""Hashed API tokens and the dependencies that demand them.
+"""Who a request acts for: hashed API tokens, the dashboard's sign-in sessions, CSRF.
 
-A token travels as ``Authorization: Bearer <token>``. For reads only, the dashboard's sign-in
-cookie carries it too (``SIGN_IN_COOKIE``: HttpOnly, SameSite=Lax), so a private server's
-pages work in a browser; writes and triage always need the header, which no other site can
-make a browser send.
+An API client sends ``Authorization: Bearer <token>``. A browser signs in once with a token
+(``/login``) and then carries ``SIGN_IN_COOKIE``: a random session id (HttpOnly,
+SameSite=Strict), whose keyed hash is the ``web_session`` row that names the token. The
+session acts with the token's scopes; a write it makes must also carry ``CSRF_HEADER``, a value
+derived from the session id that only the server's own pages know (the cookie is what another
+site could make a browser send, the header is not). Reads never write: a token's last use is
+noted by writes alone, so a private server's reader takes no row or SQLite write lock.
 """
 
 import hashlib
 import hmac
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Annotated
 
@@ -19,67 +23,136 @@ from sqlalchemy.orm import Session
 
 from app.core.config import Settings
 from app.core.db import get_session, utcnow
-from app.tokens.models import ApiToken
+from app.tokens.models import ApiToken, WebSession
 
 SCOPES = ("ingest", "triage", "admin", "read")
 TOUCH_EVERY = timedelta(minutes=1)  # last_used_at granularity: no write per request
-SIGN_IN_COOKIE = "benchwatch_token"
+SIGN_IN_COOKIE = "benchwatch_session"
+CSRF_HEADER = "X-CSRF-Token"
+MAX_SECRET_LENGTH = 256  # longer bearer tokens or cookies are not ours: no hashing of megabytes
 
 bearer = HTTPBearer(auto_error=False, description="`Authorization: Bearer bw_...`")
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
 DbSession = Annotated[Session, Depends(get_session)]
 
 
-# Built once: every authenticated request runs it.
+# Built once: every authenticated request runs one of them.
 _TOKEN_BY_HASH = select(ApiToken).where(ApiToken.token_hash == bindparam("token_hash"))
+_SESSION_BY_HASH = select(WebSession).where(WebSession.session_hash == bindparam("session_hash"))
+
+
+@dataclass(frozen=True)
+class Actor:
+    """The token a request acts with, and the dashboard session it came through, if any."""
+
+    token: ApiToken
+    session_id: int | None = None
+
+    @property
+    def label(self) -> str:
+        """Who did it, as recorded beside what they did (the token's name and how it came)."""
+        via = f"dashboard session #{self.session_id}" if self.session_id else "API"
+        return f"{self.token.name} (token #{self.token.id}, {via})"
 
 
 def hash_token(token: str, pepper: str) -> str:
-    """Keyed hash of a token: what the database stores."""
+    """Keyed hash of a token or session id: what the database stores."""
     return hmac.new(pepper.encode(), token.encode(), hashlib.sha256).hexdigest()
+
+
+def _pepper(request: Request) -> str:
+    settings: Settings = request.app.state.settings
+    return settings.TOKEN_PEPPER.get_secret_value()
 
 
 def _unauthorized(detail: str) -> HTTPException:
     return HTTPException(401, detail=detail, headers={"WWW-Authenticate": "Bearer"})
 
 
-def authenticate(
-    request: Request, session: Session, credentials: HTTPAuthorizationCredentials | None
-) -> ApiToken:
-    """The live token in the request's bearer header; 401 when missing, unknown or revoked."""
-    if credentials is None:
-        raise _unauthorized("missing API token: send 'Authorization: Bearer <token>'")
-    token = live_token(request, session, credentials.credentials)
-    if token is None:
-        raise _unauthorized("invalid or revoked API token")
-    return token
+def live_token(
+    request: Request, session: Session, secret: str, *, touch: bool = True
+) -> ApiToken | None:
+    """The unrevoked token whose secret this is; None if there is none.
 
-
-def live_token(request: Request, session: Session, secret: str) -> ApiToken | None:
-    """The unrevoked token whose secret this is, its last use noted; None if there is none."""
-    settings: Settings = request.app.state.settings
-    digest = hash_token(secret, settings.TOKEN_PEPPER.get_secret_value())
-    token = session.scalar(_TOKEN_BY_HASH, {"token_hash": digest})
+    ``touch`` notes its last use (at most once a minute): writes do, reads do not.
+    """
+    if len(secret) > MAX_SECRET_LENGTH:
+        return None
+    token = session.scalar(_TOKEN_BY_HASH, {"token_hash": hash_token(secret, _pepper(request))})
     if token is None or token.revoked_at is not None:
         return None
     now = utcnow()
-    if token.last_used_at is None or now - token.last_used_at > TOUCH_EVERY:
+    if touch and (token.last_used_at is None or now - token.last_used_at > TOUCH_EVERY):
         token.last_used_at = now
     return token
 
 
-def require_scope(scope: str) -> Callable[..., ApiToken]:
-    """Dependency factory: a token that has ``scope`` (or ``admin``); 403 otherwise."""
+def signed_in(request: Request, session: Session) -> WebSession | None:
+    """The live sign-in session of the request's cookie (looked up once per request)."""
+    if hasattr(request.state, "web_session"):
+        found: WebSession | None = request.state.web_session
+        return found
+    found = None
+    secret = request.cookies.get(SIGN_IN_COOKIE)
+    if secret and len(secret) <= MAX_SECRET_LENGTH:
+        digest = hash_token(secret, _pepper(request))
+        row = session.scalar(_SESSION_BY_HASH, {"session_hash": digest})
+        if row is not None and row.expires_at > utcnow() and row.token.revoked_at is None:
+            found = row
+    request.state.web_session = found
+    return found
 
-    def dependency(
-        request: Request,
-        session: DbSession,
-        credentials: Credentials,
-    ) -> ApiToken:
-        token = authenticate(request, session, credentials)
-        if scope not in token.scopes and "admin" not in token.scopes:
-            raise HTTPException(403, detail=f"token {token.name!r} lacks the scope {scope!r}")
-        return token
+
+def csrf_token(request: Request, session: Session) -> str | None:
+    """The value a signed-in page sends in ``CSRF_HEADER`` with its writes; None if signed out."""
+    if signed_in(request, session) is None:
+        return None
+    secret = request.cookies[SIGN_IN_COOKIE]
+    return hash_token(f"csrf:{secret}", _pepper(request))
+
+
+def authenticate(
+    request: Request, session: Session, credentials: HTTPAuthorizationCredentials | None
+) -> Actor:
+    """Who the request acts for: the bearer token, else the sign-in session with its CSRF value.
+
+    401 when there is neither, or the token is unknown or revoked; 403 when a session's write
+    lacks the CSRF value of its page.
+    """
+    if credentials is not None:
+        token = live_token(request, session, credentials.credentials)
+        if token is None:
+            raise _unauthorized("invalid or revoked API token")
+        return Actor(token)
+    web_session = signed_in(request, session)
+    if web_session is None:
+        raise _unauthorized("missing API token: send 'Authorization: Bearer <token>'")
+    expected = csrf_token(request, session) or ""
+    if not hmac.compare_digest(request.headers.get(CSRF_HEADER, ""), expected):
+        raise HTTPException(
+            403, detail=f"a signed-in browser's write needs the page's {CSRF_HEADER} header"
+        )
+    return Actor(web_session.token, web_session.id)
+
+
+def require_actor(scope: str) -> Callable[..., Actor]:
+    """Dependency factory: who acts, holding ``scope`` (or ``admin``); 401/403 otherwise."""
+
+    def dependency(request: Request, session: DbSession, credentials: Credentials) -> Actor:
+        actor = authenticate(request, session, credentials)
+        if scope not in actor.token.scopes and "admin" not in actor.token.scopes:
+            raise HTTPException(403, detail=f"token {actor.token.name!r} lacks the scope {scope!r}")
+        return actor
+
+    return dependency
+
+
+def require_scope(scope: str) -> Callable[..., ApiToken]:
+    """Dependency factory: a token that has ``scope`` (or ``admin``); 401/403 otherwise."""
+    actor_of = require_actor(scope)
+
+    def dependency(request: Request, session: DbSession, credentials: Credentials) -> ApiToken:
+        return actor_of(request, session, credentials).token
 
     return dependency
 
@@ -91,15 +164,18 @@ def read_access(
 ) -> None:
     """Reads are public unless ``BENCHWATCH_PUBLIC_READ=false``; then any live token reads."""
     if not may_read(request, session, credentials):
-        authenticate(request, session, credentials)  # raises 401, saying why
+        if credentials is not None:
+            raise _unauthorized("invalid or revoked API token")
+        raise _unauthorized("missing API token: send 'Authorization: Bearer <token>'")
 
 
 def may_read(
     request: Request, session: Session, credentials: HTTPAuthorizationCredentials | None
 ) -> bool:
-    """Reads are public, or the request carries a live token (header or sign-in cookie)."""
+    """Reads are public, or the request carries a live token or sign-in session."""
     settings: Settings = request.app.state.settings
     if settings.PUBLIC_READ:
         return True
-    secret = credentials.credentials if credentials else request.cookies.get(SIGN_IN_COOKIE)
-    return secret is not None and live_token(request, session, secret) is not None
+    if credentials is not None:
+        return live_token(request, session, credentials.credentials, touch=False) is not None
+    return signed_in(request, session) is not None

@@ -5,8 +5,6 @@ of one metric are matched per benchmark; the first side is the base. Geomeans of
 run over the benchmarks present on every side, as the PyTorch dashboard aggregates.
 """
 
-import csv
-import io
 import json
 import math
 from dataclasses import dataclass
@@ -19,6 +17,7 @@ from sqlalchemy.orm import Session
 from app.anomalies.models import Regression
 from app.benchmarks.models import Machine, Series
 from app.benchmarks.service import list_machines
+from app.core import spreadsheet
 from app.dashboard import format as fmt
 from app.dashboard.figures import embed, figure
 from app.dashboard.overview import default_channel, machine_channels, recent_runs
@@ -229,20 +228,17 @@ def _choices(session: Session, query: CompareQuery) -> dict[str, Any]:
 
 def to_csv(context: dict[str, Any]) -> str:
     """The comparison table as CSV: one line per benchmark, a value and change per side."""
-    out = io.StringIO()
-    writer = csv.writer(out)
     labels = [side.label for side in context["sides"]]
-    writer.writerow(
-        ["suite", "model", "precision", "config", "params", *labels]
-        + [f"change {label}" for label in labels[1:]]
-    )
-    for row in context.get("rows", []):
-        writer.writerow(
-            [row["suite"], row["model"], row["precision"], row["config"], json.dumps(row["params"])]
-            + ["" if v is None else v for v in row["values"]]
-            + ["" if c is None else f"{c:.6f}" for c in row["changes"]]
-        )
-    return out.getvalue()
+    header = ["suite", "model", "precision", "config", "params", *labels] + [
+        f"change {label}" for label in labels[1:]
+    ]
+    rows = [
+        [row["suite"], row["model"], row["precision"], row["config"], json.dumps(row["params"])]
+        + ["" if v is None else v for v in row["values"]]
+        + ["" if c is None else f"{c:.6f}" for c in row["changes"]]
+        for row in context.get("rows", [])
+    ]
+    return spreadsheet.to_csv([header, *rows])
 
 
 def machine_device(session: Session, name: str | None) -> str:

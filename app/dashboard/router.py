@@ -4,12 +4,13 @@ Every page's state is in its URL (plain GET forms), so a link reproduces the vie
 is served from the installed ``plotly`` package (no CDN).
 """
 
+import hmac
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
 import plotly
-from fastapi import APIRouter, Depends, Form, Request
+from fastapi import APIRouter, Depends, Form, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from sqlalchemy import select
@@ -17,19 +18,27 @@ from sqlalchemy import select
 from app.api.deps import SessionDep
 from app.benchmarks.models import Machine
 from app.core.errors import NotFound
-from app.core.security import SIGN_IN_COOKIE, live_token
+from app.core.security import (
+    MAX_SECRET_LENGTH,
+    SIGN_IN_COOKIE,
+    csrf_token,
+    live_token,
+    signed_in,
+)
+from app.core.urls import safe_href
 from app.dashboard import format as fmt
 from app.dashboard.alerts import AlertQuery, inbox
 from app.dashboard.compare import KINDS, CompareQuery, comparison, machine_device, to_csv
 from app.dashboard.overview import FAMILIES, overview
 from app.dashboard.run_page import run_page
 from app.dashboard.series import GROUPINGS, RANGES, SeriesQuery, series_page
-from app.dashboard.sign_in import forget, page_access, remember, safe_next
+from app.dashboard.sign_in import forget, page_access, remember, safe_next, sign_in_url
+from app.tokens.service import close_session, open_session
 
 FRONTEND = Path(__file__).resolve().parents[2] / "frontend"
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 templates = Jinja2Templates(directory=FRONTEND / "templates")
-templates.env.filters |= {"number": fmt.number, "percent": fmt.percent}
+templates.env.filters |= {"number": fmt.number, "percent": fmt.percent, "href": safe_href}
 pages = APIRouter(include_in_schema=False, dependencies=[Depends(page_access)])
 assets = APIRouter(include_in_schema=False)  # open to all: plotly.js and signing in
 
@@ -42,34 +51,57 @@ def plotly_js() -> FileResponse:
     )
 
 
-@assets.get("/login", response_class=HTMLResponse)
-def sign_in_form(request: Request, session: SessionDep, next: str = "/") -> HTMLResponse:
-    """The sign-in form of a private server (``BENCHWATCH_PUBLIC_READ=false``)."""
-    return render(request, session, "login.html", next=safe_next(next))
+@assets.get("/login", response_class=HTMLResponse, response_model=None)
+def sign_in_form(
+    request: Request, session: SessionDep, next: str = "/", again: bool = False
+) -> Response:
+    """The sign-in form; a browser already signed in goes straight back to ``next``."""
+    if signed_in(request, session) is not None:
+        return RedirectResponse(safe_next(next), status_code=303)
+    # Arrived from another site, a SameSite=Strict cookie was held back: look once more from
+    # this site (the form's meta refresh) before asking for a token.
+    cross_site = request.headers.get("sec-fetch-site") == "cross-site"
+    retry = f"{sign_in_url(safe_next(next))}&again=1" if cross_site and not again else None
+    return render(request, session, "login.html", next=safe_next(next), retry=retry)
 
 
 @assets.post("/login", response_class=HTMLResponse, response_model=None)
 def sign_in(
     request: Request,
     session: SessionDep,
-    token: Annotated[str, Form()] = "",
-    next: Annotated[str, Form()] = "/",
+    token: Annotated[str, Form(max_length=MAX_SECRET_LENGTH)] = "",
+    next: Annotated[str, Form(max_length=2_000)] = "/",
 ) -> Response:
-    """Check the pasted token, keep it in the sign-in cookie and go back to the page."""
-    token = token.strip()
-    if not token or live_token(request, session, token) is None:
+    """Check the pasted token, open a sign-in session and go back to the page."""
+    found = live_token(request, session, token.strip()) if token.strip() else None
+    if found is None:
         # 200, not 401: the form again with what went wrong (a browser logs a 401 as an error)
         error = "That token is unknown or revoked: paste a live API token."
         return render(request, session, "login.html", next=safe_next(next), error=error)
-    session.commit()  # the token's last use
+    session_id = open_session(session, found, _pepper(request))
+    session.commit()
     back = RedirectResponse(safe_next(next), status_code=303)
-    return remember(back, token, secure=request.url.scheme == "https")
+    return remember(back, session_id, secure=request.url.scheme == "https")
 
 
 @assets.post("/logout")
-def sign_out() -> Response:
-    """Forget the sign-in cookie."""
-    return forget(RedirectResponse("/login", status_code=303))
+def sign_out(
+    request: Request, session: SessionDep, csrf: Annotated[str, Form(max_length=128)] = ""
+) -> Response:
+    """Close the sign-in session (the form carries the page's CSRF value) and drop the cookie."""
+    expected = csrf_token(request, session)
+    if expected is not None:
+        if not hmac.compare_digest(csrf, expected):
+            raise HTTPException(403, detail="sign out from a page of this server")
+        close_session(session, request.cookies[SIGN_IN_COOKIE], _pepper(request))
+        session.commit()
+    return forget(
+        RedirectResponse("/login?again=1", status_code=303), request.url.scheme == "https"
+    )
+
+
+def _pepper(request: Request) -> str:
+    return str(request.app.state.settings.TOKEN_PEPPER.get_secret_value())
 
 
 def as_int(value: str | None) -> int | None:
@@ -84,14 +116,17 @@ def render(
     request: Request, session: SessionDep, name: str, status: int = 200, **context: Any
 ) -> HTMLResponse:
     """A page, with what every page needs (is this demo data?)."""
-    private = not request.app.state.settings.PUBLIC_READ
     demo = any(m.extra.get("demo") for m in session.scalars(select(Machine)))
+    here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    web_session = signed_in(request, session)
     common = {
         "demo": demo,
         "path": request.url.path,
         "groupings": GROUPINGS,
         "ranges": RANGES,
-        "signed_in": private and SIGN_IN_COOKIE in request.cookies,
+        "signed_in_as": web_session.token.name if web_session else None,
+        "csrf": csrf_token(request, session),
+        "sign_in": sign_in_url(safe_next(here)),
     }
     return templates.TemplateResponse(request, name, {**common, **context}, status_code=status)
 

@@ -1,5 +1,7 @@
 """The run page: metadata, environment, coverage, failures and skips, hardware and kernels."""
 
+import json
+import math
 from collections import defaultdict
 from typing import Any
 from urllib.parse import urlencode
@@ -54,7 +56,8 @@ def _problems(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _case_key(row: dict[str, Any]) -> tuple[Any, ...]:
-    params = tuple(sorted((row["params"] or {}).items()))
+    # Canonical JSON: a parameter's value may be any JSON, lists and objects included.
+    params = json.dumps(row["params"] or {}, sort_keys=True)
     return (row["suite"], row["model"], row["mode"], row["precision"], row["config"], params)
 
 
@@ -117,9 +120,21 @@ def _top_kernels(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for row in rows:
         if row["metric"] != "kernel_count" or not row["extra"]:
             continue
-        for kernel in row["extra"].get("top_kernels", []):
+        # The workers' shape; an uploader's ``extra`` is any JSON object, so skip what differs.
+        kernels = row["extra"].get("top_kernels")
+        for kernel in kernels if isinstance(kernels, list) else []:
+            if not isinstance(kernel, dict):
+                continue
             entry = totals[str(kernel.get("name", "?"))]
-            entry["time_us"] += float(kernel.get("self_time_us", 0.0))  # per call of the case
-            entry["calls"] += float(kernel.get("calls", 0))
+            entry["time_us"] += _number(kernel.get("self_time_us"))  # per call of the case
+            entry["calls"] += _number(kernel.get("calls"))
     ranked = sorted(totals.items(), key=lambda item: -item[1]["time_us"])[:TOP_KERNELS]
     return [{"name": name, **figures} for name, figures in ranked]
+
+
+def _number(value: Any) -> float:
+    """A stored JSON value as a figure; anything that is not a finite number counts as 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0.0
+    number = float(value)
+    return number if math.isfinite(number) else 0.0

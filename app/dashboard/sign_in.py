@@ -1,8 +1,14 @@
-"""Signing in to a private server's dashboard (``BENCHWATCH_PUBLIC_READ=false``).
+"""Signing in to the dashboard: for a private server's pages, and for triage on any server.
 
-A page asked for without a live token redirects to ``/login?next=<the page>``. The form
-takes any live API token (a ``read`` token is enough), checks it and keeps it in an HttpOnly,
-SameSite=Lax cookie that reads accept (``app.core.security``); ``/logout`` drops it.
+A page of a private server (``BENCHWATCH_PUBLIC_READ=false``) asked for without a live token
+redirects to ``/login?next=<the page>``. The form takes any live API token, checks it and opens
+a sign-in session (``app.tokens.service.open_session``): the browser keeps only the session's
+random id, in an HttpOnly, SameSite=Strict cookie marked Secure when the request came over
+https (behind a proxy: ``--proxy-headers --forwarded-allow-ips``). ``/logout`` closes it.
+
+A SameSite=Strict cookie is not sent on the first request of a link followed from another
+site (a chat message, a mail): the sign-in form then reloads itself once from this site
+(``again=1``), which does carry the cookie, so a signed-in reader lands on the page.
 """
 
 from urllib.parse import quote
@@ -11,8 +17,7 @@ from fastapi import Request
 from fastapi.responses import RedirectResponse, Response
 
 from app.core.security import SIGN_IN_COOKIE, Credentials, DbSession, may_read
-
-SIGN_IN_DAYS = 14  # how long a browser stays signed in
+from app.tokens.service import SESSION_DAYS
 
 
 class SignInRequired(Exception):
@@ -30,33 +35,43 @@ def page_access(request: Request, session: DbSession, credentials: Credentials) 
         raise SignInRequired(request.url.path + query)
 
 
+def sign_in_url(wanted: str) -> str:
+    """The sign-in form that comes back to ``wanted``."""
+    return f"/login?next={quote(wanted, safe='')}"
+
+
 async def to_sign_in(request: Request, exc: Exception) -> Response:
     """Redirect to the sign-in form, which comes back to the page asked for."""
     assert isinstance(exc, SignInRequired)
-    return RedirectResponse(f"/login?next={quote(exc.wanted, safe='')}", status_code=303)
+    return RedirectResponse(sign_in_url(exc.wanted), status_code=303)
 
 
 def safe_next(wanted: str | None) -> str:
     """A path on this server to return to, never another site (``//host``, a backslash)."""
-    if not wanted or not wanted.startswith("/") or wanted.startswith(("//", "/\\")):
+    if (
+        not wanted
+        or not wanted.startswith("/")
+        or wanted.startswith(("//", "/\\"))
+        or not wanted.isprintable()
+    ):
         return "/"
     return wanted
 
 
-def remember(response: Response, token: str, secure: bool) -> Response:
-    """Keep the token in the browser's sign-in cookie, out of reach of page scripts."""
+def remember(response: Response, session_id: str, secure: bool) -> Response:
+    """Keep the sign-in session's id in the browser, out of reach of page scripts."""
     response.set_cookie(
         SIGN_IN_COOKIE,
-        token,
-        max_age=SIGN_IN_DAYS * 24 * 3600,
+        session_id,
+        max_age=SESSION_DAYS * 24 * 3600,
         httponly=True,
-        samesite="lax",
+        samesite="strict",
         secure=secure,
     )
     return response
 
 
-def forget(response: Response) -> Response:
+def forget(response: Response, secure: bool) -> Response:
     """Drop the sign-in cookie."""
-    response.delete_cookie(SIGN_IN_COOKIE, httponly=True, samesite="lax")
+    response.delete_cookie(SIGN_IN_COOKIE, httponly=True, samesite="strict", secure=secure)
     return response

@@ -1,5 +1,6 @@
 """Liveness and readiness probes."""
 
+import logging
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -12,6 +13,7 @@ from app.core.db import Database
 from app.core.migrate import is_up_to_date
 
 router = APIRouter(tags=["health"])
+log = logging.getLogger(__name__)
 
 
 @router.get("/healthz")
@@ -40,8 +42,9 @@ def _check_database(database: Database) -> str:
         with database.engine.connect() as connection:
             connection.execute(text("SELECT 1"))
         return "ok" if is_up_to_date(database.engine) else "not migrated: run benchwatch migrate"
-    except Exception as exc:  # any failure is "not ready", reported, never raised
-        return f"error: {type(exc).__name__}: {exc}"
+    except Exception:  # any failure is "not ready", logged, never raised
+        log.exception("readiness: the database does not answer")
+        return "error: the database does not answer (the server's log says why)"
 
 
 def _check_broker(url: str) -> str:
@@ -49,5 +52,6 @@ def _check_broker(url: str) -> str:
         with Connection(url, connect_timeout=2) as connection:
             connection.ensure_connection(max_retries=1, timeout=2)
         return "ok"
-    except Exception as exc:
-        return f"error: {type(exc).__name__}: {exc}"
+    except Exception:  # the exception text names hosts and credentials: log, don't answer
+        log.exception("readiness: the broker does not answer")
+        return "error: the broker does not answer (the server's log says why)"

@@ -1,4 +1,4 @@
-"""The native run payload (DESIGN.md §3, a public contract) and the run read models."""
+"""The native run payload (docs/design.md §3, a public contract) and the run read models."""
 
 from datetime import datetime
 from typing import Annotated, Any, Self
@@ -7,6 +7,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from app.benchmarks import vocabulary as vocab
 from app.benchmarks.schemas import MachineRead
+from app.core.urls import HttpUrlText
 
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 Name = Annotated[str, Field(min_length=1, max_length=128)]
@@ -263,7 +264,7 @@ class RunIn(Strict):
     tier: Annotated[str, Field(max_length=32)] = ""
     commit: Annotated[str, Field(max_length=64)] = ""
     branch: Annotated[str, Field(max_length=256)] = ""
-    url: Annotated[str, Field(max_length=2000)] = ""
+    url: HttpUrlText = ""
     started_at: Timestamp | None = None
     finished_at: Timestamp | None = None
     extra: JSONObject = Field(default_factory=dict)

@@ -1,16 +1,23 @@
 """Create, list and revoke API tokens; the plain token is shown once and never stored."""
 
+import re
 import secrets
+from datetime import timedelta
+from fnmatch import fnmatchcase
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from app.core.db import utcnow
-from app.core.errors import InvalidInput, NotFound
+from app.core.errors import Forbidden, InvalidInput, NotFound
 from app.core.security import SCOPES, hash_token
-from app.tokens.models import ApiToken
+from app.tokens.models import ApiToken, WebSession
 
 TOKEN_PREFIX = "bw_"
+MAX_NAME_LENGTH = 128  # the column's size
+SESSION_DAYS = 14  # how long a browser stays signed in
+MAX_MACHINE_PATTERNS = 32
+MACHINE_PATTERN = re.compile(r"^[A-Za-z0-9_.:+*?\[\]!-]{1,128}$")
 
 
 class TokenNotFound(NotFound):
@@ -20,20 +27,47 @@ class TokenNotFound(NotFound):
         super().__init__(f"no token with id or name {ident!r}")
 
 
+class MachineNotAllowed(Forbidden):
+    """A token limited to some machines ingested for another one."""
+
+    def __init__(self, token: ApiToken, machine: str) -> None:
+        patterns = ", ".join(token.machine_patterns)
+        super().__init__(
+            f"token {token.name!r} may only ingest for machines matching {patterns}, "
+            f"not {machine!r}"
+        )
+
+
 def create_token(
-    session: Session, name: str, scopes: list[str], pepper: str
+    session: Session,
+    name: str,
+    scopes: list[str],
+    pepper: str,
+    machine_patterns: list[str] | None = None,
 ) -> tuple[ApiToken, str]:
-    """A new token and its plain text (to show once)."""
+    """A new token and its plain text (to show once).
+
+    ``machine_patterns`` (globs, e.g. ``h100-*``) limit the machines it may ingest for.
+    """
+    if not 1 <= len(name) <= MAX_NAME_LENGTH or not name.isprintable():
+        raise InvalidInput(f"a token's name is 1 to {MAX_NAME_LENGTH} printable characters")
     if unknown := sorted(set(scopes) - set(SCOPES)):
         raise InvalidInput(f"unknown scope(s) {unknown}; known: {list(SCOPES)}")
     if not scopes:
         raise InvalidInput(f"a token needs at least one scope of {list(SCOPES)}")
+    patterns = sorted(set(machine_patterns or []))
+    if len(patterns) > MAX_MACHINE_PATTERNS or not all(map(MACHINE_PATTERN.match, patterns)):
+        raise InvalidInput(
+            f"at most {MAX_MACHINE_PATTERNS} machine patterns of machine-name characters "
+            "and the globs * ? [...]"
+        )
     plain = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = ApiToken(
         name=name,
         prefix=plain[:10],
         token_hash=hash_token(plain, pepper),
         scopes=sorted(set(scopes)),
+        machine_patterns=patterns,
         created_at=utcnow(),
     )
     session.add(token)
@@ -60,3 +94,35 @@ def revoke_token(session: Session, ident: str) -> list[ApiToken]:
         token.revoked_at = utcnow()
     session.flush()
     return tokens
+
+
+def check_machine(token: ApiToken, machine: str) -> None:
+    """403 unless the token may ingest for ``machine`` (no patterns: any machine)."""
+    patterns = token.machine_patterns
+    if patterns and not any(fnmatchcase(machine, pattern) for pattern in patterns):
+        raise MachineNotAllowed(token, machine)
+
+
+def open_session(session: Session, token: ApiToken, pepper: str) -> str:
+    """Sign a browser in with ``token``: a new session row; returns the id for its cookie.
+
+    Expired sessions are deleted here, the one write that signing in makes anyway.
+    """
+    now = utcnow()
+    session.execute(delete(WebSession).where(WebSession.expires_at <= now))
+    secret = secrets.token_urlsafe(32)
+    session.add(
+        WebSession(
+            session_hash=hash_token(secret, pepper),
+            token_id=token.id,
+            created_at=now,
+            expires_at=now + timedelta(days=SESSION_DAYS),
+        )
+    )
+    session.flush()
+    return secret
+
+
+def close_session(session: Session, secret: str, pepper: str) -> None:
+    """Sign a browser out: its session row goes (nothing happens for an unknown id)."""
+    session.execute(delete(WebSession).where(WebSession.session_hash == hash_token(secret, pepper)))

@@ -46,25 +46,27 @@ function sortBy(header) {
   rows.forEach((row) => body.appendChild(row));
 }
 
-function triageToken() {
-  let token = localStorage.getItem("benchwatch.triageToken");
-  if (!token) {
-    token = window.prompt("A token with the 'triage' scope (benchwatch token create --name me --scope triage):");
-    if (token) localStorage.setItem("benchwatch.triageToken", token.trim());
-  }
-  return token;
+// Triage rides on the sign-in session: the browser sends its HttpOnly cookie, the page adds the
+// CSRF value the server put in it. No token ever reaches page scripts or storage.
+function csrfToken() {
+  const meta = document.querySelector('meta[name="csrf-token"]');
+  return meta ? meta.content : null;
 }
 
 async function sendTriage(form) {
   const status = form.querySelector(".status-line");
   const body = {};
   new FormData(form).forEach((value, name) => { if (value !== "") body[name] = value; });
-  const token = triageToken();
-  if (!token) { status.textContent = "No token: nothing was changed."; return; }
+  const csrf = csrfToken();
+  if (!csrf) {
+    status.textContent = "Sign in with a triage token first: nothing was changed.";
+    return;
+  }
   status.textContent = "Saving…";
   const response = await fetch(form.dataset.endpoint, {
     method: "PATCH",
-    headers: { "Content-Type": "application/json", "Authorization": `Bearer ${token}` },
+    credentials: "same-origin",
+    headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
     body: JSON.stringify(body),
   });
   if (response.ok) {
@@ -72,9 +74,9 @@ async function sendTriage(form) {
     window.location.reload();
     return;
   }
-  if (response.status === 401 || response.status === 403) localStorage.removeItem("benchwatch.triageToken");
   const detail = await response.json().catch(() => ({}));
-  status.textContent = `Not saved (${response.status}): ${detail.detail ?? response.statusText}`;
+  const message = typeof detail.detail === "string" ? detail.detail : response.statusText;
+  status.textContent = `Not saved (${response.status}): ${message}`;
 }
 
 function triageForms() {
@@ -98,6 +100,7 @@ function triageForms() {
 }
 
 document.addEventListener("DOMContentLoaded", () => {
+  localStorage.removeItem("benchwatch.triageToken");  // where older versions kept a raw token
   drawFigures();
   sortableTables();
   triageForms();

@@ -5,7 +5,7 @@ import re
 
 import pytest
 from fastapi.testclient import TestClient
-from playwright.sync_api import Dialog, Page, expect
+from playwright.sync_api import Page, expect
 
 from app.core.db import Database
 from tests.anomalies.test_service import dynamic_bert_slower, post_history
@@ -47,21 +47,33 @@ def test_series_chart_renders_and_the_grouping_follows_the_url(page: Page) -> No
 
 def test_a_triage_click_persists(page: Page, database: Database, client: TestClient) -> None:
     token = make_token(database, "triage", name="browser")
-
-    def answer(dialog: Dialog) -> None:
-        dialog.accept(token)
-
-    page.on("dialog", answer)
     page.goto("/alerts")
-    page.wait_for_selector(PLOT)  # the step's chart
     group = page.locator("article", has_text="Alert group 1")
+    group.get_by_role("button", name="Acknowledge").click()  # not signed in: nothing changes
+    actions = group.get_by_role("form", name="Triage alert group 1")
+    expect(actions.get_by_role("status")).to_contain_text("Sign in with a triage token first")
+    page.get_by_role("link", name="Sign in").first.click()
+    page.get_by_label("API token").fill(token)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page).to_have_url(re.compile(r"/alerts$"))
+    page.wait_for_selector(PLOT)  # the step's chart
     group.get_by_role("button", name="Acknowledge").click()
     expect(page.get_by_role("heading", name=re.compile("Alert group 1"))).to_have_count(0)
-    assert client.get("/api/v1/alert-groups/1").json()["status"] == "acknowledged"
+    stored = client.get("/api/v1/alert-groups/1").json()
+    assert stored["status"] == "acknowledged"
+    assert stored["triaged_by"].startswith("browser (token #")
+    assert "dashboard session #" in stored["triaged_by"]
     page.goto("/alerts?status=acknowledged")
     expect(page.get_by_role("heading", name=re.compile("Alert group 1"))).to_contain_text(
         "acknowledged"
     )
+    expect(page.locator("article", has_text="Alert group 1")).to_contain_text(
+        "Last triaged by browser"
+    )
+    # The token went into the form once: no script can read it, or the session, afterwards.
+    assert token not in page.evaluate("JSON.stringify(Object.assign({}, localStorage))")
+    assert token not in page.evaluate("document.cookie")
+    assert page.evaluate("document.cookie") == ""  # the session cookie is HttpOnly
 
 
 def test_compare_sorts_by_change_and_draws_the_scatter(page: Page) -> None:

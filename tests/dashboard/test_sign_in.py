@@ -36,6 +36,13 @@ def sign_in(client: TestClient, token: str, next: str = "/") -> None:
     assert answer.status_code == 303, answer.text
 
 
+def csrf_of(client: TestClient, path: str = "/") -> str:
+    """The CSRF value a signed-in page carries."""
+    found = re.search(r'<meta name="csrf-token" content="([^"]+)">', client.get(path).text)
+    assert found, "the page carries no CSRF value: not signed in?"
+    return found.group(1)
+
+
 @pytest.mark.parametrize("path", ["/", "/series?model=bert&metric=latency", "/runs/1"])
 def test_a_page_sends_a_browser_without_a_token_to_sign_in(private: TestClient, path: str) -> None:
     answer = private.get(path)
@@ -56,12 +63,12 @@ def test_signing_in_opens_the_pages_and_api_reads_but_not_writes(
     cookie = answer.headers["set-cookie"]
     assert cookie.startswith(f"{SIGN_IN_COOKIE}=")
     assert "HttpOnly" in cookie
-    assert "SameSite=lax" in cookie
+    assert "SameSite=strict" in cookie
     assert private.get("/alerts").status_code == 200
     assert "Sign out" in private.get("/").text
     assert private.get("/api/v1/runs").status_code == 200  # reads take the cookie
-    # ... writes do not: a cookie is what another site could make a browser send
-    assert private.post("/api/v1/runs", json=run_payload("cookie-write", [])).status_code == 401
+    # ... writes need the page's CSRF value too: a cookie is what another site could send
+    assert private.post("/api/v1/runs", json=run_payload("cookie-write", [])).status_code == 403
 
 
 def test_a_wrong_token_is_refused_on_the_form(private: TestClient) -> None:
@@ -91,7 +98,9 @@ def test_a_revoked_token_and_signing_out_close_the_pages_again(
     assert private.get("/").status_code == 303
     sign_in(private, make_token(database, "triage", name="bob"))  # any live token reads
     assert private.get("/").status_code == 200
-    out = private.post("/logout")
+    assert private.post("/logout").status_code == 403  # without the page's CSRF value
+    assert private.get("/").status_code == 200
+    out = private.post("/logout", data={"csrf": csrf_of(private)})
     assert out.status_code == 303
     assert private.get("/").status_code == 303
 

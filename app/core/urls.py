@@ -1,0 +1,40 @@
+"""Links: the one rule for every URL benchwatch stores or renders.
+
+A stored URL ends up as an ``href`` on a page anyone may open, so only ``http`` and ``https``
+with a host are accepted (``javascript:``, ``data:``, ``vbscript:`` and relative or
+scheme-relative links are not); templates check again through :func:`safe_href`, so a row
+stored before the rule, or restored from elsewhere, still renders as text, not as a link.
+"""
+
+from typing import Annotated
+from urllib.parse import urlsplit
+
+from pydantic import AfterValidator, Field
+
+MAX_URL_LENGTH = 2_000
+
+
+def is_http_url(value: str) -> bool:
+    """Whether ``value`` is an absolute http(s) URL with a host and no control characters."""
+    if not value or len(value) > MAX_URL_LENGTH or any(ord(c) < 0x21 or c == "\x7f" for c in value):
+        return False
+    try:
+        parts = urlsplit(value)
+    except ValueError:  # an unbalanced [ in the host
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+def _http_url(value: str) -> str:
+    if value and not is_http_url(value):
+        raise ValueError("must be an http(s) URL with a host, e.g. https://ci.example/run/1")
+    return value
+
+
+def safe_href(value: object) -> str | None:
+    """``value`` when it may be rendered as a link, else None (the page shows plain text)."""
+    return value if isinstance(value, str) and is_http_url(value) else None
+
+
+# An optional link: empty, or an http(s) URL (422 on anything else).
+HttpUrlText = Annotated[str, Field(max_length=MAX_URL_LENGTH), AfterValidator(_http_url)]
