@@ -1,4 +1,4 @@
-# One image for the API and the Celery worker and beat (DESIGN.md §8).
+# One image for the API and the Celery worker and beat (docs/design.md §8).
 #   docker build -t benchwatch .                          # API, beat, CPU-free workers
 #   docker build --build-arg EXTRAS=worker -t benchwatch-worker .   # + torch for benchmark workers
 FROM python:3.11-slim

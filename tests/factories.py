@@ -10,7 +10,7 @@ START = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def example_run(**changes: Any) -> dict[str, Any]:
-    """The DESIGN.md §3 example payload, with top-level fields replaced."""
+    """The docs/design.md §3 example payload, with top-level fields replaced."""
     payload = copy.deepcopy(EXAMPLE_RUN)
     payload.update(changes)
     return payload

@@ -1,7 +1,7 @@
 """The fixed words of benchwatch: units, well-known metrics, precisions, compiler configs.
 
 Names follow PyTorch's TorchInductor dashboard and ``benchmarks/dynamo`` so that numbers agree
-with what PyTorch users already read (DESIGN.md §9). Pure data and lookups: no I/O.
+with what PyTorch users already read (docs/design.md §9). Pure data and lookups: no I/O.
 """
 
 import re
