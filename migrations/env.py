@@ -30,8 +30,28 @@ def run_migrations_online() -> None:
     url = config.get_main_option("sqlalchemy.url") or settings.DATABASE_URL
     engine = make_engine(url)
     with engine.connect() as conn:
-        run_with(conn)
+        if conn.dialect.name == "sqlite":
+            run_without_foreign_keys(conn)
+        else:
+            run_with(conn)
     engine.dispose()
+
+
+def run_without_foreign_keys(connection: Connection) -> None:
+    """SQLite: a batch migration drops and recreates a table that others may reference.
+
+    With foreign keys enforced, dropping ``alert_group`` while ``regression`` rows point at it
+    fails (data present). SQLite's own recipe for table changes: enforcement off outside the
+    transaction, then a foreign key check of the result before it is on again.
+    """
+    connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
+    connection.commit()
+    run_with(connection)
+    broken = connection.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+    connection.exec_driver_sql("PRAGMA foreign_keys=ON")
+    connection.commit()
+    if broken:
+        raise RuntimeError(f"the migration left rows that break foreign keys: {broken[:5]}")
 
 
 if context.is_offline_mode():
