@@ -19,11 +19,12 @@ from app.core.errors import DomainError, handle_domain_error
 from app.core.headers import SecurityHeaders, docs_router
 from app.core.limits import BodySizeLimit
 from app.core.logging import configure_logging
+from app.core.queue import InProcessPublisher
 from app.dashboard import router as dashboard
 from app.dashboard.router import FRONTEND
 from app.dashboard.sign_in import SignInRequired, to_sign_in
 from app.health.router import router as health_router
-from app.jobs import connect, disconnect
+from app.jobs import Sweeper, connect, disconnect
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,12 @@ def create_app(config: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         tune_garbage_collector()
+        # With a broker, beat sweeps; in process, this server does (and first at start-up).
+        in_process = isinstance(publisher, InProcessPublisher) and config.DETECTION_SWEEP_S > 0
+        sweeper = Sweeper(publisher, config.DETECTION_SWEEP_S) if in_process else None
         yield
+        if sweeper is not None:
+            sweeper.stop()
         disconnect(database, publisher)  # queued in-process jobs finish first
 
     application = FastAPI(

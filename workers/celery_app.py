@@ -11,13 +11,21 @@ from celery import Celery
 from celery.schedules import crontab
 
 from app.core.config import Schedule, Settings, settings
+from app.core.queue import SWEEP_DETECTION
 
 REQUEUE_EVERY_S = 300.0
 
 
 def beat_schedule(config: Settings) -> dict[str, dict[str, Any]]:
-    """Beat's entries: one suite run per configured machine, and the shard sweeper."""
+    """Beat's entries: the detection sweep, one suite run per configured machine, the shards'."""
     entries: dict[str, dict[str, Any]] = {
+        "sweep-detection": {
+            "task": SWEEP_DETECTION,
+            "schedule": config.DETECTION_SWEEP_S,
+            "options": {"queue": "default"},
+        }
+    }
+    entries |= {
         f"suite-{s.machine}-{s.tier}": {
             "task": "bench.start_suite",
             "schedule": cron(s),

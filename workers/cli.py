@@ -215,16 +215,16 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_beat(args: argparse.Namespace) -> int:
-    """Run Celery beat: the configured suite schedules (BENCHWATCH_SCHEDULES)."""
+    """Run Celery beat: the detection sweep and the suite schedules (BENCHWATCH_SCHEDULES)."""
     if not _has_broker("beat"):
         return 2
     if not settings.SCHEDULES:
         print(
-            "benchwatch beat: no schedules; set BENCHWATCH_SCHEDULES, e.g. "
-            '\'[{"machine": "h100-a", "tier": "daily", "cron": "0 */12 * * *"}]\'',
+            "benchwatch beat: no suite schedules, only the detection sweep; set "
+            'BENCHWATCH_SCHEDULES, e.g. \'[{"machine": "h100-a", "tier": "daily", '
+            '"cron": "0 */12 * * *"}]\'',
             file=sys.stderr,
         )
-        return 2
     from workers.celery_app import celery_app
 
     for schedule in settings.SCHEDULES:

@@ -1,10 +1,12 @@
 """Anomaly jobs: the bodies of the Celery tasks and of the in-process runner."""
 
 import logging
+from datetime import timedelta
 
 from app.anomalies import service
 from app.anomalies.service import Thresholds
 from app.core.db import Database
+from app.core.queue import DETECT_RUN, enqueue_after_commit
 
 log = logging.getLogger(__name__)
 
@@ -19,3 +21,19 @@ def detect_run(database: Database, thresholds: Thresholds, *, run_id: int) -> No
             len(found.regressions),
             len(found.reverted),
         )
+
+
+def sweep_detection(database: Database, *, overdue_s: float) -> int:
+    """Queue detection again for runs still undetected ``overdue_s`` after they were stored.
+
+    Returns how many; each is published after the commit, and a publish that fails again is
+    logged and retried by the next sweep (detection is idempotent, so a duplicate costs time
+    only).
+    """
+    with database.session_scope() as session:
+        overdue = service.overdue_runs(session, timedelta(seconds=overdue_s))
+        for run_id in overdue:
+            enqueue_after_commit(session, DETECT_RUN, run_id=run_id)
+    if overdue:
+        log.warning("detection overdue for %d run(s), queued again: %s", len(overdue), overdue)
+    return len(overdue)

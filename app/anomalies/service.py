@@ -7,13 +7,14 @@ already recorded (at the same place, give or take the detector's refinement radi
 recorded again, whatever its triage status, so an accepted step becomes the baseline.
 """
 
+import zlib
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, select
+from sqlalchemy import Select, func, select, update
 from sqlalchemy.orm import Session
 
 from app.anomalies import explain, outliers
@@ -31,6 +32,8 @@ GROUP_WINDOW = timedelta(hours=36)  # first bad runs this close share one alert 
 INCREMENTAL_POINTS = 60  # history loaded per series after a run: 3 windows
 ANOMALY_HISTORY_RUNS = 50
 END_OF_TIME = datetime(9999, 1, 1, tzinfo=UTC)
+DETECTION_LOCK = 0x62770001  # the advisory lock class of detection ("bw", 1)
+OVERDUE_BATCH = 500  # runs queued again per sweep
 
 Thresholds = Mapping[str, Mapping[str, float]]  # "metric:<name>" / "suite:<name>" -> fields
 
@@ -61,6 +64,7 @@ def detect_for_run(
 ) -> Detection:
     """Judge the newest points of every series a run touched, with the history before them."""
     run = runs_service.get_run(session, run_id)
+    _hold_machine_channel(session, run)
     series = _series_keys(session, select(Result.series_id).where(Result.run_id == run_id))
     histories = load_histories(session, [s.id for s in series], run.started_at, INCREMENTAL_POINTS)
     detection = _detect(session, series, histories, thresholds or {})
@@ -70,6 +74,32 @@ def detect_for_run(
     run.detected_at = utcnow()
     session.flush()
     return detection
+
+
+def _hold_machine_channel(session: Session, run: Run) -> None:
+    """Detections of one machine and channel take turns, until the transaction ends.
+
+    Two runs of the same series detected at once would each find the step missing and record
+    it twice; in turn, the second sees what the first recorded. Postgres: a transaction-level
+    advisory lock on (machine, channel); SQLite: the database's write lock, taken now instead
+    of at the first write.
+    """
+    if session.get_bind().dialect.name == "postgresql":
+        key = zlib.crc32(f"{run.machine_id}:{run.channel}".encode()) - 2**31  # a signed int4
+        session.execute(select(func.pg_advisory_xact_lock(DETECTION_LOCK, key)))
+    else:
+        session.execute(update(Run).where(Run.id == run.id).values(detected_at=Run.detected_at))
+
+
+def overdue_runs(session: Session, older_than: timedelta, limit: int = OVERDUE_BATCH) -> list[int]:
+    """Runs stored more than ``older_than`` ago whose detection has not finished, oldest first.
+
+    Their task was lost: the broker was down when the upload committed, or a worker died
+    holding it. ``jobs.sweep_detection`` queues them again.
+    """
+    cutoff = utcnow() - older_than
+    query = select(Run.id).where(Run.detected_at.is_(None), Run.created_at < cutoff)
+    return list(session.scalars(query.order_by(Run.id).limit(limit)))
 
 
 def rescan(

@@ -51,6 +51,10 @@ class Settings(BaseSettings):
     # Benchmark workers. SCHEDULES is JSON, e.g. [{"machine": "h100-a", "tier": "daily",
     # "cron": "0 */12 * * *"}]: a suite run per machine every 12 hours.
     SCHEDULES: list[Schedule] = Field(default_factory=list)
+    # A run whose detection has not finished this long after it was stored is queued again
+    # (its task was lost: broker down, worker killed); the sweep looks every DETECTION_SWEEP_S.
+    DETECTION_OVERDUE_S: float = 600.0
+    DETECTION_SWEEP_S: float = 300.0
     SHARD_TIMEOUT_S: float = 3600.0  # a shard's subprocess is killed after this long
     SHARD_LEASE_S: float = 60.0  # a worker renews its hold on a shard this often (x1/3)
     SHARD_ATTEMPTS: int = 3  # a crashed or hung shard runs at most this many times

@@ -17,6 +17,8 @@ from sqlalchemy.orm import Session
 log = logging.getLogger(__name__)
 
 DETECT_RUN = "anomalies.detect_run"
+SWEEP_DETECTION = "anomalies.sweep_detection"
+PUBLISH_TIMEOUT_S = 2.0  # an upload waits at most about this long for a broker that is down
 PENDING = "benchwatch.pending_tasks"
 PUBLISHER = "benchwatch.publisher"
 
@@ -60,17 +62,35 @@ class CeleryPublisher:
         from celery import Celery  # only where a broker is configured
 
         self.client = Celery("benchwatch-publisher", broker=broker_url)
-        self.client.conf.broker_connection_retry_on_startup = True
+        self.client.conf.update(
+            broker_connection_retry_on_startup=True,
+            broker_connection_timeout=PUBLISH_TIMEOUT_S,
+            # Redis: a refused or silent broker fails the publish instead of holding the request
+            broker_transport_options={
+                "socket_connect_timeout": PUBLISH_TIMEOUT_S,
+                "socket_timeout": PUBLISH_TIMEOUT_S,
+            },
+        )
 
     def publish(self, name: str, kwargs: dict[str, Any]) -> None:
-        """Send the task to the ``default`` queue."""
-        self.client.send_task(name, kwargs=kwargs, queue="default")
+        """Send the task to the ``default`` queue; raises when the broker stays unreachable.
+
+        One quick retry rides over a dropped connection; beyond that the caller logs the loss
+        and the detection sweep queues the run again once the broker is back.
+        """
+        self.client.send_task(
+            name,
+            kwargs=kwargs,
+            queue="default",
+            retry=True,
+            retry_policy={"max_retries": 1, "interval_start": 0.1, "interval_step": 0.2},
+        )
 
 
 class InProcessPublisher:
     """Runs tasks in this process, one at a time, on a background thread."""
 
-    def __init__(self, jobs: dict[str, Callable[..., None]]) -> None:
+    def __init__(self, jobs: dict[str, Callable[..., object]]) -> None:
         self.jobs = jobs
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="benchwatch-job")
 

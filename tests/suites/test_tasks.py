@@ -85,6 +85,7 @@ def test_beat_schedules_a_suite_run_per_machine_on_its_cron() -> None:
     )
     entries = beat_schedule(config)
     assert set(entries) == {
+        "sweep-detection",
         "suite-h100-a-daily",
         "suite-mi300x-b-smoke",
         "requeue-shards-h100-a",
@@ -103,7 +104,13 @@ def test_beat_schedules_a_suite_run_per_machine_on_its_cron() -> None:
     assert mi300x["kwargs"] == {"machine": "mi300x-b", "tier": "smoke", "channel": "rc"}
     assert mi300x["schedule"].day_of_week == {1, 2, 3, 4, 5}
     assert (mi300x["schedule"].hour, mi300x["schedule"].minute) == ({6}, {30})
-    assert beat_schedule(Settings(SCHEDULES=[])) == {}
+    assert set(beat_schedule(Settings(SCHEDULES=[]))) == {"sweep-detection"}
+    sweep = entries["sweep-detection"]
+    assert (sweep["task"], sweep["schedule"], sweep["options"]) == (
+        "anomalies.sweep_detection",
+        300.0,
+        {"queue": "default"},
+    )
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,7 @@
 
 from functools import cache
 
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from app.anomalies import jobs
 from app.core import queue
@@ -21,8 +21,14 @@ def worker_database() -> Database:
 
 @celery_app.task(
     name=queue.DETECT_RUN,
+    # Acknowledged when done: a worker killed mid-task leaves the message to be delivered
+    # again (its pool child lost: at once; the whole worker: after the broker's visibility
+    # timeout, and sooner through the sweep).
     acks_late=True,
-    autoretry_for=(OperationalError,),
+    reject_on_worker_lost=True,
+    # A lost connection, a deadlock, a serialisation failure or a unique conflict with a
+    # concurrent detection: try again, and the retry sees what the other one committed.
+    autoretry_for=(OperationalError, IntegrityError),
     retry_backoff=True,
     max_retries=5,
     soft_time_limit=600,
@@ -30,3 +36,9 @@ def worker_database() -> Database:
 def detect_run(*, run_id: int) -> None:
     """Score every series a run touched; safe to repeat (findings are not duplicated)."""
     jobs.detect_run(worker_database(), settings.DETECTOR_THRESHOLDS, run_id=run_id)
+
+
+@celery_app.task(name=queue.SWEEP_DETECTION, ignore_result=True)
+def sweep_detection() -> int:
+    """Queue detection again for runs whose task was lost (beat runs this every few minutes)."""
+    return jobs.sweep_detection(worker_database(), overdue_s=settings.DETECTION_OVERDUE_S)
