@@ -1,6 +1,5 @@
 """Regressions, alert groups and anomalous runs: list, read, triage."""
 
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
@@ -15,14 +14,50 @@ from app.anomalies.schemas import (
     Status,
     TriageUpdate,
 )
+from app.api.bounds import QueryTime, RowId
 from app.api.deps import ReadAccess, SessionDep, TriageActor
+from app.api.responses import READS, WRITES, errors
+from app.api.validation import ApiRoute
 from app.core import queue
 from app.core.pagination import Page, PageParams
 
-reads = APIRouter(tags=["anomalies"], dependencies=[ReadAccess])
-writes = APIRouter(tags=["anomalies"])
+reads = APIRouter(
+    tags=["anomalies"], dependencies=[ReadAccess], route_class=ApiRoute, responses=READS
+)
+writes = APIRouter(tags=["anomalies"], route_class=ApiRoute, responses={**WRITES, **errors(404)})
 Paging = Annotated[PageParams, Depends()]
-Filter = Annotated[triage.RegressionFilter, Depends()]
+
+
+def regression_filter(
+    status: Status | None = None,
+    machine: str | None = None,
+    channel: str | None = None,
+    suite: str | None = None,
+    config: str | None = None,
+    metric: str | None = None,
+    direction: str | None = None,
+    since: QueryTime | None = None,
+    group_id: RowId | None = None,
+    first_bad_run_id: RowId | None = None,
+    found_by_run_id: RowId | None = None,
+) -> triage.RegressionFilter:
+    """The listing's filters from the query, each id bounded to what its column holds."""
+    return triage.RegressionFilter(
+        status,
+        machine,
+        channel,
+        suite,
+        config,
+        metric,
+        direction,
+        since,
+        group_id,
+        first_bad_run_id,
+        found_by_run_id,
+    )
+
+
+Filter = Annotated[triage.RegressionFilter, Depends(regression_filter)]
 
 
 @reads.get("/regressions", response_model=Page[RegressionRead])
@@ -32,15 +67,15 @@ def list_regressions(session: SessionDep, where: Filter, paging: Paging) -> Page
     return paging.of([RegressionRead.model_validate(r) for r in items], total)
 
 
-@reads.get("/regressions/{regression_id}", response_model=RegressionRead)
-def get_regression(regression_id: int, session: SessionDep) -> Regression:
+@reads.get("/regressions/{regression_id}", response_model=RegressionRead, responses=errors(404))
+def get_regression(regression_id: RowId, session: SessionDep) -> Regression:
     """One regression."""
     return triage.get_regression(session, regression_id)
 
 
 @writes.patch("/regressions/{regression_id}", response_model=RegressionRead)
 def update_regression(
-    regression_id: int, update: TriageUpdate, session: SessionDep, actor: TriageActor
+    regression_id: RowId, update: TriageUpdate, session: SessionDep, actor: TriageActor
 ) -> Regression:
     """Triage a regression: status, assignee, note, bug link (scope `triage`)."""
     regression = triage.triage_regression(session, regression_id, update, actor.label)
@@ -55,7 +90,7 @@ def list_alert_groups(
     status: Status | None = None,
     machine: str | None = None,
     channel: str | None = None,
-    since: datetime | None = None,
+    since: QueryTime | None = None,
 ) -> Page[AlertGroupRead]:
     """Alert groups, newest first; a group's status is its most pressing member's."""
     groups, total = triage.list_groups(
@@ -65,15 +100,15 @@ def list_alert_groups(
     return paging.of(items, total)
 
 
-@reads.get("/alert-groups/{group_id}", response_model=AlertGroupDetail)
-def get_alert_group(group_id: int, session: SessionDep) -> AlertGroupDetail:
+@reads.get("/alert-groups/{group_id}", response_model=AlertGroupDetail, responses=errors(404))
+def get_alert_group(group_id: RowId, session: SessionDep) -> AlertGroupDetail:
     """One alert group with its regressions."""
     return _detail(session, triage.get_group(session, group_id))
 
 
 @writes.patch("/alert-groups/{group_id}", response_model=AlertGroupDetail)
 def update_alert_group(
-    group_id: int, update: TriageUpdate, session: SessionDep, actor: TriageActor
+    group_id: RowId, update: TriageUpdate, session: SessionDep, actor: TriageActor
 ) -> AlertGroupDetail:
     """Triage a whole group: the status and fields apply to every member (scope `triage`)."""
     group = triage.triage_group(session, group_id, update, actor.label)

@@ -1,10 +1,11 @@
 """Read and update models of regressions, alert groups and run anomalies."""
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.api.bounds import NulFree
 from app.benchmarks.schemas import SeriesRead
 from app.core.urls import HttpUrlText
 
@@ -50,8 +51,8 @@ class TriageUpdate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     status: Status | None = None
-    assignee: str | None = Field(default=None, max_length=128)
-    note: str | None = Field(default=None, max_length=10_000)
+    assignee: Annotated[str, NulFree] | None = Field(default=None, max_length=128)
+    note: Annotated[str, NulFree] | None = Field(default=None, max_length=10_000)
     bug_url: HttpUrlText | None = None
 
 

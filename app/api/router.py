@@ -1,16 +1,21 @@
 """Mounts every domain router under /api/v1."""
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 
 from app.anomalies.router import reads as anomalies_reads
 from app.anomalies.router import writes as anomalies_writes
+from app.api.responses import errors
+from app.api.validation import refuse_nul_in_query
 from app.benchmarks.router import router as benchmarks_router
 from app.runs.router import reads as runs_reads
 from app.runs.router import router as runs_router
+from app.suites.router import router as suites_router
 from app.summaries.router import router as summaries_router
 from app.uploads.router import router as uploads_router
 
-api_router = APIRouter(prefix="/api/v1")
+api_router = APIRouter(
+    prefix="/api/v1", dependencies=[Depends(refuse_nul_in_query)], responses=errors(422)
+)
 for router in (
     runs_router,
     uploads_router,
@@ -19,5 +24,6 @@ for router in (
     summaries_router,
     anomalies_reads,
     anomalies_writes,
+    suites_router,
 ):
     api_router.include_router(router)

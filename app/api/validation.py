@@ -2,6 +2,7 @@
 
 import json
 from collections.abc import Callable, Coroutine
+from http import HTTPStatus
 from typing import Any
 
 from fastapi import Request, Response
@@ -9,9 +10,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
+from starlette.exceptions import HTTPException
 from starlette.types import Receive, Scope
 
-from app.core.errors import error_body
+from app.core.errors import InvalidInput, error_body
 
 
 def _where(loc: tuple[Any, ...]) -> str:
@@ -61,7 +63,46 @@ async def handle_validation_error(request: Request, exc: Exception) -> JSONRespo
     )
 
 
-class OneStepJSONRoute(APIRoute):
+def refuse_nul_in_query(request: Request) -> None:
+    """422 for a query parameter holding a NUL character: Postgres cannot compare text with it."""
+    errors = [
+        {"loc": f"query.{name}", "field": name, "message": "NUL characters are not allowed"}
+        for name, value in request.query_params.multi_items()
+        if "\x00" in name or "\x00" in value
+    ]
+    if errors:
+        raise InvalidInput(
+            f"{len(errors)} problem(s); first at {errors[0]['loc']}: {errors[0]['message']}",
+            errors=errors,
+        )
+
+
+class ApiRoute(APIRoute):
+    """A route of the JSON API: its HTTP errors answer in the API's one error body.
+
+    The auth dependencies (401, 403) and FastAPI's body parsing (400 for a body that is not
+    text) raise ``HTTPException``, which FastAPI would answer as ``{"detail"}`` alone.
+    """
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        """FastAPI's handler, with ``HTTPException`` rendered as the API's errors are."""
+        handler = super().get_route_handler()
+
+        async def handle(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except HTTPException as exc:
+                kind = HTTPStatus(exc.status_code).phrase.replace(" ", "")
+                return JSONResponse(
+                    error_body(kind, str(exc.detail)),
+                    status_code=exc.status_code,
+                    headers=exc.headers,
+                )
+
+        return handle
+
+
+class OneStepJSONRoute(ApiRoute):
     """A route whose body model pydantic parses and validates straight from the JSON bytes.
 
     FastAPI decodes a JSON body with ``json.loads`` and then validates the Python objects:

@@ -4,13 +4,18 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends
 
+from app.api.bounds import RowId
 from app.api.deps import ReadAccess, SessionDep
+from app.api.responses import READS, errors
+from app.api.validation import ApiRoute
 from app.benchmarks import service
 from app.benchmarks.models import Machine, Series
 from app.benchmarks.schemas import BenchmarkRead, MachineRead, SeriesRead
 from app.core.pagination import Page, PageParams
 
-router = APIRouter(tags=["catalog"], dependencies=[ReadAccess])
+router = APIRouter(
+    tags=["catalog"], dependencies=[ReadAccess], route_class=ApiRoute, responses=READS
+)
 Paging = Annotated[PageParams, Depends()]
 Filter = Annotated[service.SeriesFilter, Depends()]
 
@@ -35,7 +40,7 @@ def search_series(session: SessionDep, where: Filter, paging: Paging) -> Page[Se
     return paging.of([SeriesRead.model_validate(s) for s in items], total)
 
 
-@router.get("/series/{series_id}", response_model=SeriesRead)
-def get_series(series_id: int, session: SessionDep) -> Series:
+@router.get("/series/{series_id}", response_model=SeriesRead, responses=errors(404))
+def get_series(series_id: RowId, session: SessionDep) -> Series:
     """One series."""
     return service.get_series(session, series_id)

@@ -4,6 +4,7 @@ from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class DomainError(Exception):
@@ -45,6 +46,29 @@ class PayloadTooLarge(DomainError):
     """The request body is over the configured limit."""
 
     status_code = 413
+
+
+class ErrorItem(BaseModel):
+    """One problem of a rejected request, and where it is."""
+
+    model_config = ConfigDict(extra="allow")
+
+    loc: str = Field(description="Where: `results[3].value`, `query.limit`, `path.run_id`, ...")
+    message: str
+    field: str | None = Field(default=None, description="The name of the field at `loc`")
+    result_index: int | None = Field(
+        default=None, description="For a result of a run: its index in `results`"
+    )
+
+
+class ErrorBody(BaseModel):
+    """The body of every error answer of the API."""
+
+    error: str = Field(description="The kind: `ValidationError`, `RunNotFound`, ...")
+    detail: str = Field(description="One sentence for a person")
+    errors: list[ErrorItem] | None = Field(
+        default=None, description="Each problem with its location, when there are several"
+    )
 
 
 def error_body(

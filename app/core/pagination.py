@@ -3,8 +3,8 @@
 import base64
 import binascii
 import json
-from datetime import datetime
-from typing import Annotated, Generic, TypeVar
+from datetime import UTC, datetime
+from typing import Annotated, Any, Generic, TypeVar
 
 from fastapi import Query
 from pydantic import BaseModel
@@ -12,6 +12,9 @@ from pydantic import BaseModel
 from app.core.errors import InvalidInput
 
 T = TypeVar("T")
+MAX_PAGE = 1_000_000  # (page - 1) * limit stays far inside a 64-bit OFFSET
+CURSOR_MAX_LENGTH = 200  # the cursors given out are under 100 characters
+_INT32_MAX = 2**31 - 1  # ids are INTEGER columns
 
 
 class Page(BaseModel, Generic[T]):
@@ -26,7 +29,7 @@ class Page(BaseModel, Generic[T]):
 class PageParams(BaseModel):
     """``page`` (from 1) and ``limit`` query parameters."""
 
-    page: Annotated[int, Query(ge=1)] = 1
+    page: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 1
     limit: Annotated[int, Query(ge=1, le=500)] = 50
 
     @property
@@ -39,17 +42,40 @@ class PageParams(BaseModel):
         return Page(items=items, total=total, page=self.page, limit=self.limit)
 
 
+def _encode(value: Any) -> str:
+    return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
+
+
+def _decode(cursor: str, param: str) -> Any:
+    """The JSON a cursor holds; a cursor that was not given out is a 422."""
+    try:
+        return json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    except (ValueError, binascii.Error) as exc:
+        raise _invalid(cursor, param) from exc
+
+
+def _invalid(cursor: str, param: str) -> InvalidInput:
+    shown = cursor if len(cursor) <= 40 else cursor[:40] + "..."
+    return InvalidInput(
+        f"invalid {param} {shown!r}: pass back the cursor of the previous answer",
+        errors=[{"loc": f"query.{param}", "field": param, "message": "not a cursor given out"}],
+    )
+
+
 def encode_cursor(at: datetime, row_id: int) -> str:
     """An opaque cursor for the row after which the next page starts."""
-    raw = json.dumps([at.isoformat(), row_id]).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return _encode([at.isoformat(), row_id])
 
 
-def decode_cursor(cursor: str) -> tuple[datetime, int]:
+def decode_cursor(cursor: str, param: str = "cursor") -> tuple[datetime, int]:
     """The (timestamp, id) a cursor stands for; a tampered cursor is a 422."""
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        at, row_id = json.loads(raw)
-        return datetime.fromisoformat(at), int(row_id)
-    except (ValueError, TypeError, binascii.Error) as exc:
-        raise InvalidInput(f"invalid cursor {cursor!r}: pass back a next_cursor") from exc
+    match _decode(cursor, param):
+        case [str(text), int(row_id)] if 0 <= row_id <= _INT32_MAX:
+            try:
+                at = datetime.fromisoformat(text)
+                if at.tzinfo is not None:
+                    at.astimezone(UTC)  # one out of range once in UTC fails here, not in SQL
+            except (ValueError, OverflowError) as exc:
+                raise _invalid(cursor, param) from exc
+            return at, row_id
+    raise _invalid(cursor, param)

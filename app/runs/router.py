@@ -1,23 +1,28 @@
 """Runs: ingest one with all its results, list them, read one; a series' points."""
 
-from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
+from app.api.bounds import QueryTime, RowId
 from app.api.deps import IngestToken, RawBody, ReadAccess, SessionDep
-from app.api.validation import OneStepJSONRoute
+from app.api.responses import READS, WRITES, errors
+from app.api.validation import ApiRoute, OneStepJSONRoute
 from app.benchmarks import service as catalog
 from app.benchmarks.schemas import Point, SeriesPoints, SeriesRead
 from app.core import queue
-from app.core.pagination import decode_cursor, encode_cursor
+from app.core.pagination import CURSOR_MAX_LENGTH, decode_cursor, encode_cursor
 from app.runs import service
 from app.runs.downsample import downsample_indices
 from app.runs.models import Run
 from app.runs.schemas import ResultRead, RunDetail, RunIn, RunPage, RunRead
 
-router = APIRouter(tags=["runs"], route_class=OneStepJSONRoute)
-reads = APIRouter(tags=["runs"], dependencies=[ReadAccess])
+router = APIRouter(tags=["runs"], route_class=OneStepJSONRoute, responses=WRITES)
+reads = APIRouter(tags=["runs"], dependencies=[ReadAccess], route_class=ApiRoute, responses=READS)
+Cursor = Annotated[
+    str | None,
+    Query(max_length=CURSOR_MAX_LENGTH, description="`next_cursor` of the previous page"),
+]
 
 
 @router.post(
@@ -26,9 +31,7 @@ reads = APIRouter(tags=["runs"], dependencies=[ReadAccess])
     response_model=RunRead,
     responses={
         200: {"description": "A retry: the run stored earlier under this key"},
-        409: {"description": "The key is stored with a different payload"},
-        413: {"description": "The body is over the size limit"},
-        422: {"description": "The payload is invalid: see `errors` for where"},
+        **errors(409),
     },
 )
 def create_run(
@@ -55,9 +58,9 @@ def list_runs(
     tier: str | None = None,
     branch: str | None = None,
     commit: str | None = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
-    cursor: Annotated[str | None, Query(description="`next_cursor` of the previous page")] = None,
+    since: QueryTime | None = None,
+    until: QueryTime | None = None,
+    cursor: Cursor = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> RunPage:
     """Runs newest first, keyset-paginated; filter by machine, channel, trigger, time, ..."""
@@ -70,20 +73,20 @@ def list_runs(
     return RunPage(items=[RunRead.model_validate(r) for r in runs], next_cursor=next_cursor)
 
 
-@reads.get("/runs/{run_id}", response_model=RunDetail)
-def get_run(run_id: int, session: SessionDep) -> RunDetail:
+@reads.get("/runs/{run_id}", response_model=RunDetail, responses=errors(404))
+def get_run(run_id: RowId, session: SessionDep) -> RunDetail:
     """One run with every result."""
     run = service.get_run(session, run_id)
     results = [ResultRead(**row) for row in service.list_run_results(session, run_id)]
     return RunDetail(**RunRead.model_validate(run).model_dump(), results=results)
 
 
-@reads.get("/series/{series_id}/points", response_model=SeriesPoints)
+@reads.get("/series/{series_id}/points", response_model=SeriesPoints, responses=errors(404))
 def list_series_points(
-    series_id: int,
+    series_id: RowId,
     session: SessionDep,
-    since: datetime | None = None,
-    until: datetime | None = None,
+    since: QueryTime | None = None,
+    until: QueryTime | None = None,
     max_points: Annotated[
         int | None,
         Query(

@@ -5,13 +5,14 @@ from typing import Annotated, Any, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from app.api.bounds import Int32, RunTime
 from app.benchmarks import vocabulary as vocab
 from app.benchmarks.schemas import MachineRead
 from app.core.urls import HttpUrlText
 
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 Name = Annotated[str, Field(min_length=1, max_length=128)]
-Timestamp = Annotated[datetime, Field(strict=False)]  # ISO 8601 strings from JSON
+Timestamp = Annotated[RunTime, Field(strict=False)]  # ISO 8601 strings from JSON
 MAX_SAMPLES = 100_000
 _PRECISIONS = frozenset(vocab.PRECISIONS)
 
@@ -110,10 +111,10 @@ class MachineIn(Strict):
     name: Annotated[str, Field(min_length=1, max_length=128, pattern=vocab.NAME_PATTERN.pattern)]
     device: vocab.Device
     arch: Annotated[str, Field(max_length=256)] = ""
-    gpu_count: Annotated[int, Field(ge=0)] | None = None
+    gpu_count: Int32 | None = None
     gpu_memory_gb: Annotated[Finite, Field(ge=0)] | None = None
     cpu: Annotated[str, Field(max_length=256)] = ""
-    cpu_count: Annotated[int, Field(ge=0)] | None = None
+    cpu_count: Int32 | None = None
     host_memory_gb: Annotated[Finite, Field(ge=0)] | None = None
     driver: Annotated[str, Field(max_length=128)] = ""
     hostname: Annotated[str, Field(max_length=256)] = ""
@@ -148,7 +149,7 @@ class ResultIn(Strict):
     precision: Annotated[str, Field(min_length=1, max_length=16)] = "fp32"
     config: Name = "eager"
     config_options: JSONObject | None = None
-    batch_size: Annotated[int, Field(ge=0)] | None = None
+    batch_size: Int32 | None = None
     params: JSONObject = Field(default_factory=dict)
     metric: Name
     unit: Annotated[str, Field(max_length=32)] | None = None

@@ -13,6 +13,7 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
+from app.api.bounds import in_id_range, nul_locations
 from app.benchmarks import known_ids
 from app.benchmarks import service as catalog
 from app.benchmarks import vocabulary as vocab
@@ -51,11 +52,28 @@ class Ingested:
     created: bool
 
 
+SOURCE_LENGTH = 128  # of the column Run.source
 # Built once: every upload runs them, and building a statement costs more than running it.
 _RUN_ID_BY_KEY = select(Run.id).where(Run.key == bindparam("key"))
 _ENVIRONMENT_BY_HASH = select(Environment).where(
     Environment.content_hash == bindparam("content_hash")
 )
+
+
+def _refuse_nul(places: list[str]) -> InvalidInput:
+    errors = [_nul_error(place) for place in places]
+    first = errors[0]
+    return InvalidInput(
+        f"{len(errors)} problem(s); first at {first['loc']}: {first['message']}", errors=errors
+    )
+
+
+def _nul_error(place: str) -> dict[str, Any]:
+    error: dict[str, Any] = {"loc": place, "message": "NUL characters (\\u0000) cannot be stored"}
+    error["field"] = place.rsplit(".", 1)[-1].split("[", 1)[0]
+    if place.startswith("results["):
+        error["result_index"] = int(place[len("results[") : place.index("]")])
+    return error
 
 
 def payload_hash(run_in: RunIn) -> str:
@@ -75,7 +93,11 @@ def ingest_run(
     Everything happens in the caller's transaction (the caller commits), so a request that
     fails validation half-way stores nothing.
     """
-    digest = payload_hash(run_in) if body is None else hashlib.sha256(body).hexdigest()
+    document = run_in.model_dump_json().encode() if body is None else body
+    # JSON text holds a NUL only as this escape: the walk runs only when it is there.
+    if b"\\u0000" in document and (places := list(nul_locations(run_in))):
+        raise _refuse_nul(places)
+    digest = hashlib.sha256(document).hexdigest()
     if (existing := _run_by_key(session, run_in.key)) is not None:
         return Ingested(_same_payload(existing, run_in, digest), created=False)
     cases = _cases_of(run_in.results)
@@ -196,7 +218,7 @@ def _insert_run(
         "branch": run_in.branch,
         "url": run_in.url,
         "hostname": machine_in.hostname,
-        "source": source,
+        "source": source[:SOURCE_LENGTH],  # "upload:" and a token name of the same length
         "started_at": run_in.started_at or utcnow(),
         "finished_at": run_in.finished_at,
         "extra": run_in.extra,
@@ -388,8 +410,8 @@ def list_runs(
 
 
 def get_run(session: Session, run_id: int) -> Run:
-    """One run by id."""
-    if (run := session.get(Run, run_id)) is None:
+    """One run by id (an id no row can have is not looked up: it would fail as a parameter)."""
+    if not in_id_range(run_id) or (run := session.get(Run, run_id)) is None:
         raise RunNotFound(run_id)
     return run
 

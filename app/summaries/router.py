@@ -4,22 +4,27 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
+from app.api.bounds import RowId
 from app.api.deps import ReadAccess, SessionDep
+from app.api.responses import READS, errors
+from app.api.validation import ApiRoute
 from app.core.errors import InvalidInput
 from app.runs import service as runs_service
 from app.summaries import service
 from app.summaries.schemas import Comparison, ComparisonRow, GroupSummary, RunRef, Summary
 
-router = APIRouter(tags=["summaries"], dependencies=[ReadAccess])
+router = APIRouter(
+    tags=["summaries"], dependencies=[ReadAccess], route_class=ApiRoute, responses=READS
+)
 
 
-@router.get("/summary", response_model=Summary)
+@router.get("/summary", response_model=Summary, responses=errors(404))
 def get_summary(
     session: SessionDep,
     machine: Annotated[str | None, Query(description="machine name, e.g. h100-8")] = None,
     channel: str | None = None,
-    run_id: Annotated[int | None, Query(description="default: the machine's newest run")] = None,
-    base_run_id: Annotated[int | None, Query(description="a run to compare with")] = None,
+    run_id: Annotated[RowId | None, Query(description="default: the machine's newest run")] = None,
+    base_run_id: Annotated[RowId | None, Query(description="a run to compare with")] = None,
     common_only: Annotated[
         bool, Query(description=("aggregate only over models present in both runs"))
     ] = False,
@@ -42,17 +47,19 @@ def get_summary(
     )
 
 
-@router.get("/compare", response_model=Comparison)
+@router.get("/compare", response_model=Comparison, responses=errors(404))
 def compare_runs(
     session: SessionDep,
-    base_run_id: int,
-    new_run_id: int,
+    base_run_id: RowId,
+    new_run_id: RowId,
     suite: str | None = None,
     config: str | None = None,
     precision: str | None = None,
     mode: str | None = None,
     metric: str | None = None,
-    threshold: Annotated[float, Query(description="relative change counted as a move")] = 0.05,
+    threshold: Annotated[
+        float, Query(ge=0, lt=1, description="relative change counted as a move")
+    ] = 0.05,
 ) -> Comparison:
     """Per benchmark and metric: base value, new value, relative change and a verdict."""
     where = service.CompareFilter(suite, config, precision, mode, metric)

@@ -47,6 +47,20 @@ def set_top(field: str, value: Any) -> Mutation:
     return mutate
 
 
+def set_machine(field: str, value: Any) -> Mutation:
+    def mutate(payload: dict[str, Any]) -> None:
+        payload["machine"][field] = value
+
+    return mutate
+
+
+def set_package(name: str, version: str) -> Mutation:
+    def mutate(payload: dict[str, Any]) -> None:
+        payload["environment"]["packages"][name] = version
+
+    return mutate
+
+
 def duplicate_row(payload: dict[str, Any]) -> None:
     payload["results"].append(dict(payload["results"][0], value=9.9))
 
@@ -79,6 +93,37 @@ CASES: dict[str, tuple[Mutation, int, str, int | None, str]] = {
     "time order": (set_top("finished_at", "2026-11-28T00:00:00Z"), 422, "body", None, "before"),
     "bad device": (lambda p: p["machine"].update(device="tpu"), 422, "device", None, "cuda"),
     "duplicate rows": (duplicate_row, 422, "metric", 3, "duplicates results[0]"),
+    # What the columns cannot hold: each failed in the database (a 500) before it was refused.
+    "batch_size over 64 bits": (set_result(0, "batch_size", 2**63), 422, "batch_size", 0, "2147"),
+    "batch_size over INTEGER": (set_result(0, "batch_size", 2**31), 422, "batch_size", 0, "2147"),
+    "gpu_count over INTEGER": (set_machine("gpu_count", 2**31), 422, "gpu_count", None, "2147"),
+    "cpu_count over INTEGER": (set_machine("cpu_count", 2**40), 422, "cpu_count", None, "2147"),
+    "NUL in a model": (set_result(0, "model", "res\x00net"), 422, "model", 0, "NUL"),
+    "NUL in a reason": (set_result(2, "reason", "O\x00M"), 422, "reason", 2, "NUL"),
+    "NUL in the key": (set_top("key", "k\x00"), 422, "key", None, "NUL"),
+    "NUL in extra": (set_top("extra", {"log": "a\x00b"}), 422, "log", None, "NUL"),
+    "NUL in a package": (set_package("tri\x00ton", "3"), 422, "tri\x00ton", None, "NUL"),
+    "time beyond UTC": (
+        set_top("started_at", "0001-01-01T00:00:00+01:00"),
+        422,
+        "started_at",
+        None,
+        "range",
+    ),
+    "time before 1970": (
+        set_top("started_at", "1969-12-31T23:59:59Z"),
+        422,
+        "started_at",
+        None,
+        "1970",
+    ),
+    "time after 2999": (
+        set_top("finished_at", "3000-01-01T00:00:00Z"),
+        422,
+        "finished_at",
+        None,
+        "2999",
+    ),
 }
 
 

@@ -1,0 +1,79 @@
+"""What the columns hold: bounded ids, integers, timestamps and NUL-free text.
+
+Every id and integer column is an SQL INTEGER (32 bits on Postgres, which also casts each
+bound parameter to its column's type), so a larger number in a path, a query or a body would
+fail in the database; these types refuse it first, with a 422 that says where.
+"""
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import annotated_types
+from pydantic import AfterValidator, BaseModel
+
+INT32_MAX = 2**31 - 1
+# A run's time: sorting, windows and charts subtract days and hours from it, which must not
+# leave the range of datetime; no benchmark ran before 1970.
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(3000, 1, 1, tzinfo=UTC)
+
+RowId = Annotated[int, annotated_types.Interval(ge=1, le=INT32_MAX)]
+"""An id of a stored row, in a path or a query."""
+Int32 = Annotated[int, annotated_types.Interval(ge=0, le=INT32_MAX)]
+"""A count or size stored in an INTEGER column."""
+
+
+def in_id_range(row_id: int) -> bool:
+    """Whether ``row_id`` can name a stored row (a larger one fails as an SQL parameter)."""
+    return 1 <= row_id <= INT32_MAX
+
+
+def _utc_representable(value: datetime) -> datetime:
+    if value.tzinfo is not None:
+        try:
+            value.astimezone(UTC)
+        except OverflowError:
+            raise ValueError("the time is out of range once converted to UTC") from None
+    return value
+
+
+def _run_time(value: datetime) -> datetime:
+    if value.tzinfo is not None and not EARLIEST <= value < LATEST:
+        raise ValueError("a run's time must be from 1970 to 2999")
+    return value
+
+
+QueryTime = Annotated[datetime, AfterValidator(_utc_representable)]
+"""A time in a query (``since``, ``until``): any that has a UTC equivalent."""
+RunTime = Annotated[datetime, AfterValidator(_utc_representable), AfterValidator(_run_time)]
+"""A time stored with a run: from 1970 to 2999 (a naive one is refused by its model)."""
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("NUL characters (\\u0000) cannot be stored")
+    return value
+
+
+NulFree = AfterValidator(_no_nul)
+"""Refuses text with NUL characters (Postgres cannot store them): ``Annotated[str, NulFree]``."""
+
+
+def nul_locations(value: Any, path: str = "") -> Iterator[str]:
+    """Where in a model, dict or list a string (or a dict key) holds a NUL character."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            yield path
+    elif isinstance(value, BaseModel):
+        for name, item in value:
+            yield from nul_locations(item, f"{path}.{name}" if path else name)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            where = f"{path}.{key}" if path else str(key)
+            if "\x00" in str(key):
+                yield where
+            yield from nul_locations(item, where)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from nul_locations(item, f"{path}[{index}]")

@@ -1,0 +1,26 @@
+"""The error answers each route declares in OpenAPI, all with the one error body."""
+
+from typing import Any
+
+from app.core.errors import ErrorBody
+
+DESCRIPTIONS = {
+    400: "The body is not valid JSON: `detail` gives the line and column",
+    401: "No token, or an unknown or revoked one (reads too, with BENCHWATCH_PUBLIC_READ=false)",
+    403: "The token lacks the route's scope",
+    404: "What the path or a parameter names does not exist",
+    409: "The key is stored with a different payload",
+    413: "The body is over the size limit (BENCHWATCH_MAX_BODY_BYTES)",
+    422: "A parameter or the body is invalid: `errors` say where",
+}
+
+
+def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for these status codes, each with the error body."""
+    return {code: {"model": ErrorBody, "description": DESCRIPTIONS[code]} for code in codes}
+
+
+READS = errors(401, 422)
+"""What any read may answer besides its result."""
+WRITES = errors(400, 401, 403, 413, 422)
+"""What any write with a JSON body may answer besides its result."""
