@@ -8,8 +8,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.core.db import Database
+from app.dashboard import compare as dashboard_compare
+from app.runs import router as runs_router
 from tests.conftest import make_token
-from tests.factories import example_run
+from tests.factories import example_run, many_results, result, run_payload
 
 BIG = "99999999999999999999999"  # beyond 64 bits
 INT32 = str(2**31)  # beyond the INTEGER columns, within 64 bits
@@ -171,3 +173,99 @@ def test_openapi_declares_every_error_with_the_error_body(client: TestClient) ->
 
 def test_a_dashboard_run_id_no_column_holds_is_a_404_page(client: TestClient) -> None:
     assert client.get(f"/runs/{BIG}").status_code == 404
+
+
+# Bounded reads ---------------------------------------------------------------------------
+
+
+def test_a_runs_results_come_in_pages_that_add_up_to_all(
+    client: TestClient, ingest_headers: dict[str, str]
+) -> None:
+    payload = run_payload("paged", many_results(7))
+    run_id = client.post("/api/v1/runs", json=payload, headers=ingest_headers).json()["id"]
+    whole = client.get(f"/api/v1/runs/{run_id}").json()
+    assert len(whole["results"]) == 7
+    assert whole["results_next_cursor"] is None
+    pages, params = [], {"results_limit": 3}
+    while True:
+        page = client.get(f"/api/v1/runs/{run_id}", params=params).json()
+        pages.append(page["results"])
+        if page["results_next_cursor"] is None:
+            break
+        params = {"results_limit": 3, "results_cursor": page["results_next_cursor"]}
+    assert [len(p) for p in pages] == [3, 3, 1]
+    assert [r for p in pages for r in p] == whole["results"]
+    too_many = client.get(f"/api/v1/runs/{run_id}", params={"results_limit": 5001})
+    assert_error(too_many, 422, "query.results_limit")
+    tampered = client.get(f"/api/v1/runs/{run_id}", params={"results_cursor": cursor_of([1])})
+    assert_error(tampered, 422, "query.results_cursor")
+
+
+def series_with_points(client: TestClient, headers: dict[str, str], count: int) -> int:
+    for index in range(count):
+        row = result(value=1.0 + index % 3, samples=[1.0, 2.0, 3.0])
+        posted = client.post(
+            "/api/v1/runs", json=run_payload(f"k{index}", [row], index=index), headers=headers
+        )
+        assert posted.status_code == 201, posted.text
+    series_id: int = client.get("/api/v1/series").json()["items"][0]["id"]
+    return series_id
+
+
+def test_series_points_are_capped_and_samples_only_on_request(
+    client: TestClient, ingest_headers: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    series_id = series_with_points(client, ingest_headers, 12)
+    url = f"/api/v1/series/{series_id}/points"
+    plain = client.get(url).json()
+    assert plain["total"] == 12
+    assert not plain["downsampled"]
+    assert [(p["samples"], p["samples_min"], p["samples_max"]) for p in plain["points"]] == [
+        (None, 1.0, 3.0)
+    ] * 12
+    sampled = client.get(url, params={"include_samples": True}).json()
+    assert [p["samples"] for p in sampled["points"]] == [[1.0, 2.0, 3.0]] * 12
+    assert_error(client.get(url, params={"max_points": 10_001}), 422, "query.max_points")
+
+    monkeypatch.setattr(runs_router, "MAX_POINTS", 10)  # the default cap
+    capped = client.get(url).json()
+    assert capped["downsampled"]
+    assert capped["total"] == 12
+    assert len(capped["points"]) <= 10
+    assert all(p["samples_max"] == 3.0 for p in capped["points"])
+
+    monkeypatch.setattr(runs_router, "MAX_POINTS", 10_000)
+    monkeypatch.setattr(runs_router, "MAX_SAMPLED_POINTS", 10)  # with samples, fewer
+    assert client.get(url, params={"include_samples": True}).json()["downsampled"]
+    assert not client.get(url).json()["downsampled"]
+
+    monkeypatch.setattr(runs_router, "MAX_POINTS_READ", 11)  # a range holding too many
+    assert_error(client.get(url), 422)
+    narrower = client.get(url, params={"since": "2026-01-01T12:00:00Z"})
+    assert narrower.status_code == 200
+    assert narrower.json()["total"] == 11
+
+
+def test_a_compare_page_naming_one_channel_many_times_reads_it_once(
+    client: TestClient, ingest_headers: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for index, channel in enumerate(("nightly", "release")):
+        payload = run_payload(f"c{index}", [result()], channel=channel, index=index)
+        assert client.post("/api/v1/runs", json=payload, headers=ingest_headers).is_success
+    read: list[int] = []
+    list_run_results = dashboard_compare.list_run_results
+
+    def counting(session: Any, run_id: int, **kwargs: Any) -> list[dict[str, Any]]:
+        read.append(run_id)
+        return list_run_results(session, run_id, **kwargs)
+
+    monkeypatch.setattr(dashboard_compare, "list_run_results", counting)
+    many = ",".join(["nightly", "release"] * 1000)
+    page = client.get(
+        "/compare", params={"kind": "channels", "machine": "h100-8", "channels": many}
+    )
+    assert page.status_code == 200
+    assert len(read) == 2
+    nine = ",".join(f"c{i}" for i in range(9))
+    response = client.get("/compare", params={"kind": "channels", "channels": nine})
+    assert_error(response, 422, "query.channels")

@@ -79,3 +79,16 @@ def decode_cursor(cursor: str, param: str = "cursor") -> tuple[datetime, int]:
                 raise _invalid(cursor, param) from exc
             return at, row_id
     raise _invalid(cursor, param)
+
+
+def encode_offset(offset: int) -> str:
+    """An opaque cursor for a position in a list that does not change (a run's results)."""
+    return _encode({"offset": offset})
+
+
+def decode_offset(cursor: str, param: str = "cursor") -> int:
+    """The position an offset cursor stands for; a tampered cursor is a 422."""
+    match _decode(cursor, param):
+        case {"offset": int(offset)} if 0 <= offset <= _INT32_MAX:
+            return offset
+    raise _invalid(cursor, param)

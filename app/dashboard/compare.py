@@ -18,6 +18,7 @@ from app.anomalies.models import Regression
 from app.benchmarks.models import Machine, Series
 from app.benchmarks.service import list_machines
 from app.core import spreadsheet
+from app.core.errors import InvalidInput
 from app.dashboard import format as fmt
 from app.dashboard.figures import embed, figure
 from app.dashboard.overview import default_channel, machine_channels, recent_runs
@@ -25,6 +26,7 @@ from app.runs.models import Run
 from app.runs.service import get_run, list_run_results
 
 KINDS = ("configs", "runs", "machines", "channels")
+MAX_SIDES = 8  # each side reads a whole run's results
 Key = tuple[str, ...]
 
 
@@ -76,7 +78,7 @@ def sides(session: Session, query: CompareQuery) -> list[Side]:
         names = [query.base_machine or machine, query.new_machine or _other(machines, machine)]
         return [Side(n, r[0]) for n in names if (r := recent_runs(session, n, channel, 1))]
     if query.kind == "channels":
-        wanted = [c for c in query.channels.split(",") if c] or machine_channels(session, machine)
+        wanted = _channels(query.channels) or machine_channels(session, machine)[:MAX_SIDES]
         return [Side(c, r[0]) for c in wanted if (r := recent_runs(session, machine, c, 1))]
     latest = recent_runs(session, machine, channel, 1)
     if not latest:
@@ -85,6 +87,17 @@ def sides(session: Session, query: CompareQuery) -> list[Side]:
         Side(query.base_config, latest[0], query.base_config),
         Side(query.new_config, latest[0], query.new_config),
     ]
+
+
+def _channels(named: str) -> list[str]:
+    """The channels a query names, each once; more than ``MAX_SIDES`` is a 422."""
+    channels = list(dict.fromkeys(c for c in named.split(",") if c))
+    if len(channels) > MAX_SIDES:
+        raise InvalidInput(
+            f"{len(channels)} channels named: compare at most {MAX_SIDES} at once",
+            errors=[{"loc": "query.channels", "field": "channels", "message": "too many"}],
+        )
+    return channels
 
 
 def _other(machines: list[str], machine: str) -> str:

@@ -11,7 +11,14 @@ from app.api.validation import ApiRoute, OneStepJSONRoute
 from app.benchmarks import service as catalog
 from app.benchmarks.schemas import Point, SeriesPoints, SeriesRead
 from app.core import queue
-from app.core.pagination import CURSOR_MAX_LENGTH, decode_cursor, encode_cursor
+from app.core.errors import InvalidInput
+from app.core.pagination import (
+    CURSOR_MAX_LENGTH,
+    decode_cursor,
+    decode_offset,
+    encode_cursor,
+    encode_offset,
+)
 from app.runs import service
 from app.runs.downsample import downsample_indices
 from app.runs.models import Run
@@ -23,6 +30,13 @@ Cursor = Annotated[
     str | None,
     Query(max_length=CURSOR_MAX_LENGTH, description="`next_cursor` of the previous page"),
 ]
+
+# What one anonymous read may cost: a page of a run's results, the points of one answer (with
+# samples, each point may carry thousands), and the rows one points query reads at most.
+RESULTS_PAGE = 5_000
+MAX_POINTS = 10_000
+MAX_SAMPLED_POINTS = 1_000
+MAX_POINTS_READ = 100_000
 
 
 @router.post(
@@ -74,11 +88,34 @@ def list_runs(
 
 
 @reads.get("/runs/{run_id}", response_model=RunDetail, responses=errors(404))
-def get_run(run_id: RowId, session: SessionDep) -> RunDetail:
-    """One run with every result."""
+def get_run(
+    run_id: RowId,
+    session: SessionDep,
+    results_limit: Annotated[
+        int, Query(ge=1, le=RESULTS_PAGE, description="At most this many results")
+    ] = RESULTS_PAGE,
+    results_cursor: Annotated[
+        str | None,
+        Query(
+            max_length=CURSOR_MAX_LENGTH,
+            description="`results_next_cursor` of the previous answer: the next results",
+        ),
+    ] = None,
+) -> RunDetail:
+    """One run with its results, ordered by case, at most `results_limit` of them.
+
+    A run with more results answers `results_next_cursor`: pass it back as `results_cursor`
+    for the next ones (`result_count` says how many there are in all).
+    """
     run = service.get_run(session, run_id)
-    results = [ResultRead(**row) for row in service.list_run_results(session, run_id)]
-    return RunDetail(**RunRead.model_validate(run).model_dump(), results=results)
+    offset = decode_offset(results_cursor, "results_cursor") if results_cursor else 0
+    rows = service.list_run_results(session, run_id, offset=offset, limit=results_limit + 1)
+    more = len(rows) > results_limit
+    return RunDetail(
+        **RunRead.model_validate(run).model_dump(),
+        results=[ResultRead(**row) for row in rows[:results_limit]],
+        results_next_cursor=encode_offset(offset + results_limit) if more else None,
+    )
 
 
 @reads.get("/series/{series_id}/points", response_model=SeriesPoints, responses=errors(404))
@@ -91,22 +128,40 @@ def list_series_points(
         int | None,
         Query(
             ge=10,
-            le=100_000,
+            le=MAX_POINTS,
             description=(
                 "Downsample to about this many points, keeping each bucket's first, last, "
-                "lowest, highest and first failed point"
+                f"lowest, highest and first failed point (default and most: {MAX_POINTS}; "
+                f"{MAX_SAMPLED_POINTS} with samples)"
             ),
         ),
     ] = None,
-    include_samples: bool = False,
+    include_samples: Annotated[
+        bool,
+        Query(description=f"Each point's raw samples too (at most {MAX_SAMPLED_POINTS} points)"),
+    ] = False,
 ) -> SeriesPoints:
-    """A series' points in a time range, oldest first, optionally downsampled."""
+    """A series' points in a time range, oldest first, downsampled beyond `max_points`.
+
+    A range of more than 100,000 points is refused (a 422): narrow it with `since` and `until`.
+    """
     series = catalog.get_series(session, series_id)
-    rows = service.series_points(session, series_id, since, until)
-    keep = (
-        downsample_indices([r.value for r in rows], max_points) if max_points else range(len(rows))
+    rows = service.series_levels(session, series_id, since, until, MAX_POINTS_READ + 1)
+    if len(rows) > MAX_POINTS_READ:
+        raise InvalidInput(
+            f"the range holds more than {MAX_POINTS_READ} points: narrow it with since and until"
+        )
+    cap = min(max_points or MAX_POINTS, MAX_SAMPLED_POINTS if include_samples else MAX_POINTS)
+    keep = downsample_indices([r.value for r in rows], cap)
+    kept = [rows[i] for i in keep]
+    samples = service.series_samples(
+        session,
+        series_id,
+        [r.run_id for r in kept] if len(kept) < len(rows) else None,
+        since,
+        until,
     )
-    points = [_point(rows[i], include_samples) for i in keep]
+    points = [_point(row, samples.get(row.run_id), include_samples) for row in kept]
     return SeriesPoints(
         series=SeriesRead.model_validate(series),
         total=len(rows),
@@ -115,8 +170,8 @@ def list_series_points(
     )
 
 
-def _point(row: Any, include_samples: bool) -> Point:
-    samples = row.samples or None
+def _point(row: Any, samples: list[float] | None, include_samples: bool) -> Point:
+    samples = samples or None
     return Point.model_construct(  # from stored, typed columns: nothing to validate
         run_id=row.run_id,
         measured_at=row.measured_at,

@@ -360,9 +360,13 @@ class ResultRead(BaseModel):
 
 
 class RunDetail(RunRead):
-    """A stored run with every result."""
+    """A stored run with its results (all of them, or a page of a big run's)."""
 
     results: list[ResultRead]
+    results_next_cursor: str | None = Field(
+        default=None,
+        description="More results follow: pass this back as `results_cursor` to get them",
+    )
 
 
 class RunPage(BaseModel):

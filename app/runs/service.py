@@ -416,8 +416,13 @@ def get_run(session: Session, run_id: int) -> Run:
     return run
 
 
-def list_run_results(session: Session, run_id: int) -> list[dict[str, Any]]:
-    """Every result of a run with the fields that identify its series, ordered by case."""
+def list_run_results(
+    session: Session, run_id: int, *, offset: int = 0, limit: int | None = None
+) -> list[dict[str, Any]]:
+    """The results of a run with the fields that identify its series, ordered by case.
+
+    ``offset`` and ``limit`` give a part of them: a run's results never change once stored.
+    """
     query = (
         select(
             Result.series_id,
@@ -445,6 +450,8 @@ def list_run_results(session: Session, run_id: int) -> list[dict[str, Any]]:
         .join(Metric, Series.metric_id == Metric.id)
         .where(Result.run_id == run_id)
         .order_by(Benchmark.suite, Benchmark.model, Benchmark.id, Metric.name)
+        .offset(offset)
+        .limit(limit)
     )
     return [dict(row._mapping) for row in session.execute(query)]
 
@@ -471,3 +478,49 @@ def series_points(
     if until is not None:
         query = query.where(Result.measured_at < until)
     return session.execute(query.order_by(Result.measured_at, Result.run_id)).all()
+
+
+def series_levels(
+    session: Session, series_id: int, since: datetime | None, until: datetime | None, limit: int
+) -> Sequence[Any]:
+    """At most ``limit`` of a series' points in a time range, oldest first, without samples."""
+    query = (
+        select(
+            Result.run_id,
+            Result.measured_at,
+            Result.status,
+            Result.value,
+            Result.text_value,
+            Run.commit,
+        )
+        .join(Run, Result.run_id == Run.id)
+        .where(Result.series_id == series_id)
+    )
+    if since is not None:
+        query = query.where(Result.measured_at >= since)
+    if until is not None:
+        query = query.where(Result.measured_at < until)
+    return session.execute(query.order_by(Result.measured_at, Result.run_id).limit(limit)).all()
+
+
+def series_samples(
+    session: Session,
+    series_id: int,
+    run_ids: list[int] | None,
+    since: datetime | None,
+    until: datetime | None,
+) -> dict[int, list[float] | None]:
+    """The raw samples of a series' points: of these runs, or (None) of the whole range."""
+    query = select(Result.run_id, Result.samples).where(Result.series_id == series_id)
+    if run_ids is None:
+        if since is not None:
+            query = query.where(Result.measured_at >= since)
+        if until is not None:
+            query = query.where(Result.measured_at < until)
+        return {row.run_id: row.samples for row in session.execute(query)}
+    found: dict[int, list[float] | None] = {}
+    for start in range(0, len(run_ids), 1000):  # bound parameters per statement
+        chunk = run_ids[start : start + 1000]
+        rows = session.execute(query.where(Result.run_id.in_(chunk)))
+        found.update({row.run_id: row.samples for row in rows})
+    return found
