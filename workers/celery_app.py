@@ -17,7 +17,7 @@ REQUEUE_EVERY_S = 300.0
 
 
 def beat_schedule(config: Settings) -> dict[str, dict[str, Any]]:
-    """Beat's entries: the detection sweep, one suite run per configured machine, the shards'."""
+    """Beat's entries: the detection sweep, a suite run per configured machine, the shard sweep."""
     entries: dict[str, dict[str, Any]] = {
         "sweep-detection": {
             "task": SWEEP_DETECTION,
@@ -34,13 +34,13 @@ def beat_schedule(config: Settings) -> dict[str, dict[str, Any]]:
         }
         for s in config.SCHEDULES
     }
-    for machine in sorted({s.machine for s in config.SCHEDULES}):  # on the machine's own queue
-        entries[f"requeue-shards-{machine}"] = {
-            "task": "bench.requeue_shards",
-            "schedule": REQUEUE_EVERY_S,
-            "kwargs": {"machine": machine},
-            "options": {"queue": f"bench.{machine}"},
-        }
+    # Every machine's unfinished shards, scheduled or triggered: the task only publishes, so
+    # the service worker runs it, and each shard goes to its own machine's queue.
+    entries["requeue-shards"] = {
+        "task": "bench.requeue_shards",
+        "schedule": REQUEUE_EVERY_S,
+        "options": {"queue": "default"},
+    }
     return entries
 
 

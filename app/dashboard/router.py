@@ -33,12 +33,15 @@ from app.dashboard.overview import FAMILIES, overview
 from app.dashboard.run_page import run_page
 from app.dashboard.series import GROUPINGS, RANGES, SeriesQuery, series_page
 from app.dashboard.sign_in import forget, page_access, remember, safe_next, sign_in_url
+from app.suites import service as suites_service
+from app.suites.schemas import SuiteRunRead
 from app.tokens.service import close_session, open_session
 
 FRONTEND = Path(__file__).resolve().parents[2] / "frontend"
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 templates = Jinja2Templates(directory=FRONTEND / "templates")
 templates.env.filters |= {"number": fmt.number, "percent": fmt.percent, "href": safe_href}
+SUITE_RUNS_SHOWN = 50
 pages = APIRouter(include_in_schema=False, dependencies=[Depends(page_access)])
 assets = APIRouter(include_in_schema=False)  # open to all: plotly.js and signing in
 
@@ -190,6 +193,16 @@ def run_view(request: Request, session: SessionDep, run_id: int) -> HTMLResponse
     except NotFound as error:
         return not_found(request, session, error)
     return render(request, session, "run.html", **context)
+
+
+@pages.get("/suite-runs", response_class=HTMLResponse)
+def suite_runs_view(
+    request: Request, session: SessionDep, machine: str | None = None
+) -> HTMLResponse:
+    """The newest suite runs: in flight or done, each shard's progress, why one failed."""
+    found, _ = suites_service.list_suite_runs(session, machine or None, None, 0, SUITE_RUNS_SHOWN)
+    suite_runs = [{**SuiteRunRead.of(s).model_dump(), "shards": s.shards} for s in found]
+    return render(request, session, "suite_runs.html", suite_runs=suite_runs, machine=machine)
 
 
 @pages.get("/compare", response_class=HTMLResponse, response_model=None)

@@ -23,7 +23,8 @@ class SuiteRun(Base):
     trigger: Mapped[str] = mapped_column(String(32))
     # What the worker saw when it started: {"machine": {...}, "environment": {...}}.
     description: Mapped[dict[str, Any]] = mapped_column(JSON)
-    status: Mapped[str] = mapped_column(String(16), default="running")  # running | finished
+    status: Mapped[str] = mapped_column(String(16), default="running")  # running|finished|failed
+    reason: Mapped[str] = mapped_column(Text, default="")  # why it failed
     started_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     run_id: Mapped[int | None] = mapped_column(ForeignKey("run.id", ondelete="SET NULL"))
@@ -48,6 +49,7 @@ class SuiteShard(Base):
     status: Mapped[str] = mapped_column(String(16), default="pending", index=True)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     worker: Mapped[str] = mapped_column(String(256), default="")
+    lease_id: Mapped[str] = mapped_column(String(32), default="")  # the attempt holding it
     lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
     reason: Mapped[str] = mapped_column(Text, default="")
     rows: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)

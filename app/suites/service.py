@@ -3,20 +3,26 @@
 A shard is held by one worker at a time through a lease the worker renews while the shard
 runs. A worker that dies stops renewing; once the lease has lapsed, the shard can be claimed
 again (by another worker, or by the same one after a restart), so it is neither lost nor run
-twice at once. Only the lease holder may record a shard's outcome. The run is ingested once,
-through the ingestion service the API uses, when the last shard is done or has failed for good.
+twice at once. Each claim is one conditional UPDATE (it holds on SQLite, which has no row
+locks) and names the attempt with a fresh lease id: only that attempt may renew the lease or
+record the outcome, so a worker restarted under the same host name cannot finish its previous
+attempt's shard. The run is ingested once, through the ingestion service the API uses, when the
+last shard is done or has failed for good; a run that cannot be ingested fails the suite run
+with the reason.
 """
 
+import logging
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import TypeAdapter, ValidationError
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy import func, or_, select, update
+from sqlalchemy.orm import Session, selectinload
 
 from app.core.db import utcnow
-from app.core.errors import NotFound
+from app.core.errors import DomainError, NotFound
 from app.runs import service as runs_service
 from app.runs.models import Run
 from app.runs.schemas import ResultIn, RunIn
@@ -25,6 +31,7 @@ from app.suites.rows import failed_rows
 
 ROWS = TypeAdapter(list[ResultIn])
 UNFINISHED = ("pending", "running")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -70,42 +77,58 @@ class Claim:
     outcome: Outcome
     shard: SuiteShard
     wait_s: float = 0.0  # "busy": when the other worker's lease lapses
+    lease: str = ""  # "claimed": the attempt's lease id, which renews and finishes it
 
 
 def claim_shard(session: Session, shard_id: int, worker: str, lease_s: float) -> Claim:
     """Take the shard's lease if it is free (pending, or its holder stopped renewing)."""
+    now, lease = utcnow(), uuid.uuid4().hex
+    free = or_(
+        SuiteShard.status == "pending",
+        (SuiteShard.status == "running")
+        & (SuiteShard.lease_until.is_(None) | (SuiteShard.lease_until <= now)),
+    )
+    taken = session.execute(
+        update(SuiteShard)
+        .where(SuiteShard.id == shard_id, free)
+        .values(
+            status="running",
+            worker=worker,
+            lease_id=lease,
+            attempts=SuiteShard.attempts + 1,
+            lease_until=now + timedelta(seconds=lease_s),
+        )
+        .execution_options(synchronize_session=False)
+    )
     shard = _locked_shard(session, shard_id)
-    now = utcnow()
+    if taken.rowcount == 1:  # type: ignore[attr-defined]
+        return Claim("claimed", shard, lease=lease)
     if shard.status not in UNFINISHED:
         return Claim("finished", shard)
-    if shard.status == "running" and shard.lease_until is not None and shard.lease_until > now:
-        return Claim("busy", shard, (shard.lease_until - now).total_seconds())
-    shard.status, shard.worker = "running", worker
-    shard.attempts += 1
-    shard.lease_until = now + timedelta(seconds=lease_s)
-    return Claim("claimed", shard)
+    wait = _seconds_left(shard.lease_until, now)
+    return Claim("busy", shard, wait)
 
 
-def renew_lease(session: Session, shard_id: int, worker: str, lease_s: float) -> bool:
-    """Extend our lease; False when the shard is no longer ours."""
+def renew_lease(session: Session, shard_id: int, lease: str, lease_s: float) -> bool:
+    """Extend the attempt's lease; False when the shard is no longer this attempt's."""
     shard = _locked_shard(session, shard_id)
-    if not _held_by(shard, worker):
+    if not _held_by(shard, lease):
         return False
     shard.lease_until = utcnow() + timedelta(seconds=lease_s)
     return True
 
 
-def release_shard(session: Session, shard_id: int, worker: str, reason: str) -> bool:
+def release_shard(session: Session, shard_id: int, lease: str, reason: str) -> bool:
     """Give a failed attempt back (pending again), keeping why it failed."""
     shard = _locked_shard(session, shard_id)
-    if not _held_by(shard, worker):
+    if not _held_by(shard, lease):
         return False
     shard.status, shard.lease_until, shard.reason = "pending", None, reason
     return True
 
 
 def finish_shard(
-    session: Session, shard_id: int, worker: str, rows: list[dict[str, Any]] | None, reason: str
+    session: Session, shard_id: int, lease: str, rows: list[dict[str, Any]] | None, reason: str
 ) -> bool:
     """Record the shard's rows (``done``), or its cases as failed with ``reason`` (no rows).
 
@@ -113,7 +136,7 @@ def finish_shard(
     bad shard cannot keep the whole run from being ingested.
     """
     shard = _locked_shard(session, shard_id)
-    if not _held_by(shard, worker):
+    if not _held_by(shard, lease):
         return False
     if rows is not None:
         try:
@@ -131,15 +154,27 @@ def _failed(cases: list[dict[str, Any]], reason: str) -> list[dict[str, Any]]:
 
 
 def finalize(session: Session, suite_run_id: int) -> Run | None:
-    """Ingest the run once every shard is over; None while shards are still to run."""
+    """Ingest the run once every shard is over; None while shards are still to run.
+
+    A run that cannot be ingested (its rows do not validate together, its key was taken by
+    another payload) fails the suite run with the reason instead of leaving it running.
+    """
     suite_run = session.get(SuiteRun, suite_run_id, with_for_update=True)
     if suite_run is None:
-        raise NotFound(f"no suite run {suite_run_id}")
+        raise SuiteRunNotFound(suite_run_id)
     if suite_run.run_id is not None:
         return session.get(Run, suite_run.run_id)
-    if any(shard.status in UNFINISHED for shard in suite_run.shards):
+    if suite_run.status != "running" or any(s.status in UNFINISHED for s in suite_run.shards):
         return None
-    run = runs_service.ingest_run(session, _run_payload(suite_run), source="worker").run
+    try:
+        with session.begin_nested():  # a refused ingest leaves nothing behind
+            run = runs_service.ingest_run(session, _run_payload(suite_run), source="worker").run
+    except (ValidationError, DomainError) as exc:
+        reason = f"the run could not be ingested: {exc}"
+        log.error("suite run %s failed: %s", suite_run.id, reason)
+        suite_run.status, suite_run.reason = "failed", reason[:4000]
+        suite_run.finished_at = utcnow()
+        return None
     suite_run.run_id, suite_run.status, suite_run.finished_at = run.id, "finished", utcnow()
     return run
 
@@ -173,6 +208,35 @@ def _run_payload(suite_run: SuiteRun) -> RunIn:
     )
 
 
+class SuiteRunNotFound(NotFound):
+    """No suite run with this id."""
+
+    def __init__(self, suite_run_id: int) -> None:
+        super().__init__(f"no suite run {suite_run_id}")
+
+
+def get_suite_run(session: Session, suite_run_id: int) -> SuiteRun:
+    """One suite run with its shards."""
+    options = [selectinload(SuiteRun.shards)]
+    if (suite_run := session.get(SuiteRun, suite_run_id, options=options)) is None:
+        raise SuiteRunNotFound(suite_run_id)
+    return suite_run
+
+
+def list_suite_runs(
+    session: Session, machine: str | None, status: str | None, offset: int, limit: int
+) -> tuple[list[SuiteRun], int]:
+    """A page of suite runs, newest first, with their shards."""
+    query = select(SuiteRun)
+    if machine is not None:
+        query = query.where(SuiteRun.machine == machine)
+    if status is not None:
+        query = query.where(SuiteRun.status == status)
+    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    page = query.options(selectinload(SuiteRun.shards)).order_by(SuiteRun.id.desc())
+    return list(session.scalars(page.offset(offset).limit(limit))), total
+
+
 def _locked_shard(session: Session, shard_id: int) -> SuiteShard:
     shard = session.get(SuiteShard, shard_id, with_for_update=True, populate_existing=True)
     if shard is None:
@@ -180,5 +244,5 @@ def _locked_shard(session: Session, shard_id: int) -> SuiteShard:
     return shard
 
 
-def _held_by(shard: SuiteShard, worker: str) -> bool:
-    return shard.status == "running" and shard.worker == worker
+def _held_by(shard: SuiteShard, lease: str) -> bool:
+    return shard.status == "running" and bool(lease) and shard.lease_id == lease

@@ -1,5 +1,6 @@
 """Suite runs: shards leased to one worker at a time, recorded once, the run ingested once."""
 
+import threading
 from datetime import timedelta
 from typing import Any
 
@@ -7,9 +8,11 @@ import pytest
 from sqlalchemy import func, select
 
 from app.core.db import Database, utcnow
+from app.runs import service as runs_service
 from app.runs.models import Result, Run
+from app.runs.schemas import RunIn
 from app.suites import service
-from app.suites.models import SuiteShard
+from app.suites.models import SuiteRun, SuiteShard
 from tests.factories import run_payload
 
 DESCRIPTION = {
@@ -67,7 +70,9 @@ def test_a_lease_keeps_other_workers_out_until_it_lapses(
     monkeypatch.setattr(service, "utcnow", lambda: now[0])
     first, _ = open_run(database)
     with database.session_scope() as session:
-        assert service.claim_shard(session, first, "w1", lease_s=0.5).outcome == "claimed"
+        claim = service.claim_shard(session, first, "w1", lease_s=0.5)
+        assert claim.outcome == "claimed"
+        dead = claim.lease
     now[0] += timedelta(seconds=0.2)
     with database.session_scope() as session:
         busy = service.claim_shard(session, first, "w2", lease_s=0.5)
@@ -75,21 +80,51 @@ def test_a_lease_keeps_other_workers_out_until_it_lapses(
         assert busy.wait_s == pytest.approx(0.3)
     now[0] += timedelta(seconds=0.4)  # w1 died: it stopped renewing
     with database.session_scope() as session:
-        claim = service.claim_shard(session, first, "w2", lease_s=30)
+        claim = service.claim_shard(session, first, "w1", lease_s=30)  # restarted, same name
         assert claim.outcome == "claimed"
         assert claim.shard.attempts == 2
-    with database.session_scope() as session:  # the dead worker's late writes are refused
-        assert not service.renew_lease(session, first, "w1", 30)
-        assert not service.finish_shard(session, first, "w1", measured("matmul", 1.0), "")
-        assert service.renew_lease(session, first, "w2", 30)
+        assert claim.lease != dead
+    with database.session_scope() as session:  # the dead attempt's late writes are refused
+        assert not service.renew_lease(session, first, dead, 30)
+        assert not service.finish_shard(session, first, dead, measured("matmul", 1.0), "")
+        assert not service.release_shard(session, first, dead, "late")
+        assert service.renew_lease(session, first, claim.lease, 30)
+
+
+def test_two_workers_claiming_at_once_get_one_claim(database: Database) -> None:
+    """One conditional UPDATE: on SQLite too, where SELECT ... FOR UPDATE locks nothing."""
+    first, _ = open_run(database)
+    outcomes: list[str] = []
+    failures: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def claim(worker: str) -> None:
+        start.wait()
+        try:
+            with database.session_scope() as session:
+                outcomes.append(service.claim_shard(session, first, worker, 30).outcome)
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=claim, args=(f"w{n}",)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert failures == []
+    assert sorted(outcomes) == ["busy", "busy", "busy", "claimed"]
+    with database.session_scope() as session:
+        shard = session.get(SuiteShard, first)
+        assert shard is not None
+        assert (shard.status, shard.attempts) == ("running", 1)
 
 
 def test_the_run_is_ingested_once_when_the_last_shard_is_in(database: Database) -> None:
     first, second = open_run(database)
     for shard_id, model in ((first, "matmul"), (second, "softmax")):
         with database.session_scope() as session:
-            service.claim_shard(session, shard_id, "w1", 30)
-            assert service.finish_shard(session, shard_id, "w1", measured(model, 2.0), "")
+            lease = service.claim_shard(session, shard_id, "w1", 30).lease
+            assert service.finish_shard(session, shard_id, lease, measured(model, 2.0), "")
         with database.session_scope() as session:
             run = service.finalize(session, service_run_id(database))
             assert (run is None) == (shard_id == first)
@@ -115,17 +150,17 @@ def service_run_id(database: Database) -> int:
 def test_a_failed_shard_records_its_cases_as_failed_with_the_reason(database: Database) -> None:
     first, second = open_run(database)
     with database.session_scope() as session:
-        service.claim_shard(session, first, "w1", 30)
-        service.release_shard(session, first, "w1", "killed by SIGKILL")
+        lease = service.claim_shard(session, first, "w1", 30).lease
+        service.release_shard(session, first, lease, "killed by SIGKILL")
         shard = session.get(SuiteShard, first)
         assert shard is not None
         assert (shard.status, shard.reason) == ("pending", "killed by SIGKILL")
     with database.session_scope() as session:
-        service.claim_shard(session, first, "w1", 30)
-        service.finish_shard(session, first, "w1", None, "failed 3 times; last: killed")
-        service.claim_shard(session, second, "w1", 30)
+        lease = service.claim_shard(session, first, "w1", 30).lease
+        service.finish_shard(session, first, lease, None, "failed 3 times; last: killed")
+        lease = service.claim_shard(session, second, "w1", 30).lease
         bad = [{**measured("softmax", 1.0)[0], "unit": "parsecs"}]
-        service.finish_shard(session, second, "w1", bad, "")
+        service.finish_shard(session, second, lease, bad, "")
     with database.session_scope() as session:
         run = service.finalize(session, service_run_id(database))
         assert run is not None
@@ -144,3 +179,36 @@ def test_stale_shards_are_the_unfinished_ones_with_their_wait(database: Database
         assert stale[second] == 0
         assert 25 < stale[first] <= 30
         assert service.stale_shards(session, "other-box") == []
+
+
+def test_a_run_that_cannot_be_ingested_fails_the_suite_run_with_the_reason(
+    database: Database,
+) -> None:
+    """Its key was taken by another payload: the suite run must not stay running forever."""
+    first, second = open_run(database)
+    suite_run_id = service_run_id(database)
+    with database.session_scope() as session:
+        suite_run = session.get(SuiteRun, suite_run_id)
+        assert suite_run is not None
+        taken = RunIn.model_validate(
+            {
+                "key": suite_run.key,
+                **suite_run.description,
+                "results": measured("other", 1.0),
+            }
+        )
+        runs_service.ingest_run(session, taken, source="someone else")
+    for shard_id in (first, second):
+        with database.session_scope() as session:
+            lease = service.claim_shard(session, shard_id, "w1", 30).lease
+            service.finish_shard(session, shard_id, lease, measured("matmul", 2.0), "")
+    with database.session_scope() as session:
+        assert service.finalize(session, suite_run_id) is None
+    with database.session_scope() as session:
+        suite_run = session.get(SuiteRun, suite_run_id)
+        assert suite_run is not None
+        assert suite_run.status == "failed"
+        assert "could not be ingested" in suite_run.reason
+        assert suite_run.finished_at is not None
+        assert session.scalar(select(func.count()).select_from(Run)) == 1  # only the other one
+        assert service.finalize(session, suite_run_id) is None  # and it stays failed

@@ -72,6 +72,7 @@ def run_shard(self: Task[Any, Any], *, shard_id: int) -> None:
     worker = self.request.hostname or "worker"
     with worker_database().session_scope() as session:
         claim = service.claim_shard(session, shard_id, worker, settings.SHARD_LEASE_S)
+        lease = claim.lease
         spec = {"tier": claim.shard.suite_run.tier, "cases": claim.shard.cases}
         attempt, suite_run_id = claim.shard.attempts, claim.shard.suite_run_id
     if claim.outcome == "busy":  # another worker holds it: look again when its lease lapses
@@ -80,13 +81,13 @@ def run_shard(self: Task[Any, Any], *, shard_id: int) -> None:
         outcome = run_shard_process(
             spec,
             timeout_s=settings.SHARD_TIMEOUT_S,
-            heartbeat=lambda: _renew(shard_id, worker),
+            heartbeat=lambda: _renew(shard_id, lease),
             every_s=settings.SHARD_LEASE_S / 3,
         )
         if outcome.rows is None and attempt < settings.SHARD_ATTEMPTS:
-            _release(shard_id, worker, outcome.reason)
+            _release(shard_id, lease, outcome.reason)
             raise self.retry(countdown=min(10 * attempt, 60))
-        _finish(shard_id, worker, outcome, attempt)
+        _finish(shard_id, lease, outcome, attempt)
     with worker_database().session_scope() as session:
         service.finalize(session, suite_run_id)
 
@@ -106,21 +107,21 @@ def requeue_shards(*, machine: str | None = None) -> int:
     return len(stale)
 
 
-def _renew(shard_id: int, worker: str) -> bool:
+def _renew(shard_id: int, lease: str) -> bool:
     with worker_database().session_scope() as session:
-        return service.renew_lease(session, shard_id, worker, settings.SHARD_LEASE_S)
+        return service.renew_lease(session, shard_id, lease, settings.SHARD_LEASE_S)
 
 
-def _release(shard_id: int, worker: str, reason: str) -> None:
+def _release(shard_id: int, lease: str, reason: str) -> None:
     log.warning("shard %s failed, will retry: %s", shard_id, reason)
     with worker_database().session_scope() as session:
-        service.release_shard(session, shard_id, worker, reason)
+        service.release_shard(session, shard_id, lease, reason)
 
 
-def _finish(shard_id: int, worker: str, outcome: ShardOutcome, attempt: int) -> None:
+def _finish(shard_id: int, lease: str, outcome: ShardOutcome, attempt: int) -> None:
     reason = f"failed {attempt} times; last: {outcome.reason}" if outcome.rows is None else ""
     with worker_database().session_scope() as session:
-        service.finish_shard(session, shard_id, worker, outcome.rows, reason)
+        service.finish_shard(session, shard_id, lease, outcome.rows, reason)
 
 
 def watch_machine(machine: str) -> None:
