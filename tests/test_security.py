@@ -20,7 +20,7 @@ from app.core.security import SIGN_IN_COOKIE
 from app.main import create_app
 from app.runs.models import Run
 from app.tokens.models import ApiToken, WebSession
-from app.tokens.service import revoke_token
+from app.tokens.service import create_token, revoke_token
 from tests.anomalies.test_service import dynamic_bert_slower, post_history
 from tests.conftest import PEPPER, POSTGRES_URL, _wait_until_healthy, make_token
 from tests.dashboard.test_sign_in import csrf_of, sign_in
@@ -359,3 +359,29 @@ def test_a_token_needs_a_printable_name_within_its_column(settings: Settings) ->
                     create_token(session, name, ["read"], PEPPER)
     finally:
         database.dispose()
+
+
+def test_a_token_limited_to_machine_patterns_ingests_for_those_alone(
+    client: TestClient, database: Database
+) -> None:
+    with database.session_scope() as session:
+        _, plain = create_token(session, "ci-h100", ["ingest"], PEPPER, ["h100-*", "gb200-?"])
+    headers = {"Authorization": f"Bearer {plain}"}
+    assert post_run(client, headers, "ok", machine="h100-8").status_code == 201
+    assert post_run(client, headers, "ok2", machine="gb200-1").status_code == 201
+    refused = post_run(client, headers, "no", machine="mi300x-1")
+    assert refused.status_code == 403
+    assert refused.json()["detail"] == (
+        "token 'ci-h100' may only ingest for machines matching gb200-?, h100-*, not 'mi300x-1'"
+    )
+    assert client.get("/api/v1/runs", params={"machine": "mi300x-1"}).json()["items"] == []
+
+
+@pytest.mark.parametrize("patterns", [["bad pattern"], ["x" * 129], [f"m{n}" for n in range(33)]])
+def test_machine_patterns_are_checked_when_the_token_is_made(
+    database: Database, patterns: list[str]
+) -> None:
+    from app.core.errors import InvalidInput
+
+    with database.session_scope() as session, pytest.raises(InvalidInput, match="machine patterns"):
+        create_token(session, "ci", ["ingest"], PEPPER, patterns)

@@ -23,6 +23,7 @@ from app.runs import service
 from app.runs.downsample import downsample_indices
 from app.runs.models import Run
 from app.runs.schemas import ResultRead, RunDetail, RunIn, RunPage, RunRead
+from app.tokens import service as tokens_service
 
 router = APIRouter(tags=["runs"], route_class=OneStepJSONRoute, responses=WRITES)
 reads = APIRouter(tags=["runs"], dependencies=[ReadAccess], route_class=ApiRoute, responses=READS)
@@ -56,6 +57,7 @@ def create_run(
     A retry must send the same body: the stored run answers it with 200, any other body
     under the same key gets 409.
     """
+    tokens_service.check_machine(token, run_in.machine.name)
     ingested = service.ingest_run(session, run_in, source=token.name, body=body)
     queue.commit(session)
     if not ingested.created:

@@ -99,14 +99,18 @@ def ingest_run(
         raise _refuse_nul(places)
     digest = hashlib.sha256(document).hexdigest()
     if (existing := _run_by_key(session, run_in.key)) is not None:
-        return Ingested(_same_payload(existing, run_in, digest), created=False)
-    cases = _cases_of(run_in.results)
-    _reject_duplicates(run_in.results, cases)
-    coverage = _coverage(run_in.results, cases)
-    ingested = _insert_run(session, run_in, digest, source, coverage)
-    if ingested.created:
-        _store_results(session, ingested.run, run_in.results, cases)
-        session.flush()
+        ingested = Ingested(_same_payload(existing, run_in, digest), created=False)
+    else:
+        cases = _cases_of(run_in.results)
+        _reject_duplicates(run_in.results, cases)
+        coverage = _coverage(run_in.results, cases)
+        ingested = _insert_run(session, run_in, digest, source, coverage)
+        if ingested.created:
+            _store_results(session, ingested.run, run_in.results, cases)
+            session.flush()
+    # A retry of a run still undetected asks again: the first task may be the one a broker
+    # outage lost (detection is idempotent; the sweep would catch it later anyway).
+    if ingested.created or ingested.run.detected_at is None:
         enqueue_after_commit(session, DETECT_RUN, run_id=ingested.run.id)
     return ingested
 

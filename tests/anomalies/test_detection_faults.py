@@ -280,3 +280,24 @@ def test_a_task_held_by_a_killed_worker_is_detected_after_all(
         broker_app.app.state.publisher.publish(queue.SWEEP_DETECTION, {})  # type: ignore[attr-defined]
         wait_for("the sweep to recover it", lambda: not undetected(postgres_database), 120, log)
     assert regression_count(postgres_database) == 1
+
+
+def test_a_retried_upload_asks_again_for_a_detection_still_due(
+    client: TestClient, database: Database
+) -> None:
+    """The first upload's task was lost (say, the broker was down): its retry queues one."""
+    (run_id,) = store_history(database, range(1))
+    assert undetected(database) == [run_id]
+    noise = np.random.default_rng(0)
+    payload = nightly(
+        0,
+        history_rows(0, noise, dynamic_bert_slower),
+        torch="2.6.0.dev20260101",
+        triton="3.1.0",
+    )
+    headers = {"Authorization": f"Bearer {make_token(database, 'ingest')}"}
+    retry = client.post("/api/v1/runs", json=payload, headers=headers)
+    assert retry.status_code == 200, retry.text
+    assert retry.json()["id"] == run_id
+    client.app.state.publisher.drain()  # type: ignore[attr-defined]
+    assert undetected(database) == []
