@@ -3,6 +3,7 @@
 import re
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -385,3 +386,30 @@ def test_machine_patterns_are_checked_when_the_token_is_made(
 
     with database.session_scope() as session, pytest.raises(InvalidInput, match="machine patterns"):
         create_token(session, "ci", ["ingest"], PEPPER, patterns)
+
+
+WRITE_ROUTES = [
+    ("POST", "/api/v1/runs"),
+    ("POST", "/api/v1/uploads"),
+    ("PATCH", "/api/v1/regressions/1"),
+    ("PATCH", "/api/v1/alert-groups/1"),
+    ("POST", "/login"),
+    ("POST", "/logout"),
+]
+
+
+@pytest.mark.parametrize(("method", "path"), WRITE_ROUTES)
+def test_an_anonymous_40_mb_write_is_refused_at_once(
+    live_server: str, method: str, path: str
+) -> None:
+    """Over real HTTP: the server answers before it reads, parses or stores 40 MB."""
+    body = b'{"key": "' + b"x" * (40 * 1024 * 1024) + b'"}'
+    headers = {"Content-Type": "application/json"}
+    began = time.perf_counter()
+    answer = httpx.request(method, live_server + path, content=body, headers=headers, timeout=30)
+    elapsed = time.perf_counter() - began
+    if path.startswith("/api/"):
+        assert answer.status_code == 401, answer.text[:200]
+    else:  # the sign-in forms answer with a page or a redirect, never by storing anything
+        assert answer.status_code in (200, 303), answer.text[:200]
+    assert elapsed < 1.0, f"{method} {path} took {elapsed:.2f} s to refuse"
