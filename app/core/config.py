@@ -44,6 +44,7 @@ class Settings(BaseSettings):
     PUBLIC_READ: bool = True  # False: every read needs a token (any scope)
     TOKEN_PEPPER: SecretStr = SecretStr(DEV_PEPPER)
     MAX_BODY_BYTES: int = 64 * 1024 * 1024  # larger request bodies get 413
+    PARSE_TIMEOUT_S: float = 20.0  # an upload still being read after this long gets 413
     LOG_LEVEL: str = "INFO"
     # Detector thresholds per suite or metric, e.g. {"metric:dynamo_peak_mem":
     # {"min_rel_change": 0.2}, "suite:timm_models": {"max_p_value": 0.0001}} (JSON in the env).

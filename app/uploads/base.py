@@ -72,3 +72,7 @@ class UploadError(ValueError):
             "field": self.field,
             "message": self.message,
         }
+
+
+class OverLimit(UploadError):
+    """A file over one of the caps of ``app.uploads.limits``, or past the parse deadline: 413."""

@@ -5,13 +5,14 @@ import math
 from datetime import datetime
 from typing import Any
 
+from app.uploads import limits
 from app.uploads.base import UploadError, UploadFile
 
 
 def load_document(file: UploadFile) -> dict[str, Any]:
     """The file's top-level JSON object; UploadError with the line when it is not JSON."""
     try:
-        document = json.loads(file.content)
+        document = limits.parse_json(file.name, file.content)
     except json.JSONDecodeError as error:
         raise UploadError(file.name, f"invalid JSON: {error.msg}", line=error.lineno) from error
     except UnicodeDecodeError as error:
@@ -50,11 +51,18 @@ def at(index: int, path: str) -> str:
     return f"benchmarks[{index}].{path}" if path else f"benchmarks[{index}]"
 
 
-def moment(value: Any) -> datetime | None:
-    """An ISO 8601 date and time, or None when the value is not one."""
+def moment(file: UploadFile, value: Any, field: str) -> datetime | None:
+    """An ISO 8601 date and time, or None when the value is not one.
+
+    UploadError when it is one, but not a time from 1970 to 2999 (as a run's time must be).
+    """
     if not isinstance(value, str):
         return None
     try:
-        return datetime.fromisoformat(value)
+        at = datetime.fromisoformat(value)
     except ValueError:
         return None
+    if not limits.in_time_range(at):
+        message = f"{value!r:.40} is not a time from 1970 to {limits.LATEST.year - 1}"
+        raise UploadError(file.name, message, field=field)
+    return at

@@ -20,17 +20,21 @@ that reported ``error_occurred`` gives ``failed`` rows (``skipped`` ones ``skipp
 message as reason. Complexity fits (``BigO``, ``RMS``) go to the run's
 ``extra["complexity"]``. The context describes the machine (device ``cpu`` unless hinted),
 the library (environment) and the run (a ``date`` with a zone becomes ``started_at``).
+Reading is linear in the entries and held to the caps of ``app.uploads.limits`` (names,
+repetitions per instance as samples, results per file) and to the parse deadline.
 """
 
 import json
 import math
 import re
 import statistics
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from app.benchmarks import vocabulary as vocab
-from app.uploads.base import Hints, Parsed, UploadError, UploadFile
+from app.uploads import limits
+from app.uploads.base import Hints, OverLimit, Parsed, UploadError, UploadFile
 from app.uploads.benchmarks_json import at, benchmark_entries, json_safe, load_document, moment
 
 TIME_UNITS = ("ns", "us", "ms", "s")
@@ -102,7 +106,7 @@ class _Entry:
     values: dict[str, float]  # metric -> value, in file order
     failure: tuple[str, str] | None  # (status, reason)
     info: dict[str, Any]  # iterations, threads, label
-    family: Any  # family_index (absent before Google Benchmark 1.6)
+    family: int | None  # family_index (absent before Google Benchmark 1.6)
 
 
 @dataclass
@@ -111,6 +115,7 @@ class _Instance:
 
     run_name: str
     first: int
+    time_unit: str | None = None  # of the first entry that has timings
     repetitions: list[_Entry] = field(default_factory=list)
     aggregates: list[_Entry] = field(default_factory=list)
 
@@ -119,22 +124,29 @@ def parse_google_benchmark(file: UploadFile, hints: Hints) -> Parsed:
     """Result rows, machine, environment and run facts of one Google Benchmark JSON file."""
     document = load_document(file)
     context = document["context"] if isinstance(document.get("context"), dict) else {}
-    instances: dict[tuple[str, Any], _Instance] = {}
+    instances: dict[tuple[str, int | None], _Instance] = {}
     complexity: dict[str, dict[str, Any]] = {}
-    for index, entry in enumerate(benchmark_entries(file, document)):
+    entries = benchmark_entries(file, document)
+    _count_repetitions(file, entries)
+    for index, entry in enumerate(entries):
+        limits.check_deadline(file.name, record=index)
         if entry.get("aggregate_name") in COMPLEXITY_AGGREGATES:
             complexity.setdefault(_run_name(file, index, entry), {}).update(_complexity(entry))
         else:
             _add_entry(file, instances, _read_entry(file, index, entry))
     suite = hints.suite or _executable_name(context.get("executable")) or "google-benchmark"
     _reject_duplicates(file, list(instances.values()))
-    results = [row for i in instances.values() for row in _instance_rows(i, suite, hints)]
-    run = _run(context)
+    results: list[dict[str, Any]] = []
+    for instance in instances.values():
+        limits.check_deadline(file.name, record=instance.first)
+        results += _instance_rows(instance, suite, hints)
+        limits.check_results(file.name, len(results), record=instance.first)
+    run = _run(file, context)
     if complexity:
         run.setdefault("extra", {})["complexity"] = complexity
     return Parsed(
         results=results,
-        machine=_machine(context, hints),
+        machine=_machine(file, context, hints),
         environment=_environment(context),
         run=run,
     )
@@ -164,21 +176,50 @@ def split_run_name(run_name: str) -> tuple[str, dict[str, str]]:
 
 def _add_entry(
     file: UploadFile,
-    instances: dict[tuple[str, Any], _Instance],
+    instances: dict[tuple[str, int | None], _Instance],
     checked: _Entry,
 ) -> None:
     """File an entry under its instance; one instance has one time unit."""
     key = (checked.run_name, checked.family)
     instance = instances.setdefault(key, _Instance(checked.run_name, checked.index))
-    entries = instance.repetitions + instance.aggregates
-    if entries and checked.failure is None and checked.time_unit != entries[0].time_unit:
+    if instance.time_unit is None:
+        instance.time_unit = checked.time_unit
+    elif checked.failure is None and checked.time_unit != instance.time_unit:
+        first = (instance.repetitions or instance.aggregates)[0].index
         raise UploadError(
             file.name,
-            f"time_unit {checked.time_unit!r} differs from benchmarks[{entries[0].index}]",
+            f"time_unit {checked.time_unit!r} differs from benchmarks[{first}]",
             record=checked.index,
             field=at(checked.index, "time_unit"),
         )
-    (instance.aggregates if checked.aggregate else instance.repetitions).append(checked)
+    if checked.aggregate:
+        instance.aggregates.append(checked)
+        return
+    instance.repetitions.append(checked)
+    limits.check_samples(
+        file.name,
+        len(instance.repetitions),
+        field=f"repetitions of {checked.run_name!r:.80}",
+        record=checked.index,
+    )
+
+
+def _count_repetitions(file: UploadFile, entries: list[dict[str, Any]]) -> None:
+    """The samples cap, before the entries are read: repetitions of one name are counted.
+
+    The repetitions of an instance become one row's samples; reading each costs more than
+    counting them all, so a file with too many is refused before. (Counted by name: the
+    families of one executable do not share names.)
+    """
+    names: Counter[str] = Counter()
+    for entry in entries:
+        name = entry.get("run_name", entry.get("name"))
+        if isinstance(name, str) and entry.get("run_type", "iteration") == "iteration":
+            names[name] += 1
+    name, count = max(names.items(), key=lambda item: item[1], default=(None, 0))
+    if count > limits.MAX_SAMPLES_PER_RESULT:
+        message = f"{count} repetitions of {name!r:.80}; at most {limits.MAX_SAMPLES_PER_RESULT}"
+        raise OverLimit(file.name, message, field="benchmarks")
 
 
 def _read_entry(file: UploadFile, index: int, entry: dict[str, Any]) -> _Entry:
@@ -207,13 +248,17 @@ def _read_entry(file: UploadFile, index: int, entry: dict[str, Any]) -> _Entry:
         values = _values(file, index, entry)
     info = {k: entry[k] for k in ("iterations", "threads", "label") if k in entry}
     family = entry.get("family_index")
+    if family is not None and (isinstance(family, bool) or not isinstance(family, int)):
+        message = f"family_index must be a whole number, got {family!r:.40}"
+        raise UploadError(file.name, message, record=index, field=at(index, "family_index"))
     return _Entry(index, run_name, aggregate, unit, values, failure, json_safe(info), family)
 
 
 def _run_name(file: UploadFile, index: int, entry: dict[str, Any]) -> str:
     """``run_name`` (``name`` in files older than Google Benchmark 1.5)."""
     key = "run_name" if "run_name" in entry else "name"
-    return _string(file, index, entry, key)
+    name = _string(file, index, entry, key)
+    return limits.check_name(file.name, name, record=index, field=at(index, key))
 
 
 def _failure(entry: dict[str, Any]) -> tuple[str, str] | None:
@@ -278,22 +323,29 @@ def _instance_rows(instance: _Instance, suite: str, hints: Hints) -> list[dict[s
     entries = instance.repetitions + instance.aggregates
     if failed := [e for e in entries if e.failure is not None]:
         return _failure_rows(base, failed)
-    metrics = list(dict.fromkeys(metric for e in entries for metric in e.values))
+    # metric -> its repetitions' values, and its aggregates, in one pass over the entries
+    samples: dict[str, list[float]] = {}
+    aggregates: dict[str, dict[str, float]] = {}
+    for entry in instance.repetitions:
+        for metric, value in entry.values.items():
+            samples.setdefault(metric, []).append(value)
+    for entry in instance.aggregates:
+        for metric, value in entry.values.items():
+            aggregates.setdefault(metric, {})[str(entry.aggregate)] = value
     rows = []
-    for metric in metrics:
-        if (row := _metric_row(instance, metric)) is not None:
-            rows.append({**base, **row})
+    for metric in dict.fromkeys(metric for e in entries for metric in e.values):
+        found = _metric_row(metric, samples.get(metric, []), aggregates.get(metric, {}))
+        if found is not None:
+            rows.append({**base, **found, **_direction(metric, instance)})
     if rows and rows[0]["metric"] == "real_time":
         rows[0]["extra"] = {**rows[0].get("extra", {}), **_instance_info(instance)}
     return rows
 
 
-def _metric_row(instance: _Instance, metric: str) -> dict[str, Any] | None:
+def _metric_row(
+    metric: str, samples: list[float], aggregates: dict[str, float]
+) -> dict[str, Any] | None:
     """The value (median aggregate, else median of repetitions), samples and aggregates."""
-    samples = [e.values[metric] for e in instance.repetitions if metric in e.values]
-    aggregates = {
-        str(e.aggregate): e.values[metric] for e in instance.aggregates if metric in e.values
-    }
     if "median" in aggregates:
         value = aggregates["median"]
     elif samples:
@@ -302,7 +354,7 @@ def _metric_row(instance: _Instance, metric: str) -> dict[str, Any] | None:
         value = aggregates["mean"]
     else:
         return None
-    row: dict[str, Any] = {"metric": metric, "value": value, **_direction(metric, instance)}
+    row: dict[str, Any] = {"metric": metric, "value": value}
     if len(samples) > 1:
         row["samples"] = samples
     if aggregates:
@@ -368,13 +420,13 @@ def _executable_name(executable: Any) -> str | None:
     return name[:128] or None
 
 
-def _machine(context: dict[str, Any], hints: Hints) -> dict[str, Any]:
+def _machine(file: UploadFile, context: dict[str, Any], hints: Hints) -> dict[str, Any]:
     """MachineIn fields from the context (name is the uploader's to give)."""
     machine: dict[str, Any] = {"device": hints.device or "cpu"}
     if isinstance(host := context.get("host_name"), str) and host:
         machine["hostname"] = host[:256]
     if isinstance(cpus := context.get("num_cpus"), int) and not isinstance(cpus, bool):
-        machine["cpu_count"] = max(cpus, 0)
+        machine["cpu_count"] = limits.check_int32(file.name, max(cpus, 0), field="context.num_cpus")
     extra = {k: json_safe(context[k]) for k in CONTEXT_MACHINE_KEYS if k in context}
     if extra:
         machine["extra"] = extra
@@ -391,12 +443,12 @@ def _environment(context: dict[str, Any]) -> dict[str, Any]:
     return environment
 
 
-def _run(context: dict[str, Any]) -> dict[str, Any]:
+def _run(file: UploadFile, context: dict[str, Any]) -> dict[str, Any]:
     """Run fields: the start time, and in extra the executable, load and custom context."""
     run: dict[str, Any] = {}
     extra: dict[str, Any] = {}
     date = context.get("date")
-    if (started_at := _timestamp(date)) is not None:
+    if (started_at := _timestamp(file, date)) is not None:
         run["started_at"] = started_at
     elif isinstance(date, str):
         extra["date"] = date  # local time of an unknown zone (older versions)
@@ -411,9 +463,9 @@ def _run(context: dict[str, Any]) -> dict[str, Any]:
     return run
 
 
-def _timestamp(value: Any) -> str | None:
+def _timestamp(file: UploadFile, value: Any) -> str | None:
     """An ISO 8601 date with a zone, else None."""
-    at = moment(value)
+    at = moment(file, value, "context.date")
     return at.isoformat() if at is not None and at.tzinfo else None
 
 

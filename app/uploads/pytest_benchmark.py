@@ -17,6 +17,10 @@ two modules of one group), both take the full pytest node id as their model. mod
 and config are ``inference``, ``fp32`` and ``eager`` unless the hints say otherwise.
 ``machine_info`` describes the machine (device ``cpu`` unless hinted), the environment
 (Python, pytest-benchmark's version), and ``commit_info`` and ``datetime`` the run.
+
+Reading is held to the caps of ``app.uploads.limits`` and the parse deadline. Timings past
+the samples cap are not stored (``extra["samples_omitted"]`` counts them): the median and
+the other statistics still come from ``stats``, which pytest-benchmark computed from all.
 """
 
 import json
@@ -27,7 +31,7 @@ from datetime import UTC
 from typing import Any
 
 from app.benchmarks import vocabulary as vocab
-from app.runs.schemas import MAX_SAMPLES
+from app.uploads import limits
 from app.uploads.base import Hints, Parsed, UploadError, UploadFile
 from app.uploads.benchmarks_json import at, benchmark_entries, json_safe, load_document, moment
 
@@ -58,22 +62,28 @@ _STANDARD_INFO_KEYS = frozenset(
     {"node", "cpu", "python_version", "python_build", *_ENVIRONMENT_KEYS, *_MACHINE_KEYS}
 )
 _ADDRESS = re.compile(r" at 0x[0-9A-Fa-f]+")
-_PARAM_ID = re.compile(r"\[(?P<id>.*)\]$")
 
 
 def parse_pytest_benchmark(file: UploadFile, hints: Hints) -> Parsed:
     """Result rows, machine, environment and run facts of one pytest-benchmark JSON file."""
     document = load_document(file)
     entries = benchmark_entries(file, document)
-    cases = _unique([_read_case(file, index, entry, hints) for index, entry in enumerate(entries)])
-    _reject_duplicates(file, cases)
+    # Each benchmark gives one or two rows: counted before any is read.
+    limits.check_results(file.name, len(entries), what="benchmarks")
+    cases = []
+    for index, entry in enumerate(entries):
+        limits.check_deadline(file.name, record=index)
+        cases.append(_read_case(file, index, entry, hints))
+    _reject_duplicates(file, _unique(cases))
+    results = [row for case in cases for row in _case_rows(case, hints)]
+    limits.check_results(file.name, len(results))
     info = document.get("machine_info")
     info = info if isinstance(info, dict) else {}
     return Parsed(
-        results=[row for case in cases for row in _case_rows(case, hints)],
-        machine=_machine(info, hints),
+        results=results,
+        machine=_machine(file, info, hints),
         environment=_environment(info, document.get("version")),
-        run=_run(document),
+        run=_run(file, document),
     )
 
 
@@ -87,7 +97,7 @@ class _Case:
     model: str
     params: dict[str, Any]
     stats: dict[str, float | int]
-    samples: list[float] | None
+    samples: list[float] | int | None  # the timings, or how many were over the cap
 
     @property
     def identity(self) -> tuple[str, str, str]:
@@ -107,12 +117,15 @@ def _read_case(file: UploadFile, index: int, entry: dict[str, Any], hints: Hints
         raise UploadError(
             file.name, "name must be a non-empty string", record=index, field=at(index, "name")
         )
+    limits.check_name(file.name, name, record=index, field=at(index, "name"))
     stats = _required(file, index, entry, "stats", f"benchmarks[{index}]")
     if not isinstance(stats, dict):
         raise UploadError(
             file.name, "stats must be an object", record=index, field=at(index, "stats")
         )
     fullname = entry.get("fullname")
+    if isinstance(fullname, str):
+        limits.check_name(file.name, fullname, record=index, field=at(index, "fullname"))
     node = fullname if isinstance(fullname, str) and fullname else name
     module, qualname = node.split("::", 1) if "::" in node else ("", node)
     qualname, param_id = _split_param_id(qualname)
@@ -130,10 +143,16 @@ def _read_case(file: UploadFile, index: int, entry: dict[str, Any], hints: Hints
 
 
 def _split_param_id(name: str) -> tuple[str, str | None]:
-    """``test_x[a-1]`` -> (``test_x``, ``a-1``); names without an id come back whole."""
-    if (match := _PARAM_ID.search(name)) is None or match.start() == 0:
+    """``test_x[a-1]`` -> (``test_x``, ``a-1``); names without an id come back whole.
+
+    The id runs from the first ``[`` of the name's last line to its final ``]``, found by two
+    string searches: a pattern that scans to the end from each ``[`` is quadratic in them.
+    """
+    body = name.removesuffix("\n")
+    start = body.find("[", body.rfind("\n") + 1)
+    if not body.endswith("]") or start <= 0:
         return name, None
-    return name[: match.start()], match.group("id")
+    return name[:start], body[start + 1 : -1]
 
 
 def _module_name(module: str) -> str:
@@ -180,8 +199,11 @@ def _checked_stats(file: UploadFile, index: int, stats: dict[str, Any]) -> dict[
     return checked
 
 
-def _samples(file: UploadFile, index: int, data: Any) -> list[float] | None:
-    """The raw timings of ``--benchmark-save-data`` (seconds per call), or None."""
+def _samples(file: UploadFile, index: int, data: Any) -> list[float] | int | None:
+    """The raw timings of ``--benchmark-save-data`` (seconds per call), or None.
+
+    Over the samples cap, their count instead: they are not stored, so they are not read.
+    """
     if data is None:
         return None
     if not isinstance(data, list):
@@ -191,6 +213,8 @@ def _samples(file: UploadFile, index: int, data: Any) -> list[float] | None:
             record=index,
             field=at(index, "stats.data"),
         )
+    if len(data) > limits.MAX_SAMPLES_PER_RESULT:
+        return len(data)
     samples = [
         _number(file, index, at(index, f"stats.data[{i}]"), value) for i, value in enumerate(data)
     ]
@@ -240,17 +264,17 @@ def _case_rows(case: _Case, hints: Hints) -> list[dict[str, Any]]:
         "unit": TIME_UNIT,
         "value": case.stats["median"] * SECONDS_TO_TIME_UNIT,
     }
-    if case.samples is not None and len(case.samples) <= MAX_SAMPLES:
+    if isinstance(case.samples, list):
         latency["samples"] = [s * SECONDS_TO_TIME_UNIT for s in case.samples]
     elif case.samples is not None:
-        extra["samples_omitted"] = len(case.samples)
+        extra["samples_omitted"] = case.samples
     rows = [{**latency, "extra": extra}]
     if "ops" in case.stats:
         rows.append({**base, "metric": OPS_METRIC, "unit": "ops/s", "value": case.stats["ops"]})
     return rows
 
 
-def _machine(info: dict[str, Any], hints: Hints) -> dict[str, Any]:
+def _machine(file: UploadFile, info: dict[str, Any], hints: Hints) -> dict[str, Any]:
     """MachineIn fields from ``machine_info`` (name is the uploader's to give)."""
     cpu: dict[str, Any] = info["cpu"] if isinstance(info.get("cpu"), dict) else {}
     machine: dict[str, Any] = {"device": hints.device or "cpu"}
@@ -258,7 +282,7 @@ def _machine(info: dict[str, Any], hints: Hints) -> dict[str, Any]:
     if isinstance(brand, str) and brand:
         machine["cpu"] = brand[:256]
     if isinstance(count := cpu.get("count"), int) and not isinstance(count, bool) and count >= 0:
-        machine["cpu_count"] = count
+        machine["cpu_count"] = limits.check_int32(file.name, count, field="machine_info.cpu.count")
     if isinstance(node := info.get("node"), str) and node:
         machine["hostname"] = node[:256]
     extra = {k: info[k] for k in _MACHINE_KEYS if isinstance(info.get(k), str) and info[k]}
@@ -284,10 +308,10 @@ def _environment(info: dict[str, Any], version: Any) -> dict[str, Any]:
     return environment
 
 
-def _run(document: dict[str, Any]) -> dict[str, Any]:
+def _run(file: UploadFile, document: dict[str, Any]) -> dict[str, Any]:
     """Run fields: commit, branch, start time; the dirty flag and project in extra."""
     run: dict[str, Any] = {}
-    if (started_at := _timestamp(document.get("datetime"))) is not None:
+    if (started_at := _timestamp(file, document.get("datetime"))) is not None:
         run["started_at"] = started_at
     commit = document.get("commit_info")
     if not isinstance(commit, dict):
@@ -306,9 +330,9 @@ def _run(document: dict[str, Any]) -> dict[str, Any]:
     return run
 
 
-def _timestamp(value: Any) -> str | None:
+def _timestamp(file: UploadFile, value: Any) -> str | None:
     """ISO 8601 with a zone; pytest-benchmark's zone-less times are UTC (``utcnow()``)."""
-    if (at := moment(value)) is None:
+    if (at := moment(file, value, "datetime")) is None:
         return None
     return (at if at.tzinfo else at.replace(tzinfo=UTC)).isoformat()
 

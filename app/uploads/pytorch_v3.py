@@ -6,7 +6,8 @@ Each record (``benchmark``, ``model``, ``metric``; optional ``runners`` and ``de
 in stored rows also the CI metadata) becomes exactly one result row, so ``results[i]`` of the
 ingest is record ``i`` of the file. The rules are in docs/formats.md ("pytorch-v3"). Unlike
 the upstream uploader, which skips what it cannot read, a bad record rejects the file with its
-record index, line and field.
+record index, line and field. Reading is held to the caps of ``app.uploads.limits`` (JSON
+depth and size, records per file, values per record) and to the parse deadline.
 """
 
 import json
@@ -15,13 +16,13 @@ import re
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime, timedelta
 from operator import methodcaller
 from typing import Any
 
 from app.benchmarks import vocabulary as vocab
-from app.runs.schemas import MAX_SAMPLES
-from app.uploads.base import Hints, Parsed, UploadError, UploadFile
+from app.uploads import limits
+from app.uploads.base import Hints, OverLimit, Parsed, UploadError, UploadFile
 from app.uploads.torchbench import CI_CONFIGS, FAILURE_METRICS, read_file_name
 
 # benchmarks/dynamo (common.py output_json) writes the rows of its CSVs as records named
@@ -67,6 +68,9 @@ _NOT_ROW_EXTRA = frozenset(
     {"benchmark", "model", "metric", "runners", "dependencies", "timestamp", *_RUN_KEYS}
 )
 _IDENTITY = ("suite", "model", "mode", "precision", "config", "batch_size", "params", "metric")
+_NON_BLANK = re.compile(r"\S")
+# Seconds past which a timestamp is refused: also keeps timedelta() from overflowing.
+_LATEST_S = (limits.LATEST - limits.EARLIEST).total_seconds()
 
 
 @dataclass(frozen=True)
@@ -88,7 +92,11 @@ def parse_pytorch_v3(file: UploadFile, hints: Hints) -> Parsed:
     records = read_records(file)
     if not records:
         raise UploadError(file.name, "the file holds no benchmark records")
-    results = [result_row(located, hints) for located in records]
+    limits.check_results(file.name, len(records), record=limits.MAX_RESULTS_PER_FILE)
+    results: list[dict[str, Any]] = []
+    for located in records:
+        limits.check_deadline(file.name, line=located.line, record=located.index)
+        results.append(result_row(located, hints))
     _reject_duplicates(records, results)
     return Parsed(
         results=results,
@@ -111,9 +119,9 @@ def read_records(file: UploadFile) -> list[Located]:
     if not text.strip():
         return []
     try:
-        document = json.loads(text)
+        document = limits.parse_json(file.name, text)
     except json.JSONDecodeError as exc:
-        if _first_line_is_json(text):
+        if _first_line_is_json(file.name, text):
             return _records_of_lines(file.name, text)
         message = f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
         raise UploadError(file.name, message, line=exc.lineno) from exc
@@ -121,11 +129,12 @@ def read_records(file: UploadFile) -> list[Located]:
     return [Located(file.name, index, None, item) for index, item in enumerate(items)]
 
 
-def _first_line_is_json(text: str) -> bool:
+def _first_line_is_json(file: str, text: str) -> bool:
     """Whether the first non-blank line is JSON by itself: JSON lines, not a broken document."""
-    first = next((line for line in text.splitlines() if line.strip()), "")
+    start = found.start() if (found := _NON_BLANK.search(text)) else 0
+    end = text.find("\n", start)
     try:
-        json.loads(first)
+        limits.parse_json(file, text[start : None if end == -1 else end], line=1)
     except json.JSONDecodeError:
         return False
     return True
@@ -133,12 +142,18 @@ def _first_line_is_json(text: str) -> bool:
 
 def _records_of_lines(file: str, text: str) -> list[Located]:
     """JSON lines: each line an object or a list of objects (ClickHouse JSONEachRow)."""
+    if text.count("\n") >= limits.MAX_LINES:
+        raise OverLimit(file, f"more than {limits.MAX_LINES} lines; split the file")
+    limits.check_json_text(file, text)
+    # A line that starts an object is one record: counted before any is read.
+    limits.check_results(file, text.count("\n{") + text.startswith("{"), what="records")
     records: list[Located] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
+        limits.check_deadline(file, line=number)
         try:
-            value = json.loads(line)
+            value = limits.parse_json(file, line, line=number, checked=True)
         except json.JSONDecodeError as exc:
             message = f"invalid JSON: {exc.msg} (line {number}, column {exc.colno})"
             raise UploadError(file, message, line=number) from exc
@@ -146,6 +161,7 @@ def _records_of_lines(file: str, text: str) -> list[Located]:
             raise UploadError(file, "a line must be an object or a list of objects", line=number)
         for item in value if isinstance(value, list) else [value]:
             records.append(Located(file, len(records), number, item))
+        limits.check_results(file, len(records), line=number)
     return records
 
 
@@ -275,6 +291,9 @@ def _batch_size(located: Located, info: dict[str, Any]) -> int | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise located.error("must be a whole number >= 0", "benchmark.extra_info.batch_size")
+    if value > limits.MAX_INT32:
+        message = f"{value} is too large; at most {limits.MAX_INT32}"
+        raise located.error(message, "benchmark.extra_info.batch_size")
     return value
 
 
@@ -318,8 +337,9 @@ def _samples(located: Located, values: Any) -> list[float]:
         return []
     if not isinstance(values, list):
         raise located.error("must be a list of numbers", "metric.benchmark_values")
-    if len(values) > MAX_SAMPLES:
-        raise located.error(f"more than {MAX_SAMPLES} values", "metric.benchmark_values")
+    limits.check_samples(
+        located.file, len(values), field="metric.benchmark_values", record=located.index
+    )
     for i, value in enumerate(values):
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise located.error(f"{value!r} is not a number", f"metric.benchmark_values[{i}]")
@@ -529,9 +549,11 @@ def _runner_value(located: Located, runner: dict[str, Any], key: str, kind: type
     else:
         number = isinstance(value, int | float) and not isinstance(value, bool)
         ok = number and value >= 0 and (kind is float or isinstance(value, int))
+        # counts go to INTEGER columns
+        ok = ok and (kind is not int or value <= limits.MAX_INT32)
     if not ok:
-        what = {str: "a string", int: "a whole number >= 0"}.get(kind, "a number >= 0")
-        raise located.error(f"must be {what}", f"runners[0].{key}")
+        what = {str: "a string", int: f"a whole number from 0 to {limits.MAX_INT32}"}
+        raise located.error(f"must be {what.get(kind, 'a number >= 0')}", f"runners[0].{key}")
     return value
 
 
@@ -621,16 +643,20 @@ def _positive(value: Any) -> bool:
 
 def _started_at(records: list[Located]) -> tuple[str, int | float] | None:
     """The earliest record timestamp (epoch seconds, or milliseconds) as ISO 8601 UTC."""
-    stamps: list[int | float] = []
+    stamps: list[tuple[datetime, int | float]] = []
     for located in records:
         value = located.record.get("timestamp")
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
             raise located.error("must be a positive number of seconds since 1970", "timestamp")
-        stamps.append(value)
+        seconds = value / 1000 if value > 1e11 else value  # the DynamoDB path wrote milliseconds
+        at = limits.EARLIEST + timedelta(seconds=min(seconds, _LATEST_S))
+        if not limits.in_time_range(at):
+            message = f"{value:.6g} is not a time from 1970 to {limits.LATEST.year - 1}"
+            raise located.error(message, "timestamp")
+        stamps.append((at, value))
     if not stamps:
         return None
-    raw = min(stamps)
-    seconds = raw / 1000 if raw > 1e11 else raw  # the DynamoDB path wrote milliseconds
-    return datetime.fromtimestamp(seconds, UTC).isoformat().replace("+00:00", "Z"), raw
+    at, raw = min(stamps, key=lambda stamp: stamp[0])
+    return at.isoformat().replace("+00:00", "Z"), raw

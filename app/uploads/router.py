@@ -35,6 +35,7 @@ run (200); see docs/formats.md for the mapping of each format.
     responses={
         200: {"description": "A retry: the run stored earlier under this key"},
         409: {"description": "The key is stored with a different payload"},
+        413: {"description": "A file is over a cap of docs/limits.md, or took too long to read"},
         422: {"description": "A file or row is invalid: `errors` name the file, line and field"},
     },
 )
@@ -48,7 +49,14 @@ async def upload(
 ) -> Run:
     """Parse the files, then ingest them as one run (idempotent, all-or-nothing)."""
     files, fields = await _read(request, filename)
-    run_in = await run_in_threadpool(build_run, files, fields.pop("format", format), fields)
+    # Off the event loop, and under a deadline: a hostile file cannot hold the server.
+    run_in = await run_in_threadpool(
+        build_run,
+        files,
+        fields.pop("format", format),
+        fields,
+        timeout_s=request.app.state.settings.PARSE_TIMEOUT_S,
+    )
     ingested = await run_in_threadpool(
         runs_service.ingest_run, session, run_in, source=f"upload:{token.name}"
     )

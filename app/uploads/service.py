@@ -17,7 +17,8 @@ from pydantic import ValidationError
 from app.api.validation import describe
 from app.core.errors import InvalidInput
 from app.runs.schemas import RunIn
-from app.uploads.base import Hints, Parsed, UploadError, UploadFile
+from app.uploads import limits
+from app.uploads.base import Hints, OverLimit, Parsed, UploadError, UploadFile
 
 Parser = Callable[[UploadFile, Hints], Parsed]
 # Format name -> its parser's module and function (imported when a file of it arrives).
@@ -38,15 +39,26 @@ METADATA = tuple(dict.fromkeys((*RUN_FIELDS, *MACHINE_FIELDS, *ENVIRONMENT_FIELD
 
 
 class BadUpload(InvalidInput):
-    """An upload that cannot become a run: every problem with its file and place."""
+    """An upload that cannot become a run: every problem with its file and place.
 
-    def __init__(self, errors: list[dict[str, Any]]) -> None:
+    ``count``: how many problems there are, when ``errors`` lists only the first of them.
+    """
+
+    def __init__(self, errors: list[dict[str, Any]], count: int | None = None) -> None:
         first = errors[0]
         where = first.get("file") or first.get("loc") or "upload"
+        total = len(errors) if count is None else count
+        listed = "" if total == len(errors) else f" ({len(errors)} listed)"
         super().__init__(
-            f"{len(errors)} problem(s); first in {where}: {first['message']}",
+            f"{total} problem(s){listed}; first in {where}: {first['message']}",
             errors=errors,
         )
+
+
+class UploadTooLarge(BadUpload):
+    """An upload over a cap of ``app.uploads.limits`` or the parse deadline (docs/limits.md)."""
+
+    status_code = 413
 
 
 def parser(fmt: str) -> Parser:
@@ -82,38 +94,62 @@ def sniff(file: UploadFile) -> str:
 def _check_json(file: UploadFile) -> None:
     """A JSON file whose format cannot be told may just be broken: say where."""
     try:
-        json.loads(file.content)
+        limits.parse_json(file.name, file.content)
     except json.JSONDecodeError as error:
         raise UploadError(file.name, f"invalid JSON: {error.msg}", line=error.lineno) from error
     except UnicodeDecodeError as error:
         raise UploadError(file.name, f"not UTF-8 text: {error.reason}") from error
 
 
-def build_run(files: list[UploadFile], fmt: str, fields: dict[str, str]) -> RunIn:
-    """The native run of these files and metadata; BadUpload says what is wrong, and where."""
+def build_run(
+    files: list[UploadFile], fmt: str, fields: dict[str, str], *, timeout_s: float | None = None
+) -> RunIn:
+    """The native run of these files and metadata; BadUpload says what is wrong, and where.
+
+    ``timeout_s``: the parse deadline (None: none), past which the upload is UploadTooLarge.
+    """
     if not files:
         raise BadUpload([{"file": None, "message": "no file in the upload"}])
     if fmt not in FORMATS:
         known = ", ".join(FORMATS)
         raise BadUpload([{"field": "format", "message": f"unknown format; one of {known}"}])
     try:
-        formats = [sniff(f) if fmt == "auto" else fmt for f in files]
-        if "native" in formats:
-            return _native(files, formats, fields)
-        hints = Hints(**{k: fields[k] for k in HINT_FIELDS if fields.get(k)})
-        parsed = [parser(f)(file, hints) for f, file in zip(formats, files, strict=True)]
+        with limits.parse_deadline(timeout_s):
+            _check_metadata(files, fields)
+            formats = [sniff(f) if fmt == "auto" else fmt for f in files]
+            if "native" in formats:
+                return _native(files, fields)
+            hints = Hints(**{k: fields[k] for k in HINT_FIELDS if fields.get(k)})
+            parsed = [parser(f)(file, hints) for f, file in zip(formats, files, strict=True)]
+            payload = _payload(files, formats, parsed, fields)
+            limits.check_deadline(files[-1].name)
+    except OverLimit as error:
+        raise UploadTooLarge([error.as_dict()]) from error
     except UploadError as error:
         raise BadUpload([error.as_dict()]) from error
-    return _validated(_payload(files, formats, parsed, fields), files, parsed)
+    return _validated(payload, files, parsed)
 
 
-def _native(files: list[UploadFile], formats: list[str], fields: dict[str, str]) -> RunIn:
+def _check_metadata(files: list[UploadFile], fields: dict[str, str]) -> None:
+    """File names within the name cap; no NUL character in a name or a field."""
+    for file in files:
+        limits.check_name(file.name[:64], file.name, field="filename")
+        if "\x00" in file.name:
+            raise UploadError(file.name.replace("\x00", "?"), "a NUL character in the file name")
+    for name, value in fields.items():
+        if "\x00" in value:
+            raise UploadError(files[0].name, "a NUL character: it cannot be stored", field=name)
+
+
+def _native(files: list[UploadFile], fields: dict[str, str]) -> RunIn:
     if len(files) != 1:
         raise UploadError(files[0].name, "a native payload is a whole run: upload it alone")
     try:
-        payload = json.loads(files[0].content)
-    except ValueError as error:
+        payload = limits.parse_json(files[0].name, files[0].content)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise UploadError(files[0].name, f"not JSON: {error}") from error
+    if not isinstance(payload, dict):
+        raise UploadError(files[0].name, "a native payload is a JSON object (a run)")
     if fields.get("key"):
         payload["key"] = fields["key"]
     return _validated(payload, files, None)
@@ -162,7 +198,9 @@ def _validated(payload: Any, files: list[UploadFile], parsed: list[Parsed] | Non
     try:
         return RunIn.model_validate(payload)
     except ValidationError as error:
-        raise BadUpload([_located(dict(e), files, parsed) for e in error.errors()]) from error
+        # A file of bad rows has as many problems as rows: the first ones say what is wrong.
+        listed = [_located(dict(e), files, parsed) for e in error.errors()[: limits.MAX_ERRORS]]
+        raise BadUpload(listed, error.error_count()) from error
 
 
 def _located(

@@ -13,17 +13,22 @@ device come from the file name (``read_file_name``) unless ``Hints`` give them.
 ``common.py`` writes a model that failed as a placeholder row (``write_csv_when_exception``:
 batch size 0, speedup 0, abs_latency 0) and pads short rows with ``"0"`` (``output_csv``).
 Those zeros are not measurements: they become ``failed`` results or are left out.
+
+Reading is linear in the file and held to the caps of ``app.uploads.limits``: lines, line
+length, cells per row, cell length, results per file, and the parse deadline between rows.
 """
 
 import csv
 import io
+import math
 import re
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 from typing import Any, get_args
 
 from app.benchmarks import vocabulary as vocab
-from app.uploads.base import Hints, Parsed, UploadError, UploadFile
+from app.uploads import limits
+from app.uploads.base import Hints, OverLimit, Parsed, UploadError, UploadFile
 
 SUITES = {
     "torchbench": "torchbench",
@@ -49,7 +54,10 @@ FAILURE_METRICS = ("speedup", "abs_latency")
 # --baseline columns: common.py writes 0 for both when the baseline has no such model.
 BASELINE_METRICS = {"baseline": "x", "speedup_vs_baseline": "x"}
 DIGITS = re.compile(r"[0-9]+")
-NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+# One way to read each digit (``\d+\.?\d*`` had as many as the digits before a bad character:
+# seconds for a cell of 8,000 digits and an ``x``).
+NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+NEWLINE = re.compile(r"\r\n|\r|\n")  # what the csv module ends a line at
 FOLDER_DEVICE = re.compile(r"^(?:(rocm|cpu|cuda|xpu|mps)|cu\d+)$")
 
 
@@ -82,7 +90,11 @@ def parse_torchbench(file: UploadFile, hints: Hints) -> Parsed:
     facts = read_file_name(file.name)
     device = _device(file.name, hints, facts, {row["dev"] for _, row in rows if row.get("dev")})
     case = _case(file.name, hints, facts, device)
-    results = [result for line, row in rows for result in _row_results(file.name, line, row, case)]
+    results: list[dict[str, Any]] = []
+    for line, row in rows:
+        limits.check_deadline(file.name, line=line)
+        results += _row_results(file.name, line, row, case)
+        limits.check_results(file.name, len(results), line=line)
     machine: dict[str, Any] = {"device": device} if device else {}
     if facts.arch and not hints.device:
         machine["arch"] = facts.arch
@@ -200,11 +212,15 @@ def _decode(file: UploadFile) -> str:
 
 def _read_table(file: str, text: str) -> list[tuple[int, dict[str, str]]]:
     """The data rows by column, with 1-based line numbers; blank and ``#`` lines skipped."""
+    limits.check_text(file, text)
+    _check_lines(file, text)
     reader = csv.reader(io.StringIO(text, newline=""))
     header: list[str] | None = None
     rows: list[tuple[int, dict[str, str]]] = []
     try:
         for raw in reader:
+            limits.check_deadline(file, line=reader.line_num)
+            _check_cells(file, reader.line_num, raw, header)
             cells = [cell.strip() for cell in raw]
             if not any(cells) or cells[0].startswith("#"):
                 continue
@@ -219,15 +235,49 @@ def _read_table(file: str, text: str) -> list[tuple[int, dict[str, str]]]:
     return rows
 
 
+def _check_lines(file: str, text: str) -> None:
+    """At most MAX_LINES lines, none longer than MAX_CSV_LINE_CHARS; rows within the cap.
+
+    The csv module splits a whole row into cells before any of them can be looked at: the
+    line length bounds how many it makes. A file may have as many data rows as results;
+    they are counted here, before any is read, so a file over the cap costs nothing (blank
+    lines do not count).
+    """
+    count = text.count("\n") + text.count("\r") - text.count("\r\n")
+    if count > limits.MAX_LINES:
+        raise OverLimit(file, f"more than {limits.MAX_LINES} lines; split the file")
+    lines = NEWLINE.split(text) if "\r" in text else text.split("\n")  # the same, faster
+    lengths = list(map(len, lines))
+    if (longest := max(lengths)) > limits.MAX_CSV_LINE_CHARS:
+        message = f"a line of {longest} characters; at most {limits.MAX_CSV_LINE_CHARS}"
+        raise OverLimit(file, message, line=lengths.index(longest) + 1)
+    limits.check_results(file, len(lines) - lines.count("") - 1, what="rows")  # less the header
+
+
+def _check_cells(file: str, line: int, raw: list[str], header: list[str] | None) -> None:
+    """At most MAX_COLUMNS cells, none longer than MAX_CELL_CHARS (checked before any regex)."""
+    if len(raw) > limits.MAX_COLUMNS:
+        message = f"{len(raw)} cells; at most {limits.MAX_COLUMNS} columns"
+        raise OverLimit(file, message, line=line)
+    if raw and max(map(len, raw)) > limits.MAX_CELL_CHARS:
+        index = next(i for i, cell in enumerate(raw) if len(cell) > limits.MAX_CELL_CHARS)
+        column = header[index] if header and index < len(header) else f"column {index + 1}"
+        message = f"a cell of {len(raw[index])} characters; at most {limits.MAX_CELL_CHARS}"
+        raise OverLimit(file, message, line=line, field=column)
+
+
 def _check_header(file: str, line: int, cells: list[str]) -> list[str]:
     """The column names, each present once and none empty."""
     while cells and not cells[-1]:
         cells.pop()
+    seen: set[str] = set()
     for index, column in enumerate(cells):
         if not column:
             raise UploadError(file, f"column {index + 1} of the header has no name", line=line)
-        if column in cells[:index]:
+        limits.check_name(file, column, line=line, field=f"column {index + 1}")
+        if column in seen:
             raise UploadError(file, "the column appears twice", line=line, field=column)
+        seen.add(column)
     if "name" not in cells:
         raise UploadError(file, "the header has no 'name' column", line=line, field="name")
     return cells
@@ -360,13 +410,16 @@ def _batch_size(file: str, line: int, cell: str) -> int | None:
     if not cell:
         return None
     if not DIGITS.fullmatch(cell):
-        message = f"batch_size must be a whole number >= 0, not {cell!r}"
+        message = f"batch_size must be a whole number >= 0, not {cell!r:.40}"
         raise UploadError(file, message, line=line, field="batch_size")
-    return int(cell)
+    return limits.check_int32(file, int(cell), line=line, field="batch_size")
 
 
 def _number(file: str, line: int, column: str, cell: str) -> float:
     """A finite decimal number (no NaN, Infinity or ``1_000``)."""
     if not NUMBER.fullmatch(cell):
-        raise UploadError(file, f"not a number: {cell!r}", line=line, field=column)
-    return float(cell)
+        raise UploadError(file, f"not a number: {cell!r:.40}", line=line, field=column)
+    if math.isinf(value := float(cell)):
+        message = f"{cell:.24} is out of range (overflows to infinity)"
+        raise UploadError(file, message, line=line, field=column)
+    return value

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from app.runs.schemas import ResultIn
-from app.uploads import pytest_benchmark
+from app.uploads import limits
 from app.uploads.base import Hints, Parsed, UploadError, UploadFile
 from app.uploads.pytest_benchmark import parse_pytest_benchmark
 from tests.uploads.rows import assert_one_row_per_series, ingestible_run
@@ -239,7 +239,7 @@ def test_memory_addresses_are_dropped_from_params() -> None:
 
 
 def test_too_many_samples_are_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pytest_benchmark, "MAX_SAMPLES", 100)
+    monkeypatch.setattr(limits, "MAX_SAMPLES_PER_RESULT", 100)
     row = rows_by(parse(SAVE_DATA), "test_decimal_sharpe_ratio", "latency")
 
     assert "samples" not in row
