@@ -47,6 +47,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         log_level=settings.LOG_LEVEL.lower(),
         proxy_headers=args.proxy_headers,
         forwarded_allow_ips=args.forwarded_allow_ips,
+        # On SIGTERM, requests in flight get this long before they are cancelled: an upload's
+        # parse deadline, and time to store what it read. Without it uvicorn waits forever.
+        timeout_graceful_shutdown=int(settings.PARSE_TIMEOUT_S) + 10,
     )
     return 0
 
