@@ -7,14 +7,18 @@ from fastapi.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile as StarletteFile
 
 from app.api.deps import IngestToken, SessionDep
+from app.api.responses import errors
+from app.api.validation import ApiRoute
 from app.core import queue
+from app.core.errors import ErrorBody
 from app.runs import service as runs_service
 from app.runs.models import Run
 from app.runs.schemas import RunRead
 from app.uploads.base import UploadFile
 from app.uploads.service import FORMATS, METADATA, build_run
 
-router = APIRouter(tags=["uploads"])
+# Its HTTP errors (auth, a malformed multipart body) answer in the API's one error body too.
+router = APIRouter(tags=["uploads"], route_class=ApiRoute)
 RAW_NAMES = {"text/csv": "upload.csv", "application/x-ndjson": "upload.jsonl"}
 DESCRIPTION = f"""Upload result files as one run (scope `ingest`).
 
@@ -34,9 +38,18 @@ run (200); see docs/formats.md for the mapping of each format.
     description=DESCRIPTION,
     responses={
         200: {"description": "A retry: the run stored earlier under this key"},
-        409: {"description": "The key is stored with a different payload"},
-        413: {"description": "A file is over a cap of docs/limits.md, or took too long to read"},
-        422: {"description": "A file or row is invalid: `errors` name the file, line and field"},
+        **errors(401, 403, 409),
+        400: {"model": ErrorBody, "description": "The multipart body cannot be read"},
+        413: {
+            "model": ErrorBody,
+            "description": "The body is over BENCHWATCH_MAX_BODY_BYTES, a file over a cap of "
+            "docs/limits.md, or the files took longer than BENCHWATCH_PARSE_TIMEOUT_S to read: "
+            "`errors` name the file and where",
+        },
+        422: {
+            "model": ErrorBody,
+            "description": "A file or row is invalid: `errors` name the file, line and field",
+        },
     },
 )
 async def upload(

@@ -154,6 +154,21 @@ def test_one_answer_lists_the_first_problems_and_counts_them_all(
     assert body["detail"].startswith(f"150 problem(s) ({limits.MAX_ERRORS} listed)")
 
 
+def test_auth_and_multipart_errors_answer_in_the_one_error_body(
+    client: TestClient, ingest_headers: dict[str, str]
+) -> None:
+    anonymous = client.post("/api/v1/uploads", files=[("file", ("a.csv", b"x"))])
+    assert anonymous.status_code == 401
+    assert anonymous.json()["error"] == "Unauthorized"
+    broken = client.post(
+        "/api/v1/uploads",
+        content=b"--b\r\nContent-Disposition: form-data; name=file; filename=" + b"x" * 100_000,
+        headers={**ingest_headers, "Content-Type": "multipart/form-data; boundary=b"},
+    )
+    assert broken.status_code == 400
+    assert broken.json()["error"] == "BadRequest"
+
+
 @pytest.fixture
 def hurried_client(settings: Settings) -> Iterator[TestClient]:
     """A client of an app whose parse deadline has always passed."""
