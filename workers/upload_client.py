@@ -20,6 +20,8 @@ from typing import Any
 
 import httpx
 
+from app.core.urls import is_http_url
+
 OK, REJECTED, UNREACHABLE, REGRESSED = 0, 1, 2, 3
 CHUNK = 256 * 1024
 
@@ -68,7 +70,8 @@ def metadata(
     if ci is not None:
         fields.setdefault("commit", ci.commit)
         fields.setdefault("branch", ci.branch)
-        fields.setdefault("url", ci.url)
+        if is_http_url(ci.url):  # inferred, so left out when the CI's variables make no link
+            fields.setdefault("url", ci.url)
         fields.setdefault("trigger", "ci")
         names = hashlib.sha256("\0".join(sorted(f.name for f in files)).encode()).hexdigest()
         fields.setdefault("key", f"{ci.key}-{names[:8]}")  # several uploads per job may differ

@@ -146,3 +146,11 @@ def test_giving_up_after_the_retries_returns_the_last_answer(
     response = Uploader(flaky_server, "token", retries=1, backoff_s=0.01).send([data], {}, "auto")
     assert response.status_code == 503
     assert len(Flaky.bodies) == 2
+
+
+def test_a_ci_link_is_sent_only_when_the_variables_make_an_http_one() -> None:
+    """GitHub Actions without GITHUB_SERVER_URL would give '/org/repo/...': the server refuses
+    a link that is not http(s), so the client leaves it out instead of failing the upload."""
+    partial = {k: v for k, v in GITHUB.items() if k != "GITHUB_SERVER_URL"}
+    assert "url" not in metadata({}, [], partial)
+    assert metadata({}, [], GITHUB)["url"].startswith("https://github.example/")
