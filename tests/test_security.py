@@ -1,5 +1,6 @@
 """Issue 12's security points over HTTP: links, headers, sessions, CSRF, who triaged, config."""
 
+import json
 import re
 import socket
 import threading
@@ -376,6 +377,14 @@ def test_a_token_limited_to_machine_patterns_ingests_for_those_alone(
         "token 'ci-h100' may only ingest for machines matching gb200-?, h100-*, not 'mi300x-1'"
     )
     assert client.get("/api/v1/runs", params={"machine": "mi300x-1"}).json()["items"] == []
+    upload = client.post(
+        "/api/v1/uploads",
+        params={"machine": "mi300x-1", "filename": "run.json"},
+        content=json.dumps(run_payload("up", [result()], machine="mi300x-1")),
+        headers={**headers, "Content-Type": "application/json"},
+    )
+    assert upload.status_code == 403, upload.text
+    assert "not 'mi300x-1'" in upload.json()["detail"]
 
 
 @pytest.mark.parametrize("patterns", [["bad pattern"], ["x" * 129], [f"m{n}" for n in range(33)]])

@@ -14,6 +14,7 @@ from app.core.errors import ErrorBody
 from app.runs import service as runs_service
 from app.runs.models import Run
 from app.runs.schemas import RunRead
+from app.tokens import service as tokens_service
 from app.uploads.base import UploadFile
 from app.uploads.service import FORMATS, METADATA, build_run
 
@@ -70,6 +71,7 @@ async def upload(
         fields,
         timeout_s=request.app.state.settings.PARSE_TIMEOUT_S,
     )
+    tokens_service.check_machine(token, run_in.machine.name)
     ingested = await run_in_threadpool(
         runs_service.ingest_run, session, run_in, source=f"upload:{token.name}"
     )
