@@ -53,7 +53,11 @@ class ErrorItem(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    loc: str = Field(description="Where: `results[3].value`, `query.limit`, `path.run_id`, ...")
+    loc: str | None = Field(
+        default=None,
+        description="Where: `results[3].value`, `query.limit`, `path.run_id`, ...; an upload's "
+        "problems name their `file`, `line` and `record` instead",
+    )
     message: str
     field: str | None = Field(default=None, description="The name of the field at `loc`")
     result_index: int | None = Field(

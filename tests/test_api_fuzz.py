@@ -1,0 +1,112 @@
+"""The JSON API fuzzed against its own OpenAPI schema (schemathesis, in process, on SQLite).
+
+Every operation gets generated valid and invalid requests, with a token for the writes, on a
+database that holds a history with regressions; no answer may be a 5xx, and each must be
+declared by its operation with the schema it declares. The stateful test chains operations
+through the ids they answer (a posted run read back, a listed group patched).
+
+CI runs a fixed, derandomized budget. By hand, for longer and at random:
+``BENCHWATCH_FUZZ_EXAMPLES=300 BENCHWATCH_FUZZ_RANDOM=1 .venv/bin/pytest tests/test_api_fuzz.py``
+"""
+
+import os
+from pathlib import Path
+from typing import Any
+
+import hypothesis
+import pytest
+import schemathesis
+from fastapi.testclient import TestClient
+from hypothesis import HealthCheck
+
+from app.core.config import Settings
+from app.core.db import Database
+from app.core.migrate import upgrade_database
+from app.main import create_app
+from tests.anomalies.test_service import dynamic_bert_slower, post_history
+from tests.conftest import PEPPER, make_token
+
+EXAMPLES = int(os.environ.get("BENCHWATCH_FUZZ_EXAMPLES", "40"))
+RANDOM = os.environ.get("BENCHWATCH_FUZZ_RANDOM", "") not in ("", "0")
+STATEFUL_EXAMPLES = max(1, EXAMPLES // 2)
+CHECKS = ("not_a_server_error", "status_code_conformance", "response_schema_conformance")
+CONFIG: dict[str, Any] = {
+    "generation": {
+        "max-examples": EXAMPLES,
+        "deterministic": not RANDOM,
+        "database": "none",  # no example database in the repository
+    },
+    "checks": {"enabled": False, **{name: {"enabled": True} for name in CHECKS}},
+    "suppress-health-check": ["too_slow", "filter_too_much", "data_too_large"],
+}
+if not RANDOM:
+    CONFIG["seed"] = 20261201
+
+
+def hypothesis_settings(max_examples: int) -> hypothesis.settings:
+    """Bounded, reproducible in CI, and free of Hypothesis' example database."""
+    return hypothesis.settings(
+        max_examples=max_examples,
+        derandomize=not RANDOM,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+
+
+def openapi_document() -> dict[str, Any]:
+    """The schema under test, as the app serves it (no database is opened to build it)."""
+    settings = Settings(DATABASE_URL="sqlite://", TOKEN_PEPPER=PEPPER, BROKER_URL=None)
+    application = create_app(settings)
+    document = application.openapi()
+    application.state.database.dispose()
+    return document
+
+
+# Built at import: schemathesis parametrizes the test by operation when it is collected.
+schema = schemathesis.openapi.from_dict(
+    openapi_document(), config=schemathesis.Config.from_dict(CONFIG)
+)
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Settings, str]:
+    """A SQLite database holding a history with a regression, and a token that may write."""
+    path: Path = tmp_path_factory.mktemp("fuzz") / "benchwatch.db"
+    url = f"sqlite:///{path}"
+    upgrade_database(url)
+    settings = Settings(DATABASE_URL=url, TOKEN_PEPPER=PEPPER, BROKER_URL=None)
+    database = Database(url)
+    token = make_token(database, "ingest", "triage", name="fuzz")
+    database.dispose()
+    application = create_app(settings)
+    with TestClient(application) as client:
+        post_history(client, {"Authorization": f"Bearer {token}"}, dynamic_bert_slower)
+    application.state.database.dispose()
+    return settings, token
+
+
+@pytest.fixture
+def app_and_headers(seeded: tuple[Settings, str]) -> tuple[Any, dict[str, str]]:
+    """A fresh app on the seeded database (each test's lifespan ends with it) and a token."""
+    settings, token = seeded
+    return create_app(settings), {"Authorization": f"Bearer {token}"}
+
+
+@schema.parametrize()
+@hypothesis.settings(hypothesis_settings(EXAMPLES))
+def test_every_answer_is_declared_and_no_5xx(
+    case: schemathesis.Case, app_and_headers: tuple[Any, dict[str, str]]
+) -> None:
+    application, headers = app_and_headers
+    case.call_and_validate(app=application, headers=headers)
+
+
+def test_stateful_sequences_answer_no_5xx(app_and_headers: tuple[Any, dict[str, str]]) -> None:
+    application, headers = app_and_headers
+
+    class Sequences(schema.as_state_machine()):  # type: ignore[misc]
+        def get_call_kwargs(self, case: schemathesis.Case) -> dict[str, Any]:
+            return {"app": application, "headers": headers}
+
+    Sequences.run(settings=hypothesis_settings(STATEFUL_EXAMPLES))
