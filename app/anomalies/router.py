@@ -14,11 +14,11 @@ from app.anomalies.schemas import (
     Status,
     TriageUpdate,
 )
-from app.api.bounds import QueryTime, RowId
 from app.api.deps import ReadAccess, SessionDep, TriageActor
 from app.api.responses import READS, WRITES, errors
 from app.api.validation import ApiRoute
 from app.core import queue
+from app.core.bounds import QueryTime, RowId
 from app.core.pagination import Page, PageParams
 
 reads = APIRouter(

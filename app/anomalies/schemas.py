@@ -5,8 +5,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.bounds import NulFree
 from app.benchmarks.schemas import SeriesRead
+from app.core.bounds import NulFree
 from app.core.urls import HttpUrlText
 
 Status = Literal["new", "acknowledged", "invalid", "expected", "fixed"]

@@ -4,13 +4,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends
 
-from app.api.bounds import RowId
 from app.api.deps import ReadAccess, SessionDep
 from app.api.responses import READS, errors
 from app.api.validation import ApiRoute
 from app.benchmarks import service
 from app.benchmarks.models import Machine, Series
 from app.benchmarks.schemas import BenchmarkRead, MachineRead, SeriesRead
+from app.core.bounds import RowId
 from app.core.pagination import Page, PageParams
 
 router = APIRouter(

@@ -4,13 +4,13 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
-from app.api.bounds import QueryTime, RowId
 from app.api.deps import IngestToken, RawBody, ReadAccess, SessionDep
 from app.api.responses import READS, WRITES, errors
 from app.api.validation import ApiRoute, OneStepJSONRoute
 from app.benchmarks import service as catalog
 from app.benchmarks.schemas import Point, SeriesPoints, SeriesRead
 from app.core import queue
+from app.core.bounds import QueryTime, RowId
 from app.core.errors import InvalidInput
 from app.core.pagination import (
     CURSOR_MAX_LENGTH,

@@ -5,9 +5,9 @@ from typing import Annotated, Any, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from app.api.bounds import Int32, RunTime
 from app.benchmarks import vocabulary as vocab
 from app.benchmarks.schemas import MachineRead
+from app.core.bounds import Int32, RunTime
 from app.core.urls import HttpUrlText
 
 Finite = Annotated[float, Field(allow_inf_nan=False)]

@@ -13,11 +13,11 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
-from app.api.bounds import in_id_range, nul_locations
 from app.benchmarks import known_ids
 from app.benchmarks import service as catalog
 from app.benchmarks import vocabulary as vocab
 from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
+from app.core.bounds import in_id_range, nul_locations
 from app.core.bulk import insert_missing, insert_returning
 from app.core.db import utcnow
 from app.core.errors import Conflict, InvalidInput, NotFound

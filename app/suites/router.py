@@ -4,10 +4,10 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query
 
-from app.api.bounds import RowId
 from app.api.deps import ReadAccess, SessionDep
 from app.api.responses import READS, errors
 from app.api.validation import ApiRoute
+from app.core.bounds import RowId
 from app.core.pagination import Page, PageParams
 from app.suites import service
 from app.suites.schemas import ShardRead, SuiteRunDetail, SuiteRunRead

@@ -4,10 +4,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from app.api.bounds import RowId
 from app.api.deps import ReadAccess, SessionDep
 from app.api.responses import READS, errors
 from app.api.validation import ApiRoute
+from app.core.bounds import RowId
 from app.core.errors import InvalidInput
 from app.runs import service as runs_service
 from app.summaries import service

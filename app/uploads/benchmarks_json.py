@@ -5,6 +5,7 @@ import math
 from datetime import datetime
 from typing import Any
 
+from app.core import bounds
 from app.uploads import limits
 from app.uploads.base import UploadError, UploadFile
 
@@ -63,6 +64,6 @@ def moment(file: UploadFile, value: Any, field: str) -> datetime | None:
     except ValueError:
         return None
     if not limits.in_time_range(at):
-        message = f"{value!r:.40} is not a time from 1970 to {limits.LATEST.year - 1}"
+        message = f"{value!r:.40} is not a time from 1970 to {bounds.LATEST.year - 1}"
         raise UploadError(file.name, message, field=field)
     return at

@@ -22,6 +22,7 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any
 
+from app.core.bounds import EARLIEST, INT32_MAX, LATEST
 from app.runs.schemas import MAX_SAMPLES
 from app.uploads.base import OverLimit, UploadError
 
@@ -41,9 +42,6 @@ MAX_JSON_DEPTH = 64  # nesting of objects and arrays; real files nest under 10
 MAX_JSON_CONTAINERS = 2_000_000  # objects and arrays in one JSON file
 MAX_ERRORS = 100  # problems listed in one answer (the count of all of them is given)
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # any whole number in a JSON file
-MAX_INT32 = 2**31 - 1  # batch_size, gpu_count and cpu_count are INTEGER columns
-EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)  # a run's time, as the native payload takes it
-LATEST = datetime(3000, 1, 1, tzinfo=UTC)
 
 # --- the deadline -----------------------------------------------------------------------------
 
@@ -112,8 +110,8 @@ def check_int32(
     file: str, value: int, *, field: str, record: int | None = None, line: int | None = None
 ) -> int:
     """``value``, if its INTEGER column can hold it."""
-    if value > MAX_INT32:
-        message = f"{value} is too large; at most {MAX_INT32}"
+    if value > INT32_MAX:
+        message = f"{value} is too large; at most {INT32_MAX}"
         raise UploadError(file, message, record=record, line=line, field=field)
     return value
 

@@ -21,6 +21,7 @@ from operator import methodcaller
 from typing import Any
 
 from app.benchmarks import vocabulary as vocab
+from app.core import bounds
 from app.uploads import limits
 from app.uploads.base import Hints, OverLimit, Parsed, UploadError, UploadFile
 from app.uploads.torchbench import CI_CONFIGS, FAILURE_METRICS, read_file_name
@@ -70,7 +71,7 @@ _NOT_ROW_EXTRA = frozenset(
 _IDENTITY = ("suite", "model", "mode", "precision", "config", "batch_size", "params", "metric")
 _NON_BLANK = re.compile(r"\S")
 # Seconds past which a timestamp is refused: also keeps timedelta() from overflowing.
-_LATEST_S = (limits.LATEST - limits.EARLIEST).total_seconds()
+_LATEST_S = (bounds.LATEST - bounds.EARLIEST).total_seconds()
 
 
 @dataclass(frozen=True)
@@ -291,8 +292,8 @@ def _batch_size(located: Located, info: dict[str, Any]) -> int | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise located.error("must be a whole number >= 0", "benchmark.extra_info.batch_size")
-    if value > limits.MAX_INT32:
-        message = f"{value} is too large; at most {limits.MAX_INT32}"
+    if value > bounds.INT32_MAX:
+        message = f"{value} is too large; at most {bounds.INT32_MAX}"
         raise located.error(message, "benchmark.extra_info.batch_size")
     return value
 
@@ -550,9 +551,9 @@ def _runner_value(located: Located, runner: dict[str, Any], key: str, kind: type
         number = isinstance(value, int | float) and not isinstance(value, bool)
         ok = number and value >= 0 and (kind is float or isinstance(value, int))
         # counts go to INTEGER columns
-        ok = ok and (kind is not int or value <= limits.MAX_INT32)
+        ok = ok and (kind is not int or value <= bounds.INT32_MAX)
     if not ok:
-        what = {str: "a string", int: f"a whole number from 0 to {limits.MAX_INT32}"}
+        what = {str: "a string", int: f"a whole number from 0 to {bounds.INT32_MAX}"}
         raise located.error(f"must be {what.get(kind, 'a number >= 0')}", f"runners[0].{key}")
     return value
 
@@ -651,9 +652,9 @@ def _started_at(records: list[Located]) -> tuple[str, int | float] | None:
         if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
             raise located.error("must be a positive number of seconds since 1970", "timestamp")
         seconds = value / 1000 if value > 1e11 else value  # the DynamoDB path wrote milliseconds
-        at = limits.EARLIEST + timedelta(seconds=min(seconds, _LATEST_S))
+        at = bounds.EARLIEST + timedelta(seconds=min(seconds, _LATEST_S))
         if not limits.in_time_range(at):
-            message = f"{value:.6g} is not a time from 1970 to {limits.LATEST.year - 1}"
+            message = f"{value:.6g} is not a time from 1970 to {bounds.LATEST.year - 1}"
             raise located.error(message, "timestamp")
         stamps.append((at, value))
     if not stamps:
