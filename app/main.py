@@ -4,18 +4,22 @@ import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from http import HTTPStatus
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request, Response
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.gzip import GZipMiddleware
+from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import app.models  # noqa: F401  (every model registered before the first query)
 from app.api.router import api_router
 from app.api.validation import handle_validation_error
 from app.core.config import DEV_PEPPER, Settings, settings
 from app.core.db import UNAVAILABLE, database_unavailable
-from app.core.errors import DomainError, handle_domain_error
+from app.core.errors import DomainError, error_body, handle_domain_error
 from app.core.headers import SecurityHeaders, docs_router
 from app.core.limits import BodySizeLimit
 from app.core.logging import configure_logging
@@ -48,6 +52,15 @@ def tune_garbage_collector() -> None:
     """
     gc.freeze()
     gc.set_threshold(50_000, 20, 20)
+
+
+async def handle_http_error(request: Request, exc: Exception) -> Response:
+    """Under ``/api/``, an unknown path or a wrong method answers in the API's error body too."""
+    assert isinstance(exc, StarletteHTTPException)
+    if not request.url.path.startswith("/api/"):
+        return await http_exception_handler(request, exc)
+    body = error_body(HTTPStatus(exc.status_code).phrase.replace(" ", ""), str(exc.detail))
+    return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
 
 
 def refuse_development_secrets(config: Settings) -> None:
@@ -97,6 +110,7 @@ def create_app(config: Settings | None = None) -> FastAPI:
     application.add_exception_handler(DomainError, handle_domain_error)
     application.add_exception_handler(RequestValidationError, handle_validation_error)
     application.add_exception_handler(SignInRequired, to_sign_in)
+    application.add_exception_handler(StarletteHTTPException, handle_http_error)
     for unavailable in UNAVAILABLE:
         application.add_exception_handler(unavailable, database_unavailable)
     # zlib's default level: Starlette's 9 took 10 ms for a year of one series (170 KB), 6 takes

@@ -268,4 +268,14 @@ def test_a_compare_page_naming_one_channel_many_times_reads_it_once(
     assert len(read) == 2
     nine = ",".join(f"c{i}" for i in range(9))
     response = client.get("/compare", params={"kind": "channels", "channels": nine})
-    assert_error(response, 422, "query.channels")
+    assert response.status_code == 422  # a page, saying why
+    assert "at most 8" in response.text
+
+
+def test_unknown_api_paths_and_methods_answer_in_the_error_body(client: TestClient) -> None:
+    missing = client.get("/api/v1/no-such-thing")
+    assert (missing.status_code, missing.json()["error"]) == (404, "NotFound")
+    wrong = client.delete("/api/v1/runs")
+    assert (wrong.status_code, wrong.json()["error"]) == (405, "MethodNotAllowed")
+    assert "allow" in wrong.headers
+    assert client.get("/no-such-page").status_code == 404  # pages keep Starlette's answer

@@ -153,9 +153,12 @@ def list_groups(
         query = query.where(AlertGroup.channel == channel)
     if since is not None:
         query = query.where(AlertGroup.created_at >= since)
-    groups = list(session.scalars(query.order_by(AlertGroup.id.desc())))
-    if status is not None:
-        groups = [g for g in groups if group_status(g) == status]
+    query = query.order_by(AlertGroup.id.desc())
+    if status is None:  # the page alone is read
+        total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+        return list(session.scalars(query.offset(offset).limit(limit))), total
+    # The status is derived from the members, so this filter reads every group's members.
+    groups = [g for g in session.scalars(query) if group_status(g) == status]
     return groups[offset : offset + limit], len(groups)
 
 

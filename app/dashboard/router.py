@@ -16,8 +16,10 @@ from fastapi.templating import Jinja2Templates
 from sqlalchemy import select
 
 from app.api.deps import SessionDep
+from app.api.validation import refuse_nul_in_query
 from app.benchmarks.models import Machine
-from app.core.errors import NotFound
+from app.core.bounds import in_id_range
+from app.core.errors import DomainError, InvalidInput, NotFound
 from app.core.security import (
     MAX_SECRET_LENGTH,
     SIGN_IN_COOKIE,
@@ -42,7 +44,10 @@ PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 templates = Jinja2Templates(directory=FRONTEND / "templates")
 templates.env.filters |= {"number": fmt.number, "percent": fmt.percent, "href": safe_href}
 SUITE_RUNS_SHOWN = 50
-pages = APIRouter(include_in_schema=False, dependencies=[Depends(page_access)])
+# Postgres cannot compare text with a NUL character: a query holding one is a 422, not a 500.
+pages = APIRouter(
+    include_in_schema=False, dependencies=[Depends(page_access), Depends(refuse_nul_in_query)]
+)
 assets = APIRouter(include_in_schema=False)  # open to all: plotly.js and signing in
 
 
@@ -110,9 +115,10 @@ def _pepper(request: Request) -> str:
 def as_int(value: str | None) -> int | None:
     """A query parameter as an int; a malformed one is ignored (the page uses its default)."""
     try:
-        return int(value) if value not in (None, "") else None
+        number = int(value) if value not in (None, "") else None
     except ValueError:
         return None
+    return number if number is None or in_id_range(number) else None  # no row has another id
 
 
 def render(
@@ -134,9 +140,13 @@ def render(
     return templates.TemplateResponse(request, name, {**common, **context}, status_code=status)
 
 
-def not_found(request: Request, session: SessionDep, error: NotFound) -> HTMLResponse:
-    """A friendly page for a link to something that is not (or no longer) there."""
-    return render(request, session, "error.html", status=404, message=error.detail)
+def not_found(request: Request, session: SessionDep, error: DomainError) -> HTMLResponse:
+    """A friendly page for a link to something that is not (or no longer) there, or invalid."""
+    heading = "Nothing here" if isinstance(error, NotFound) else "This view cannot be shown"
+    status = error.status_code
+    return render(
+        request, session, "error.html", status=status, heading=heading, message=error.detail
+    )
 
 
 @pages.get("/", response_class=HTMLResponse)
@@ -240,7 +250,7 @@ def compare_view(
     )
     try:
         context = comparison(session, query)
-    except NotFound as error:
+    except (NotFound, InvalidInput) as error:  # a run that is gone, too many channels
         return not_found(request, session, error)
     if format == "csv":
         return Response(

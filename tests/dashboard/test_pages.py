@@ -183,3 +183,28 @@ def test_the_csv_export_neutralises_formula_cells(
     assert sorted(r["model"] for r in table) == ["'-2+3", "'" + evil]
     minus = next(r for r in table if r["model"] == "'-2+3")
     assert float(minus[f"change run {ids[1]}"]) == pytest.approx(0.5)  # numbers stay numbers
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/series?machine=a%00b",
+        "/alerts?machine=a%00b",
+        "/compare?machine=a%00b",
+        "/compare?channels=nightly%00",
+    ],
+)
+def test_a_nul_in_a_page_query_is_a_4xx(client: TestClient, path: str) -> None:
+    assert client.get(path).status_code == 422
+
+
+def test_impossible_ids_and_too_many_channels_get_a_page(
+    client: TestClient, history: list[int]
+) -> None:
+    huge = client.get("/alerts?group=99999999999999999999")
+    assert huge.status_code == 200  # an id no row has is ignored, like a malformed one
+    many = ",".join(f"c{n}" for n in range(9))
+    page = client.get(f"/compare?kind=channels&channels={many}")
+    assert page.status_code == 422
+    assert "This view cannot be shown" in page.text
+    assert "at most 8" in page.text
