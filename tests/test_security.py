@@ -3,7 +3,6 @@
 import json
 import re
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,7 +10,6 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 from sqlalchemy import event, select, update
@@ -24,7 +22,7 @@ from app.runs.models import Run
 from app.tokens.models import ApiToken, WebSession
 from app.tokens.service import create_token, revoke_token
 from tests.anomalies.test_service import dynamic_bert_slower, post_history
-from tests.conftest import PEPPER, POSTGRES_URL, _wait_until_healthy, make_token
+from tests.conftest import PEPPER, POSTGRES_URL, make_token
 from tests.dashboard.test_sign_in import csrf_of, sign_in
 from tests.factories import result, run_payload
 
@@ -159,38 +157,15 @@ def test_a_session_acts_with_its_tokens_scopes_and_dies_with_it(
 
 
 def test_the_session_cookie_is_secure_when_a_trusted_proxy_reports_https(
-    settings: Settings, database: Database
+    live_server: str, database: Database
 ) -> None:
-    """``serve --proxy-headers --forwarded-allow-ips``: uvicorn's own proxy handling."""
-    token = make_token(database, "read")
-    application = create_app(settings)
-    config = uvicorn.Config(
-        application,
-        proxy_headers=True,
-        forwarded_allow_ips="127.0.0.1",
-        log_level="warning",
-        log_config=None,
-        ws="none",
-    )
-    server = uvicorn.Server(config)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    base = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        _wait_until_healthy(base, thread)
-        form = {"token": token, "next": "/"}
-        plain = httpx.post(f"{base}/login", data=form)
-        assert "secure" not in plain.headers["set-cookie"].lower()
-        proxied = httpx.post(f"{base}/login", data=form, headers={"X-Forwarded-Proto": "https"})
-        assert proxied.status_code == 303
-        assert "; secure" in proxied.headers["set-cookie"].lower()
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
-        application.state.database.dispose()
+    """uvicorn believes X-Forwarded-Proto from --forwarded-allow-ips (127.0.0.1 by default)."""
+    form = {"token": make_token(database, "read"), "next": "/"}
+    plain = httpx.post(f"{live_server}/login", data=form)
+    assert "secure" not in plain.headers["set-cookie"].lower()
+    proxied = httpx.post(f"{live_server}/login", data=form, headers={"X-Forwarded-Proto": "https"})
+    assert proxied.status_code == 303
+    assert "; secure" in proxied.headers["set-cookie"].lower()
 
 
 def test_a_link_from_another_site_finds_the_strict_cookie(

@@ -9,7 +9,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import Select, bindparam, select
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -464,39 +464,23 @@ def series_points(
     session: Session, series_id: int, since: datetime | None, until: datetime | None
 ) -> Sequence[Any]:
     """A series' results in a time range with their run's commit, oldest first."""
-    query = (
-        select(
-            Result.run_id,
-            Result.measured_at,
-            Result.status,
-            Result.value,
-            Result.text_value,
-            Run.commit,
-            Result.samples,
-        )
-        .join(Run, Result.run_id == Run.id)
-        .where(Result.series_id == series_id)
-    )
-    if since is not None:
-        query = query.where(Result.measured_at >= since)
-    if until is not None:
-        query = query.where(Result.measured_at < until)
-    return session.execute(query.order_by(Result.measured_at, Result.run_id)).all()
+    query = _points_query(series_id, since, until, Result.samples)
+    return session.execute(query).all()
 
 
 def series_levels(
     session: Session, series_id: int, since: datetime | None, until: datetime | None, limit: int
 ) -> Sequence[Any]:
     """At most ``limit`` of a series' points in a time range, oldest first, without samples."""
+    return session.execute(_points_query(series_id, since, until).limit(limit)).all()
+
+
+def _points_query(
+    series_id: int, since: datetime | None, until: datetime | None, *extra: Any
+) -> Select[Any]:
+    columns = (Result.run_id, Result.measured_at, Result.status, Result.value, Result.text_value)
     query = (
-        select(
-            Result.run_id,
-            Result.measured_at,
-            Result.status,
-            Result.value,
-            Result.text_value,
-            Run.commit,
-        )
+        select(*columns, Run.commit, *extra)
         .join(Run, Result.run_id == Run.id)
         .where(Result.series_id == series_id)
     )
@@ -504,7 +488,7 @@ def series_levels(
         query = query.where(Result.measured_at >= since)
     if until is not None:
         query = query.where(Result.measured_at < until)
-    return session.execute(query.order_by(Result.measured_at, Result.run_id).limit(limit)).all()
+    return query.order_by(Result.measured_at, Result.run_id)
 
 
 def series_samples(
