@@ -11,19 +11,11 @@ from fastapi.testclient import TestClient
 from app.core.config import Settings
 from app.main import create_app
 from app.uploads import limits
+from tests.uploads.test_limits import v3_record
 
 PERF = "inductor_torchbench_amp_training_cuda_performance.csv"
 CSV_HEADER = "dev,name,batch_size,speedup"
 DIGITS_5000 = "1" * 5000
-
-
-def v3_record(**changes: Any) -> dict[str, Any]:
-    record: dict[str, Any] = {
-        "benchmark": {"name": "micro", "extra_info": {}},
-        "model": {"name": "add"},
-        "metric": {"name": "latency", "benchmark_values": [1.0, 2.0]},
-    }
-    return record | changes
 
 
 def v3(*records: dict[str, Any], replace: tuple[str, str] = ("", "")) -> bytes:
