@@ -17,6 +17,7 @@ what the answer says; exits 1 when a case answers 5xx or takes longer than 2 s.
 import argparse
 import json
 import logging
+import re
 import sys
 import tempfile
 import time
@@ -47,11 +48,16 @@ DEEP = 995  # Python's json gives up (RecursionError) at about 1,000
 
 @dataclass(frozen=True)
 class Case:
-    """One crafted request: where it goes and the keyword arguments of ``client.post``."""
+    """One crafted request: where it goes and the keyword arguments of ``client.request``.
+
+    ``anonymous`` requests carry no token: what any reader of a public server can send.
+    """
 
     name: str
     path: str
     request: dict[str, Any]
+    method: str = "POST"
+    anonymous: bool = False
 
 
 # --- bodies ----------------------------------------------------------------------------------
@@ -448,6 +454,10 @@ def ingest_token(database_url: str) -> str:
 
 def summary(response: Any) -> str:
     """What the answer says, in one short line: the first problem and where it is."""
+    if response.headers.get("content-type", "").startswith("text/html"):
+        title = re.search(r"<h1[^>]*>(.*?)</h1>", response.text, re.S)
+        text = re.sub(r"<[^>]+>", "", title.group(1)) if title else ""
+        return "a page: " + " ".join(text.split())[:80]
     try:
         body = response.json()
     except ValueError:
@@ -467,12 +477,49 @@ def summary(response: Any) -> str:
     return f"{body.get('error', '')}: {said}"[:100] + (f" [{where}]" if where else "")
 
 
+def read_cases() -> list[Case]:
+    """What an anonymous reader can ask of the API and the pages."""
+    huge = "9" * 30
+    channels = ",".join(["nightly"] * 2_000)
+
+    def read(name: str, path: str, **params: Any) -> Case:
+        return Case(name, path, {"params": params}, method="GET", anonymous=True)
+
+    return [
+        read(
+            "read: compare page, one channel 2,000 times",
+            "/compare",
+            kind="channels",
+            channels=channels,
+        ),
+        read(
+            "read: compare page, 9 channels",
+            "/compare",
+            kind="channels",
+            channels=",".join(f"c{n}" for n in range(9)),
+        ),
+        read("read: a run id of 30 digits", f"/api/v1/runs/{huge}"),
+        read("read: a run page of 30 digits", f"/runs/{huge}"),
+        read("read: an alert group of 30 digits", "/alerts", group=huge),
+        read("read: 1,000,000 points asked for", "/api/v1/series/1/points", max_points=1_000_000),
+        read("read: page 10^12 of regressions", "/api/v1/regressions", page=10**12),
+        read("read: a 10,000-character cursor", "/api/v1/runs", cursor="A" * 10_000),
+        read("read: a NUL in a page query", "/series", machine="a\x00b"),
+        read("read: a NUL in an API query", "/api/v1/series", model="a\x00b"),
+        read(
+            "read: compare runs of 30 digits", "/api/v1/compare", base_run_id=huge, new_run_id=huge
+        ),
+        read("read: a time no calendar has", "/api/v1/runs", since="9999-12-31T23:59:59-14:00"),
+        Case("login: a token of 1 MiB", "/login", {"data": {"token": "x" * 2**20}}, anonymous=True),
+    ]
+
+
 def send(client: TestClient, case: Case, headers: dict[str, str]) -> tuple[int, float, str]:
     """Status code, milliseconds and summary of one case."""
     request = dict(case.request)
-    request["headers"] = headers | request.get("headers", {})
+    request["headers"] = ({} if case.anonymous else headers) | request.get("headers", {})
     began = time.perf_counter()
-    response = client.post(case.path, **request)
+    response = client.request(case.method, case.path, **request)
     elapsed = (time.perf_counter() - began) * 1000
     return response.status_code, elapsed, summary(response)
 
@@ -495,6 +542,7 @@ def main() -> int:
             gbench_cases,
             lambda: upload_cases(settings),
             lambda: run_cases(settings),
+            read_cases,
         ]
         cases = [c for build in builders for c in build() if args.only in c.name]
         application = create_app(settings)
