@@ -84,14 +84,15 @@ def group(client: TestClient, ingest_headers: dict[str, str]) -> int:
     return group_id
 
 
-@pytest.mark.parametrize("url", HOSTILE_URLS[:4])
 def test_a_bug_link_that_is_not_http_is_refused(
-    client: TestClient, database: Database, group: int, url: str
+    client: TestClient, database: Database, group: int
 ) -> None:
     headers = {"Authorization": f"Bearer {make_token(database, 'triage')}"}
-    answer = client.patch(f"/api/v1/alert-groups/{group}", json={"bug_url": url}, headers=headers)
-    assert answer.status_code == 422
-    assert answer.json()["errors"][0]["field"] == "bug_url"
+    for url in HOSTILE_URLS:  # one history for all of them: it takes seconds to build
+        change = {"bug_url": url}
+        answer = client.patch(f"/api/v1/alert-groups/{group}", json=change, headers=headers)
+        assert answer.status_code == 422, url
+        assert answer.json()["errors"][0]["field"] == "bug_url"
 
 
 def test_triage_records_who_and_when(client: TestClient, database: Database, group: int) -> None:
