@@ -1,7 +1,10 @@
 """Anomaly jobs: the bodies of the Celery tasks and of the in-process runner."""
 
 import logging
+import time
 from datetime import timedelta
+
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from app.anomalies import service
 from app.anomalies.service import Thresholds
@@ -9,18 +12,32 @@ from app.core.db import Database
 from app.core.queue import DETECT_RUN, enqueue_after_commit
 
 log = logging.getLogger(__name__)
+ATTEMPTS = 5  # of one detection that collides with concurrent ones
 
 
 def detect_run(database: Database, thresholds: Thresholds, *, run_id: int) -> None:
-    """Detect steps after a run was ingested; safe to repeat (findings are not duplicated)."""
-    with database.session_scope() as session:
-        found = service.detect_for_run(session, run_id, thresholds)
-        log.info(
-            "run %s: %d new finding(s), %d reverted",
-            run_id,
-            len(found.regressions),
-            len(found.reverted),
-        )
+    """Detect steps after a run was ingested; safe to repeat (findings are not duplicated).
+
+    A detection that collides with a concurrent one (SQLite: a stale snapshot or the unique
+    step it recorded first; anywhere: a deadlock) runs again, and then sees what the other
+    one committed.
+    """
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            with database.session_scope() as session:
+                found = service.detect_for_run(session, run_id, thresholds)
+                log.info(
+                    "run %s: %d new finding(s), %d reverted",
+                    run_id,
+                    len(found.regressions),
+                    len(found.reverted),
+                )
+            return
+        except (OperationalError, IntegrityError):
+            if attempt == ATTEMPTS:
+                raise  # the sweep queues it again later
+            log.info("run %s: detection collided with another, again (%d)", run_id, attempt)
+            time.sleep(0.1 * attempt)
 
 
 def sweep_detection(database: Database, *, overdue_s: float) -> int:

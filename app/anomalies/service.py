@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, func, select, update
+from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
 from app.anomalies import explain, outliers
@@ -77,18 +77,18 @@ def detect_for_run(
 
 
 def _hold_machine_channel(session: Session, run: Run) -> None:
-    """Detections of one machine and channel take turns, until the transaction ends.
+    """Detections of one machine and channel take turns on Postgres, until the transaction ends.
 
     Two runs of the same series detected at once would each find the step missing and record
-    it twice; in turn, the second sees what the first recorded. Postgres: a transaction-level
-    advisory lock on (machine, channel); SQLite: the database's write lock, taken now instead
-    of at the first write.
+    it twice; in turn, the second sees what the first recorded (a transaction-level advisory
+    lock on machine and channel). SQLite has one writer at a time: the second detection's
+    write fails instead (a stale snapshot, or the unique step), and ``jobs.detect_run`` runs
+    it again. Holding SQLite's write lock for the whole detection would make every upload
+    wait for it.
     """
     if session.get_bind().dialect.name == "postgresql":
         key = zlib.crc32(f"{run.machine_id}:{run.channel}".encode()) - 2**31  # a signed int4
         session.execute(select(func.pg_advisory_xact_lock(DETECTION_LOCK, key)))
-    else:
-        session.execute(update(Run).where(Run.id == run.id).values(detected_at=Run.detected_at))
 
 
 def overdue_runs(session: Session, older_than: timedelta, limit: int = OVERDUE_BATCH) -> list[int]:
