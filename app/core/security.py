@@ -29,6 +29,8 @@ SCOPES = ("ingest", "triage", "admin", "read")
 TOUCH_EVERY = timedelta(minutes=1)  # last_used_at granularity: no write per request
 SIGN_IN_COOKIE = "benchwatch_session"
 CSRF_HEADER = "X-CSRF-Token"
+MISSING_TOKEN = "missing API token: send 'Authorization: Bearer <token>'"
+INVALID_TOKEN = "invalid or revoked API token"
 MAX_SECRET_LENGTH = 256  # longer bearer tokens or cookies are not ours: no hashing of megabytes
 
 bearer = HTTPBearer(auto_error=False, description="`Authorization: Bearer bw_...`")
@@ -60,7 +62,8 @@ def hash_token(token: str, pepper: str) -> str:
     return hmac.new(pepper.encode(), token.encode(), hashlib.sha256).hexdigest()
 
 
-def _pepper(request: Request) -> str:
+def request_pepper(request: Request) -> str:
+    """The secret key of token and session hashes, from the app's settings."""
     settings: Settings = request.app.state.settings
     return settings.TOKEN_PEPPER.get_secret_value()
 
@@ -78,7 +81,9 @@ def live_token(
     """
     if len(secret) > MAX_SECRET_LENGTH:
         return None
-    token = session.scalar(_TOKEN_BY_HASH, {"token_hash": hash_token(secret, _pepper(request))})
+    token = session.scalar(
+        _TOKEN_BY_HASH, {"token_hash": hash_token(secret, request_pepper(request))}
+    )
     if token is None or token.revoked_at is not None:
         return None
     now = utcnow()
@@ -95,7 +100,7 @@ def signed_in(request: Request, session: Session) -> WebSession | None:
     found = None
     secret = request.cookies.get(SIGN_IN_COOKIE)
     if secret and len(secret) <= MAX_SECRET_LENGTH:
-        digest = hash_token(secret, _pepper(request))
+        digest = hash_token(secret, request_pepper(request))
         row = session.scalar(_SESSION_BY_HASH, {"session_hash": digest})
         if row is not None and row.expires_at > utcnow() and row.token.revoked_at is None:
             found = row
@@ -108,7 +113,13 @@ def csrf_token(request: Request, session: Session) -> str | None:
     if signed_in(request, session) is None:
         return None
     secret = request.cookies[SIGN_IN_COOKIE]
-    return hash_token(f"csrf:{secret}", _pepper(request))
+    return hash_token(f"csrf:{secret}", request_pepper(request))
+
+
+def csrf_matches(request: Request, session: Session, sent: str) -> bool:
+    """Whether ``sent`` is the CSRF value of the request's live sign-in session."""
+    expected = csrf_token(request, session)
+    return expected is not None and hmac.compare_digest(sent, expected)
 
 
 def authenticate(
@@ -122,13 +133,12 @@ def authenticate(
     if credentials is not None:
         token = live_token(request, session, credentials.credentials)
         if token is None:
-            raise _unauthorized("invalid or revoked API token")
+            raise _unauthorized(INVALID_TOKEN)
         return Actor(token)
     web_session = signed_in(request, session)
     if web_session is None:
-        raise _unauthorized("missing API token: send 'Authorization: Bearer <token>'")
-    expected = csrf_token(request, session) or ""
-    if not hmac.compare_digest(request.headers.get(CSRF_HEADER, ""), expected):
+        raise _unauthorized(MISSING_TOKEN)
+    if not csrf_matches(request, session, request.headers.get(CSRF_HEADER, "")):
         raise HTTPException(
             403, detail=f"a signed-in browser's write needs the page's {CSRF_HEADER} header"
         )
@@ -165,8 +175,8 @@ def read_access(
     """Reads are public unless ``BENCHWATCH_PUBLIC_READ=false``; then any live token reads."""
     if not may_read(request, session, credentials):
         if credentials is not None:
-            raise _unauthorized("invalid or revoked API token")
-        raise _unauthorized("missing API token: send 'Authorization: Bearer <token>'")
+            raise _unauthorized(INVALID_TOKEN)
+        raise _unauthorized(MISSING_TOKEN)
 
 
 def may_read(

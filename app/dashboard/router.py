@@ -4,7 +4,6 @@ Every page's state is in its URL (plain GET forms), so a link reproduces the vie
 is served from the installed ``plotly`` package (no CDN).
 """
 
-import hmac
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
@@ -23,8 +22,10 @@ from app.core.errors import DomainError, InvalidInput, NotFound
 from app.core.security import (
     MAX_SECRET_LENGTH,
     SIGN_IN_COOKIE,
+    csrf_matches,
     csrf_token,
     live_token,
+    request_pepper,
     signed_in,
 )
 from app.core.urls import safe_href
@@ -86,7 +87,7 @@ def sign_in(
         # 200, not 401: the form again with what went wrong (a browser logs a 401 as an error)
         error = "That token is unknown or revoked: paste a live API token."
         return render(request, session, "login.html", next=safe_next(next), error=error)
-    session_id = open_session(session, found, _pepper(request))
+    session_id = open_session(session, found, request_pepper(request))
     session.commit()
     back = RedirectResponse(safe_next(next), status_code=303)
     return remember(back, session_id, secure=request.url.scheme == "https")
@@ -97,19 +98,14 @@ def sign_out(
     request: Request, session: SessionDep, csrf: Annotated[str, Form(max_length=128)] = ""
 ) -> Response:
     """Close the sign-in session (the form carries the page's CSRF value) and drop the cookie."""
-    expected = csrf_token(request, session)
-    if expected is not None:
-        if not hmac.compare_digest(csrf, expected):
+    if signed_in(request, session) is not None:
+        if not csrf_matches(request, session, csrf):
             raise HTTPException(403, detail="sign out from a page of this server")
-        close_session(session, request.cookies[SIGN_IN_COOKIE], _pepper(request))
+        close_session(session, request.cookies[SIGN_IN_COOKIE], request_pepper(request))
         session.commit()
     return forget(
         RedirectResponse("/login?again=1", status_code=303), request.url.scheme == "https"
     )
-
-
-def _pepper(request: Request) -> str:
-    return str(request.app.state.settings.TOKEN_PEPPER.get_secret_value())
 
 
 def as_int(value: str | None) -> int | None:
