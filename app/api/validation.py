@@ -1,6 +1,8 @@
 """Request bodies: validated in one pass, and their errors rendered as what, and where."""
 
 import json
+import re
+import sys
 from collections.abc import Callable, Coroutine
 from http import HTTPStatus
 from typing import Any
@@ -77,6 +79,52 @@ def refuse_nul_in_query(request: Request) -> None:
         )
 
 
+# Strings (escapes included), brackets and runs of digits: enough to find, in one pass over a
+# body that json.loads refused for its depth or a number's length, where that happened.
+_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[{]|[\]}]|\d+')
+
+
+def _unreadable_at(body: bytes, exc: Exception) -> json.JSONDecodeError:
+    """``exc``, raised by ``json.loads`` without a position, as a JSON error at its place.
+
+    ``json.loads`` raises UnicodeDecodeError for bytes that are not text, RecursionError for
+    nesting about a thousand deep and ValueError for an integer of more than
+    ``sys.get_int_max_str_digits()`` digits; FastAPI answers each with a bare 400. The answer
+    names the line and column instead.
+    """
+    if isinstance(exc, UnicodeDecodeError):
+        text = body[: exc.start].decode("utf-8", errors="replace")
+        return json.JSONDecodeError(f"bytes that are not UTF-8 ({exc.reason})", text, len(text))
+    text = body.decode("utf-8", errors="replace")
+    depth = deepest = deepest_at = 0
+    longest = sys.get_int_max_str_digits()
+    for token in _JSON_TOKENS.finditer(text):
+        first = token.group()[0]
+        if first in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest, deepest_at = depth, token.start()
+        elif first in "]}":
+            depth -= 1
+        elif first.isdigit() and len(token.group()) > longest and isinstance(exc, ValueError):
+            message = f"a number of {len(token.group())} digits; at most {longest}"
+            return json.JSONDecodeError(message, text, token.start())
+    return json.JSONDecodeError(f"nesting {deepest} levels deep", text, deepest_at)
+
+
+class _LocatedJSONRequest(Request):
+    """A request whose ``json()`` says where a body that is not text, too deep or holding too
+    long a number fails."""
+
+    async def json(self) -> Any:
+        try:
+            return await super().json()
+        except json.JSONDecodeError:
+            raise
+        except (RecursionError, ValueError) as exc:
+            raise _unreadable_at(await self.body(), exc) from exc
+
+
 class ApiRoute(APIRoute):
     """A route of the JSON API: its HTTP errors answer in the API's one error body.
 
@@ -84,13 +132,17 @@ class ApiRoute(APIRoute):
     text) raise ``HTTPException``, which FastAPI would answer as ``{"detail"}`` alone.
     """
 
+    def wrap_request(self, request: Request) -> Request:
+        """The request the handler is given: one whose JSON errors are located."""
+        return _LocatedJSONRequest(request.scope, request.receive)
+
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         """FastAPI's handler, with ``HTTPException`` rendered as the API's errors are."""
         handler = super().get_route_handler()
 
         async def handle(request: Request) -> Response:
             try:
-                return await handler(request)
+                return await handler(self.wrap_request(request))
             except HTTPException as exc:
                 kind = HTTPStatus(exc.status_code).phrase.replace(" ", "")
                 return JSONResponse(
@@ -112,21 +164,15 @@ class OneStepJSONRoute(ApiRoute):
     nothing that ``json.loads`` refuses, and a model instance passes FastAPI's validation as is.
     """
 
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        """FastAPI's handler, given a request whose ``json()`` is the validated model."""
-        handler = super().get_route_handler()
+    def wrap_request(self, request: Request) -> Request:
+        """A request whose ``json()`` is the validated model, when the body model is one."""
         model = self.body_field.field_info.annotation if self.body_field else None
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
-            return handler
-        body_model: type[BaseModel] = model
-
-        async def handle(request: Request) -> Response:
-            return await handler(_ModelJSONRequest(request.scope, request.receive, body_model))
-
-        return handle
+            return super().wrap_request(request)
+        return _ModelJSONRequest(request.scope, request.receive, model)
 
 
-class _ModelJSONRequest(Request):
+class _ModelJSONRequest(_LocatedJSONRequest):
     def __init__(self, scope: Scope, receive: Receive, model: type[BaseModel]) -> None:
         super().__init__(scope, receive)
         self.model = model

@@ -291,3 +291,30 @@ def test_only_a_body_that_fails_pydantics_json_pass_is_decoded_again(
     assert response.status_code == 422
     assert response.json()["errors"][0]["field"] == "value"
     assert len(decoded) == 1  # FastAPI's own path located the problem
+
+
+@pytest.mark.parametrize(
+    ("body", "message", "where"),
+    [
+        ('{\n  "key": "x",\n  "extra": ' + "[" * 995 + "]" * 995 + "}", "nesting", "line 3"),
+        ('{"key": "x",\n "batch_size": ' + "7" * 5000 + "}", "5000 digits", "line 2 column 16"),
+        ('{"key": "x",\n "machine": "\xe9"}'.encode("latin-1"), "not UTF-8", "line 2 column 14"),
+    ],
+    ids=["nested 995 deep", "5,000-digit number", "not UTF-8"],
+)
+def test_a_body_json_loads_cannot_read_is_400_with_its_place(
+    body: str | bytes,
+    message: str,
+    where: str,
+    client: TestClient,
+    ingest_headers: dict[str, str],
+    database: Database,
+) -> None:
+    response = client.post(
+        "/api/v1/runs", content=body, headers={**ingest_headers, "Content-Type": "application/json"}
+    )
+    assert response.status_code == 400, response.text
+    assert response.json()["error"] == "MalformedJSON"
+    assert message in response.json()["detail"]
+    assert where in response.json()["detail"]
+    assert stored_rows(database) == 0
