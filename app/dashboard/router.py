@@ -35,7 +35,14 @@ from app.dashboard.compare import KINDS, CompareQuery, comparison, machine_devic
 from app.dashboard.overview import FAMILIES, overview
 from app.dashboard.run_page import run_page
 from app.dashboard.series import GROUPINGS, RANGES, SeriesQuery, series_page
-from app.dashboard.sign_in import forget, page_access, remember, safe_next, sign_in_url
+from app.dashboard.sign_in import (
+    forget,
+    from_this_site,
+    page_access,
+    remember,
+    safe_next,
+    sign_in_url,
+)
 from app.suites import service as suites_service
 from app.suites.schemas import SuiteRunRead
 from app.tokens.service import close_session, open_session
@@ -82,6 +89,9 @@ def sign_in(
     next: Annotated[str, Form(max_length=2_000)] = "/",
 ) -> Response:
     """Check the pasted token, open a sign-in session and go back to the page."""
+    if not from_this_site(request):
+        error = "Sign in from this server's own form: another site posted this one."
+        return render(request, session, "login.html", status=403, next="/", error=error)
     found = live_token(request, session, token.strip()) if token.strip() else None
     if found is None:
         # 200, not 401: the form again with what went wrong (a browser logs a 401 as an error)

@@ -6,6 +6,8 @@ a sign-in session (``app.tokens.service.open_session``): the browser keeps only 
 random id, in an HttpOnly, SameSite=Strict cookie marked Secure when the request came over
 https (behind a proxy: ``--proxy-headers --forwarded-allow-ips``). ``/logout`` closes it.
 
+The form is refused when another site posts it (``from_this_site``).
+
 A SameSite=Strict cookie is not sent on the first request of a link followed from another
 site (a chat message, a mail): the sign-in form then reloads itself once from this site
 (``again=1``), which does carry the cookie, so a signed-in reader lands on the page.
@@ -44,6 +46,21 @@ async def to_sign_in(request: Request, exc: Exception) -> Response:
     """Redirect to the sign-in form, which comes back to the page asked for."""
     assert isinstance(exc, SignInRequired)
     return RedirectResponse(sign_in_url(exc.wanted), status_code=303)
+
+
+def from_this_site(request: Request) -> bool:
+    """Whether a form was posted from a page of this server, as far as the browser says.
+
+    Refusing other sites' posts to ``/login`` stops login CSRF: a page elsewhere signing its
+    visitor in under the attacker's token, so that the visitor's triage is the attacker's.
+    Browsers send ``Sec-Fetch-Site`` and ``Origin`` with a form post; a client that sends
+    neither (curl, a script) is not a browser another site can steer.
+    """
+    site = request.headers.get("sec-fetch-site")
+    if site is not None and site not in ("same-origin", "none"):
+        return False
+    origin = request.headers.get("origin")
+    return origin is None or origin == f"{request.url.scheme}://{request.url.netloc}"
 
 
 def safe_next(wanted: str | None) -> str:

@@ -88,6 +88,27 @@ def test_sign_in_never_sends_the_browser_to_another_site(
     assert answer.headers["location"] == "/"
 
 
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Origin": "https://evil.example"},
+        {"Origin": "null"},
+        {"Sec-Fetch-Site": "cross-site"},
+        {"Sec-Fetch-Site": "same-site", "Origin": "http://testserver"},
+    ],
+)
+def test_another_site_cannot_sign_a_browser_in(
+    private: TestClient, database: Database, headers: dict[str, str]
+) -> None:
+    token = make_token(database, "triage")
+    answer = private.post("/login", data={"token": token, "next": "/"}, headers=headers)
+    assert answer.status_code == 403
+    assert "own form" in answer.text
+    assert "set-cookie" not in answer.headers
+    same = {"Origin": "http://testserver", "Sec-Fetch-Site": "same-origin"}
+    assert private.post("/login", data={"token": token}, headers=same).status_code == 303
+
+
 def test_a_revoked_token_and_signing_out_close_the_pages_again(
     private: TestClient, database: Database
 ) -> None:
