@@ -1,11 +1,14 @@
 """The newcomer's path: `benchwatch serve` on the embedded default, a token, a curl-like post."""
 
 import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -39,33 +42,36 @@ def embedded_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
+@contextmanager
+def serving(env: dict[str, str], log_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """``benchwatch serve`` on a free port, ready; terminated (if still running) on leaving."""
+    port = free_port()
+    with log_path.open("w") as log:
+        process = subprocess.Popen(
+            [*BENCHWATCH, "serve", "--port", str(port)], env=env, stdout=log, stderr=log
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                try:
+                    if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    time.sleep(0.2)
+            else:
+                process.kill()
+                pytest.fail(f"server did not get ready: {log_path.read_text()}")
+            yield process, url
+        finally:
+            process.terminate()
+            process.wait(timeout=60)
+
+
 @pytest.fixture
 def server(embedded_env: dict[str, str], tmp_path: Path) -> Iterator[str]:
-    port = free_port()
-    log = (tmp_path / "serve.log").open("w")
-    process = subprocess.Popen(
-        [*BENCHWATCH, "serve", "--port", str(port)],
-        env=embedded_env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.2)
-        else:
-            process.kill()
-            pytest.fail(f"server did not get ready: {(tmp_path / 'serve.log').read_text()}")
+    with serving(embedded_env, tmp_path / "serve.log") as (_, url):
         yield url
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-        log.close()
 
 
 def test_newcomer_flow_on_the_embedded_default(
@@ -122,3 +128,58 @@ def test_migrate_upgrades_postgres(postgres_url: str) -> None:
     engine = create_engine(postgres_url)
     assert {"run", "result", "series", "api_token"} <= set(inspect(engine).get_table_names())
     engine.dispose()
+
+
+def slow_files(count: int = 12, rows: int = 24_000) -> list[tuple[str, tuple[str, bytes]]]:
+    """Torchbench CSVs within every cap whose reading takes several times the 3 s deadline."""
+    header = "dev,name,batch_size,speedup,abs_latency,compilation_latency,compression_ratio\n"
+    files = []
+    names = [
+        f"{config}_torchbench_{precision}_{mode}_cuda_performance.csv"
+        for config in ("inductor", "inductor_no_cudagraphs")
+        for mode in ("training", "inference")
+        for precision in ("amp", "float32", "bfloat16")
+    ]
+    for k, name in enumerate(names[:count]):
+        body = "".join(f"cuda,m{k}_{i},16,2.6,22.3,41.0,1.2\n" for i in range(rows))
+        files.append(("files", (name, (header + body).encode())))
+    return files
+
+
+def test_sigterm_during_a_slow_upload_stops_the_server_promptly(
+    embedded_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The parse runs off the event loop under its deadline, and shutdown waits for no more."""
+    env = {**embedded_env, "BENCHWATCH_PARSE_TIMEOUT_S": "3"}
+    assert cli(env, "migrate").returncode == 0
+    token = cli(env, "token", "create", "--name", "ci", "--scope", "ingest").stdout.strip()
+    answers: list[httpx.Response] = []
+    with serving(env, tmp_path / "serve.log") as (process, url):
+
+        def post() -> None:
+            answers.append(
+                httpx.post(
+                    f"{url}/api/v1/uploads",
+                    params={"machine": "h100-ci"},
+                    files=slow_files(),
+                    headers={"Authorization": f"Bearer {token}"},
+                    timeout=60,
+                )
+            )
+
+        poster = threading.Thread(target=post)
+        poster.start()
+        time.sleep(1.0)  # the files are sent and being read
+        started = time.monotonic()
+        assert httpx.get(f"{url}/healthz", timeout=5).status_code == 200
+        assert time.monotonic() - started < 1.0, "the parse held the event loop"
+        process.send_signal(signal.SIGTERM)
+        stopping = time.monotonic()
+        returncode = process.wait(timeout=60)
+        stopped_in = time.monotonic() - stopping
+        poster.join(timeout=60)
+    # uvicorn ends by raising the signal it stopped for again
+    assert returncode in (0, -signal.SIGTERM), (tmp_path / "serve.log").read_text()
+    assert stopped_in < 8, f"SIGTERM took {stopped_in:.1f} s: the upload outlived its deadline"
+    assert [a.status_code for a in answers] == [413]
+    assert "BENCHWATCH_PARSE_TIMEOUT_S" in answers[0].json()["detail"]

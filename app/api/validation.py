@@ -113,8 +113,7 @@ def _unreadable_at(body: bytes, exc: Exception) -> json.JSONDecodeError:
 
 
 class _LocatedJSONRequest(Request):
-    """A request whose ``json()`` says where a body that is not text, too deep or holding too
-    long a number fails."""
+    """A request whose ``json()`` says where a body json.loads cannot read fails."""
 
     async def json(self) -> Any:
         try:
