@@ -27,7 +27,18 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 POSTGRES_URL = os.environ.get(
     "BENCHWATCH_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
-REDIS_URL = os.environ.get("BENCHWATCH_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+
+
+def _own_redis_database(url: str) -> str:
+    """``url`` with a database number of this pytest-xdist worker's own (15, 14, ... down)."""
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+    base, _, number = url.rpartition("/")
+    return f"{base}/{(int(number or 0) - worker) % 16}"
+
+
+REDIS_URL = _own_redis_database(
+    os.environ.get("BENCHWATCH_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+)
 PEPPER = "test-pepper"
 STARTUP_TIMEOUT_S = 10.0
 
