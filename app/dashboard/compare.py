@@ -6,7 +6,6 @@ run over the benchmarks present on every side, as the PyTorch dashboard aggregat
 """
 
 import json
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,11 +14,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.anomalies.models import Regression
+from app.benchmarks.comparison import CaseKey, case_key, geomean_ratio, in_order, judge_rows
 from app.benchmarks.models import Machine, Series
 from app.benchmarks.service import list_machines
 from app.core import spreadsheet
 from app.core.errors import InvalidInput
-from app.dashboard import format as fmt
 from app.dashboard.figures import embed, figure
 from app.dashboard.overview import default_channel, machine_channels, recent_runs
 from app.runs.models import Run
@@ -27,7 +26,6 @@ from app.runs.service import get_run, list_run_results
 
 KINDS = ("configs", "runs", "machines", "channels")
 MAX_SIDES = 8  # each side reads a whole run's results
-Key = tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -104,18 +102,15 @@ def _other(machines: list[str], machine: str) -> str:
     return next((m for m in machines if m != machine), machine)
 
 
-def _values(session: Session, side: Side, query: CompareQuery) -> dict[Key, dict[str, Any]]:
-    """The side's value of the metric per benchmark (config in the key unless the side fixes it)."""
-    found: dict[Key, dict[str, Any]] = {}
-    for row in list_run_results(session, side.run.id):
-        if row["metric"] != query.metric or row["mode"] != query.mode:
-            continue
-        if side.config is not None and row["config"] != side.config:
-            continue
-        params = json.dumps(row["params"] or {}, sort_keys=True)
-        key = (row["suite"], row["model"], row["precision"], params)
-        found[key if side.config else (*key, row["config"])] = row
-    return found
+def _values(session: Session, side: Side, query: CompareQuery) -> dict[CaseKey, dict[str, Any]]:
+    """The side's result of the metric per case (keyed as ``GET /api/v1/compare`` keys them)."""
+    return {
+        case_key(row, config=side.config is None): row
+        for row in list_run_results(session, side.run.id)
+        if row["metric"] == query.metric
+        and row["mode"] == query.mode
+        and side.config in (None, row["config"])
+    }
 
 
 def comparison(session: Session, query: CompareQuery) -> dict[str, Any]:
@@ -126,15 +121,17 @@ def comparison(session: Session, query: CompareQuery) -> dict[str, Any]:
     if len(chosen) < 2:
         return context
     values = [_values(session, side, query) for side in chosen]
-    keys = sorted(set().union(*values))
-    rows = [_row(key, values) for key in keys]
+    rows = [_row(key, values) for key in in_order(set().union(*values))]
     unit = next((r["unit"] for r in rows if r["unit"]), "")
     higher = next((r["higher_is_better"] for r in rows if r["higher_is_better"] is not None), None)
     context |= {
         "rows": rows,
         "unit": unit,
         "higher_is_better": higher,
-        "geomeans": [_geomean(rows, i) for i in range(1, len(chosen))],
+        "geomeans": [
+            geomean_ratio(((r["values"][0], r["values"][i]) for r in rows), higher)
+            for i in range(1, len(chosen))
+        ],
         "common": sum(all(v is not None for v in r["values"]) for r in rows),
         "scatter": embed(_scatter(rows, chosen, query.metric, unit)),
         "rollback": _rollback_targets(session, chosen),
@@ -142,37 +139,25 @@ def comparison(session: Session, query: CompareQuery) -> dict[str, Any]:
     return context
 
 
-def _row(key: Key, values: list[dict[Key, dict[str, Any]]]) -> dict[str, Any]:
+def _row(key: CaseKey, values: list[dict[CaseKey, dict[str, Any]]]) -> dict[str, Any]:
     present = [side.get(key) for side in values]
     ident = next(r for r in present if r is not None)
     numbers = [r["value"] if r is not None and r["status"] == "ok" else None for r in present]
-    changes = [fmt.change(n, numbers[0]) for n in numbers[1:]]
-    higher = ident["higher_is_better"]
+    changes = [judge_rows(present[0], r) for r in present[1:]]
     return {
         "model": ident["model"],
         "suite": ident["suite"],
         "precision": ident["precision"],
-        "config": ident["config"] if len(key) > 4 else "",
+        "config": key[0].config,
+        "batch_size": ident["batch_size"],
         "params": ident["params"],
         "unit": ident["unit"],
-        "higher_is_better": higher,
+        "higher_is_better": ident["higher_is_better"],
         "values": numbers,
         "texts": [r["text_value"] if r is not None else None for r in present],
-        "changes": changes,
-        "verdicts": [fmt.verdict(c, higher) for c in changes],
+        "changes": [c.rel_change for c in changes],
+        "verdicts": [c.verdict for c in changes],
     }
-
-
-def _geomean(rows: list[dict[str, Any]], side: int) -> dict[str, Any]:
-    """Geomean of new / base over the benchmarks with a positive value on both sides."""
-    ratios = [
-        r["values"][side] / r["values"][0]
-        for r in rows
-        if r["values"][0] and r["values"][side] and r["values"][0] > 0 and r["values"][side] > 0
-    ]
-    if not ratios:
-        return {"ratio": None, "count": 0}
-    return {"ratio": math.exp(sum(map(math.log, ratios)) / len(ratios)), "count": len(ratios)}
 
 
 def _scatter(rows: list[dict[str, Any]], chosen: list[Side], metric: str, unit: str) -> go.Figure:
@@ -242,11 +227,12 @@ def _choices(session: Session, query: CompareQuery) -> dict[str, Any]:
 def to_csv(context: dict[str, Any]) -> str:
     """The comparison table as CSV: one line per benchmark, a value and change per side."""
     labels = [side.label for side in context["sides"]]
-    header = ["suite", "model", "precision", "config", "params", *labels] + [
+    header = ["suite", "model", "precision", "config", "batch_size", "params", *labels] + [
         f"change {label}" for label in labels[1:]
     ]
     rows = [
-        [row["suite"], row["model"], row["precision"], row["config"], json.dumps(row["params"])]
+        [row["suite"], row["model"], row["precision"], row["config"], row["batch_size"]]
+        + [json.dumps(row["params"])]
         + ["" if v is None else v for v in row["values"]]
         + ["" if c is None else f"{c:.6f}" for c in row["changes"]]
         for row in context.get("rows", [])

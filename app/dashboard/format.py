@@ -1,12 +1,13 @@
-"""Numbers with units, relative changes and the PyTorch dashboard's colouring rules."""
+"""Numbers with units, percentages and the PyTorch dashboard's absolute warning lines.
+
+Whether a change is better or worse is ``app.benchmarks.comparison``'s to say.
+"""
 
 import math
 
 MISSING = "\u2013"  # an en dash: no value
 
-# Relative change that colours a cell (memory is noisier: 20%), and absolute warnings.
-RELATIVE = 0.05
-RELATIVE_MEMORY = 0.20
+# Below these a cell is outlined, whatever the base run says.
 WARN_BELOW = {"pass_rate": 0.90, "geomean_speedup": 0.95, "mean_compression_ratio": 0.9}
 HIP_GRAPHS = "HIP graphs"
 
@@ -27,22 +28,6 @@ def number(value: float | None, unit: str = "") -> str:
 def percent(fraction: float | None) -> str:
     """A relative change as a signed percentage."""
     return MISSING if fraction is None else f"{fraction:+.1%}"
-
-
-def change(new: float | None, base: float | None) -> float | None:
-    """Relative change from base to new (None when either is missing or base is zero)."""
-    if new is None or base is None or base == 0:
-        return None
-    return (new - base) / abs(base)
-
-
-def verdict(rel: float | None, higher_is_better: bool | None, *, memory: bool = False) -> str:
-    """``better``, ``worse`` or ``same`` by the dashboard's relative threshold."""
-    if rel is None or higher_is_better is None:
-        return "same"
-    if abs(rel) <= (RELATIVE_MEMORY if memory else RELATIVE):
-        return "same"
-    return "better" if (rel > 0) == higher_is_better else "worse"
 
 
 def warning(family: str, value: float | None) -> bool:

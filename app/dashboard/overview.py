@@ -8,6 +8,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.anomalies import triage
+from app.benchmarks.comparison import judge_values, threshold_for
 from app.benchmarks.models import Machine
 from app.benchmarks.service import list_machines
 from app.dashboard import format as fmt
@@ -183,14 +184,14 @@ def _cell(
     if new_stats is None:
         return None
     new, old = _value(new_stats, family), _value(stats[base.id].get(key), family)
-    rel = fmt.change(new, old)
+    change = judge_values(old, new, family.higher_is_better, threshold_for(family.memory))
     trend = [_value(stats[run.id].get(key), family) for run in reversed(trend_runs)]
     shown = _shown(family, new, new_stats)
     return Cell(
         text=shown,
         base_text=fmt.number(old, family.unit),
-        change=fmt.percent(rel),
-        verdict=fmt.verdict(rel, family.higher_is_better, memory=family.memory),
+        change=fmt.percent(change.rel_change),
+        verdict=change.verdict,
         warning=fmt.warning(
             family.key, None if new is None else new / (100 if family.unit == "%" else 1)
         ),

@@ -12,11 +12,11 @@ Definitions follow PyTorch's HUD (``torchci/lib/benchmark/compilerUtils.ts``):
   with a non-zero value; **mean peak memory** (dynamo's) and **mean abs latency** likewise.
 """
 
-import math
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from app.benchmarks.comparison import geomean
 from app.benchmarks.vocabulary import PASSING_ACCURACY
 
 GroupKey = tuple[str, str, str, str]  # suite, config, precision, mode
@@ -70,13 +70,6 @@ class GroupStats:
     mean_compression_ratio: float | None
     mean_peak_memory_gb: float | None
     mean_abs_latency_ms: float | None
-
-
-def geomean(values: list[float]) -> float | None:
-    """Geometric mean (None for no values)."""
-    if not values:
-        return None
-    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 def _mean_nonzero(values: Iterable[float | None]) -> float | None:

@@ -6,9 +6,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.benchmarks import comparison
 from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
-from app.benchmarks.service import BenchmarkKey
-from app.benchmarks.vocabulary import PASSING_ACCURACY
 from app.core.errors import InvalidInput, NotFound
 from app.runs import service as runs_service
 from app.runs.models import Result, Run
@@ -120,10 +119,11 @@ def compare_runs(
     base_rows = _rows_by_case(session, base_id, where)
     new_rows = _rows_by_case(session, new_id, where)
     out = []
-    for key in sorted(base_rows.keys() | new_rows.keys(), key=str):
+    for key in comparison.in_order(base_rows.keys() | new_rows.keys()):
         base, new = base_rows.get(key), new_rows.get(key)
         ident = new or base
         assert ident is not None
+        change = comparison.judge_rows(base, new, threshold)
         out.append(
             {
                 **{
@@ -147,7 +147,8 @@ def compare_runs(
                 "new_status": new and new["status"],
                 "base_text": base and base["text_value"],
                 "new_text": new and new["text_value"],
-                **_change(base, new, threshold),
+                "rel_change": change.rel_change,
+                "verdict": change.verdict,
             }
         )
     return out
@@ -155,39 +156,8 @@ def compare_runs(
 
 def _rows_by_case(
     session: Session, run_id: int, where: CompareFilter
-) -> dict[tuple[BenchmarkKey, str], dict[str, Any]]:
+) -> dict[comparison.CaseKey, dict[str, Any]]:
     runs_service.get_run(session, run_id)
     rows = runs_service.list_run_results(session, run_id)
     wanted = {k: v for k, v in vars(where).items() if v is not None}
-    return {
-        (BenchmarkKey.of_row(r), r["metric"]): r
-        for r in rows
-        if all(r[k] == v for k, v in wanted.items())
-    }
-
-
-def _change(
-    base: dict[str, Any] | None, new: dict[str, Any] | None, threshold: float
-) -> dict[str, Any]:
-    if base is None:
-        return {"rel_change": None, "verdict": "new"}
-    if new is None:
-        return {"rel_change": None, "verdict": "missing"}
-    base_ok, new_ok = base["status"] == "ok", new["status"] == "ok"
-    if base_ok != new_ok:
-        return {"rel_change": None, "verdict": "now_passes" if new_ok else "now_fails"}
-    if not new_ok:
-        return {"rel_change": None, "verdict": "failing"}
-    if new["metric"] == "accuracy" and base["text_value"] != new["text_value"]:
-        now_passing = new["text_value"] in PASSING_ACCURACY
-        if now_passing != (base["text_value"] in PASSING_ACCURACY):
-            return {"rel_change": None, "verdict": "now_passes" if now_passing else "now_fails"}
-    if base["value"] is None or new["value"] is None or base["value"] == 0:
-        same = base["value"] == new["value"] and base["text_value"] == new["text_value"]
-        return {"rel_change": None, "verdict": "unchanged" if same else "changed"}
-    rel = (new["value"] - base["value"]) / abs(base["value"])
-    if abs(rel) <= threshold or new["higher_is_better"] is None:
-        verdict = "unchanged" if abs(rel) <= threshold else "changed"
-    else:
-        verdict = "better" if (rel > 0) == new["higher_is_better"] else "worse"
-    return {"rel_change": rel, "verdict": verdict}
+    return {comparison.case_key(r): r for r in rows if all(r[k] == v for k, v in wanted.items())}
