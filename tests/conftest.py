@@ -7,6 +7,7 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import psycopg
 import pytest
@@ -15,6 +16,7 @@ import uvicorn
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
+from starlette.types import ASGIApp
 
 import app.models  # noqa: F401
 from app.core.config import Settings
@@ -180,10 +182,9 @@ def live_settings(settings: Settings) -> Settings:
     return settings
 
 
-@pytest.fixture
-def live_server(live_settings: Settings) -> Iterator[str]:
-    """The real app on the test database, served by uvicorn on a free port; yields its URL."""
-    application = create_app(live_settings)
+@contextmanager
+def serving(application: ASGIApp) -> Iterator[str]:
+    """``application`` served by uvicorn on a free port in a thread; yields its URL."""
     config = uvicorn.Config(
         application,
         lifespan="on",
@@ -206,5 +207,15 @@ def live_server(live_settings: Settings) -> Iterator[str]:
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
-        application.state.database.dispose()
     assert not thread.is_alive(), "the test server did not shut down"
+
+
+@pytest.fixture
+def live_server(live_settings: Settings) -> Iterator[str]:
+    """The real app on the test database, served by uvicorn on a free port; yields its URL."""
+    application = create_app(live_settings)
+    try:
+        with serving(application) as base_url:
+            yield base_url
+    finally:
+        application.state.database.dispose()

@@ -25,8 +25,8 @@ from app.core.config import settings
 from app.core.db import Database
 from app.core.errors import DomainError
 from app.core.migrate import upgrade_database
-from app.core.security import SCOPES
 from app.tokens import service as tokens_service
+from app.tokens.service import SCOPES
 from app.uploads.service import FORMATS, METADATA
 from workers.progress import print_progress
 

@@ -3,10 +3,9 @@
 from typing import Annotated
 
 from fastapi import Depends, Request
-from sqlalchemy.orm import Session
 
-from app.core.db import get_session
-from app.core.security import Actor, read_access, require_actor, require_scope
+from app.core.db import SessionDep as SessionDep  # routes take it from here, with the rest
+from app.tokens.auth import Actor, read_access, require_actor, require_scope
 from app.tokens.models import ApiToken
 
 
@@ -16,7 +15,6 @@ async def raw_body(request: Request) -> bytes:
 
 
 RawBody = Annotated[bytes, Depends(raw_body)]
-SessionDep = Annotated[Session, Depends(get_session)]
 IngestToken = Annotated[ApiToken, Depends(require_scope("ingest"))]
 TriageActor = Annotated[Actor, Depends(require_actor("triage"))]
 ReadAccess = Depends(read_access)

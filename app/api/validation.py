@@ -8,6 +8,7 @@ from http import HTTPStatus
 from typing import Any
 
 from fastapi import Request, Response
+from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
@@ -15,29 +16,9 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException
 from starlette.types import Receive, Scope
 
-from app.core.errors import InvalidInput, error_body
-
-
-def _where(loc: tuple[Any, ...]) -> str:
-    path = ""
-    for part in loc:
-        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
-    return path or "body"
-
-
-def describe(error: dict[str, Any]) -> dict[str, Any]:
-    """One pydantic error as ``{loc, field, result_index?, message}``."""
-    loc = tuple(error["loc"])
-    if loc and loc[0] == "body":
-        loc = loc[1:]
-    location = tuple(p for p in loc if not (isinstance(p, str) and p.startswith("function-")))
-    described: dict[str, Any] = {"loc": _where(location), "message": error["msg"]}
-    names = [p for p in location if isinstance(p, str)]
-    if names:
-        described["field"] = names[-1]
-    if len(location) >= 2 and location[0] == "results" and isinstance(location[1], int):
-        described["result_index"] = location[1]
-    return described
+from app.core.db import Database
+from app.core.errors import InvalidInput, describe, error_body
+from app.tokens.auth import bearer, check_caller
 
 
 def _json_position(exc: RequestValidationError) -> str:
@@ -124,11 +105,24 @@ class _LocatedJSONRequest(Request):
             raise _unreadable_at(await self.body(), exc) from exc
 
 
+async def _known_caller(request: Request) -> None:
+    """401 for a caller without a live token or session, before the body is read."""
+    credentials = await bearer(request)
+    database: Database = request.app.state.database
+
+    def check() -> None:
+        with database.sessionmaker() as session:
+            check_caller(request, session, credentials)
+
+    await run_in_threadpool(check)
+
+
 class ApiRoute(APIRoute):
     """A route of the JSON API: its HTTP errors answer in the API's one error body.
 
     The auth dependencies (401, 403) and FastAPI's body parsing (400 for a body that is not
-    text) raise ``HTTPException``, which FastAPI would answer as ``{"detail"}`` alone.
+    text) raise ``HTTPException``, which FastAPI would answer as ``{"detail"}`` alone. A route
+    with a body checks its caller before FastAPI reads the body (``check_caller``).
     """
 
     def wrap_request(self, request: Request) -> Request:
@@ -139,8 +133,12 @@ class ApiRoute(APIRoute):
         """FastAPI's handler, with ``HTTPException`` rendered as the API's errors are."""
         handler = super().get_route_handler()
 
+        reads_body = self.body_field is not None
+
         async def handle(request: Request) -> Response:
             try:
+                if reads_body:
+                    await _known_caller(request)
                 return await handler(self.wrap_request(request))
             except HTTPException as exc:
                 kind = HTTPStatus(exc.status_code).phrase.replace(" ", "")

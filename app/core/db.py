@@ -5,9 +5,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import Request
+from fastapi import Depends, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy import DateTime, Engine, MetaData, create_engine, event
 from sqlalchemy.engine import Dialect, make_url
@@ -117,6 +117,8 @@ def get_session(request: Request) -> Iterator[Session]:
     with database.sessionmaker() as session:
         yield session
 
+
+SessionDep = Annotated[Session, Depends(get_session)]  # the one session dependency of routes
 
 RETRY_AFTER_S = 5  # how long a client waits before it asks again during a database outage
 

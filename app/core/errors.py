@@ -42,12 +42,6 @@ class InvalidInput(DomainError):
     status_code = 422
 
 
-class PayloadTooLarge(DomainError):
-    """The request body is over the configured limit."""
-
-    status_code = 413
-
-
 class ErrorItem(BaseModel):
     """One problem of a rejected request, and where it is."""
 
@@ -73,6 +67,28 @@ class ErrorBody(BaseModel):
     errors: list[ErrorItem] | None = Field(
         default=None, description="Each problem with its location, when there are several"
     )
+
+
+def _where(loc: tuple[Any, ...]) -> str:
+    path = ""
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path or "body"
+
+
+def describe(error: dict[str, Any]) -> dict[str, Any]:
+    """One pydantic error as ``{loc, field, result_index?, message}``."""
+    loc = tuple(error["loc"])
+    if loc and loc[0] == "body":
+        loc = loc[1:]
+    location = tuple(p for p in loc if not (isinstance(p, str) and p.startswith("function-")))
+    described: dict[str, Any] = {"loc": _where(location), "message": error["msg"]}
+    names = [p for p in location if isinstance(p, str)]
+    if names:
+        described["field"] = names[-1]
+    if len(location) >= 2 and location[0] == "results" and isinstance(location[1], int):
+        described["result_index"] = location[1]
+    return described
 
 
 def error_body(

@@ -19,15 +19,6 @@ from app.api.validation import refuse_nul_in_query
 from app.benchmarks.models import Machine
 from app.core.bounds import in_id_range
 from app.core.errors import DomainError, InvalidInput, NotFound
-from app.core.security import (
-    MAX_SECRET_LENGTH,
-    SIGN_IN_COOKIE,
-    csrf_matches,
-    csrf_token,
-    live_token,
-    request_pepper,
-    signed_in,
-)
 from app.core.urls import safe_href
 from app.dashboard import format as fmt
 from app.dashboard.alerts import AlertQuery, inbox
@@ -45,6 +36,15 @@ from app.dashboard.sign_in import (
 )
 from app.suites import service as suites_service
 from app.suites.schemas import SuiteRunRead
+from app.tokens.auth import (
+    MAX_SECRET_LENGTH,
+    SIGN_IN_COOKIE,
+    csrf_matches,
+    csrf_token,
+    live_token,
+    request_pepper,
+    signed_in,
+)
 from app.tokens.service import close_session, open_session
 
 FRONTEND = Path(__file__).resolve().parents[2] / "frontend"

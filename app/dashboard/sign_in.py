@@ -18,7 +18,8 @@ from urllib.parse import quote
 from fastapi import Request
 from fastapi.responses import RedirectResponse, Response
 
-from app.core.security import SIGN_IN_COOKIE, Credentials, DbSession, may_read
+from app.core.db import SessionDep
+from app.tokens.auth import SIGN_IN_COOKIE, Credentials, may_read
 from app.tokens.service import SESSION_DAYS
 
 
@@ -30,7 +31,7 @@ class SignInRequired(Exception):
         self.wanted = wanted
 
 
-def page_access(request: Request, session: DbSession, credentials: Credentials) -> None:
+def page_access(request: Request, session: SessionDep, credentials: Credentials) -> None:
     """Dashboard pages: like API reads, but a browser without a token is sent to sign in."""
     if not may_read(request, session, credentials):
         query = f"?{request.url.query}" if request.url.query else ""

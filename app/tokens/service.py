@@ -1,5 +1,7 @@
 """Create, list and revoke API tokens; the plain token is shown once and never stored."""
 
+import hashlib
+import hmac
 import re
 import secrets
 from datetime import timedelta
@@ -10,14 +12,19 @@ from sqlalchemy.orm import Session
 
 from app.core.db import utcnow
 from app.core.errors import Forbidden, InvalidInput, NotFound
-from app.core.security import SCOPES, hash_token
 from app.tokens.models import ApiToken, WebSession
 
+SCOPES = ("ingest", "triage", "admin", "read")
 TOKEN_PREFIX = "bw_"
 MAX_NAME_LENGTH = 128  # the column's size
 SESSION_DAYS = 14  # how long a browser stays signed in
 MAX_MACHINE_PATTERNS = 32
 MACHINE_PATTERN = re.compile(r"^[A-Za-z0-9_.:+*?\[\]!-]{1,128}$")
+
+
+def hash_token(token: str, pepper: str) -> str:
+    """Keyed hash of a token or session id: what the database stores."""
+    return hmac.new(pepper.encode(), token.encode(), hashlib.sha256).hexdigest()
 
 
 class TokenNotFound(NotFound):

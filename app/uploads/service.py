@@ -14,8 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from app.api.validation import describe
-from app.core.errors import InvalidInput
+from app.core.errors import InvalidInput, describe
 from app.runs.schemas import RunIn
 from app.uploads import limits
 from app.uploads.base import Hints, OverLimit, Parsed, UploadError, UploadFile

@@ -10,8 +10,8 @@ from playwright.sync_api import Page, expect
 
 from app.core.config import Settings
 from app.core.db import Database
-from app.core.security import SIGN_IN_COOKIE
 from app.main import create_app
+from app.tokens.auth import SIGN_IN_COOKIE
 from app.tokens.service import revoke_token
 from tests.conftest import make_token
 from tests.factories import run_payload

@@ -9,7 +9,6 @@ site could make a browser send, the header is not). Reads never write: a token's
 noted by writes alone, so a private server's reader takes no row or SQLite write lock.
 """
 
-import hashlib
 import hmac
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,10 +21,10 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from app.core.config import Settings
-from app.core.db import get_session, utcnow
+from app.core.db import SessionDep, utcnow
 from app.tokens.models import ApiToken, WebSession
+from app.tokens.service import hash_token
 
-SCOPES = ("ingest", "triage", "admin", "read")
 TOUCH_EVERY = timedelta(minutes=1)  # last_used_at granularity: no write per request
 SIGN_IN_COOKIE = "benchwatch_session"
 CSRF_HEADER = "X-CSRF-Token"
@@ -35,7 +34,6 @@ MAX_SECRET_LENGTH = 256  # longer bearer tokens or cookies are not ours: no hash
 
 bearer = HTTPBearer(auto_error=False, description="`Authorization: Bearer bw_...`")
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
-DbSession = Annotated[Session, Depends(get_session)]
 
 
 # Built once: every authenticated request runs one of them.
@@ -55,11 +53,6 @@ class Actor:
         """Who did it, as recorded beside what they did (the token's name and how it came)."""
         via = f"dashboard session #{self.session_id}" if self.session_id else "API"
         return f"{self.token.name} (token #{self.token.id}, {via})"
-
-
-def hash_token(token: str, pepper: str) -> str:
-    """Keyed hash of a token or session id: what the database stores."""
-    return hmac.new(pepper.encode(), token.encode(), hashlib.sha256).hexdigest()
 
 
 def request_pepper(request: Request) -> str:
@@ -97,15 +90,35 @@ def signed_in(request: Request, session: Session) -> WebSession | None:
     if hasattr(request.state, "web_session"):
         found: WebSession | None = request.state.web_session
         return found
-    found = None
-    secret = request.cookies.get(SIGN_IN_COOKIE)
-    if secret and len(secret) <= MAX_SECRET_LENGTH:
-        digest = hash_token(secret, request_pepper(request))
-        row = session.scalar(_SESSION_BY_HASH, {"session_hash": digest})
-        if row is not None and row.expires_at > utcnow() and row.token.revoked_at is None:
-            found = row
+    found = _live_session(request, session)
     request.state.web_session = found
     return found
+
+
+def _live_session(request: Request, session: Session) -> WebSession | None:
+    secret = request.cookies.get(SIGN_IN_COOKIE)
+    if not secret or len(secret) > MAX_SECRET_LENGTH:
+        return None
+    digest = hash_token(secret, request_pepper(request))
+    row = session.scalar(_SESSION_BY_HASH, {"session_hash": digest})
+    if row is not None and row.expires_at > utcnow() and row.token.revoked_at is None:
+        return row
+    return None
+
+
+def check_caller(
+    request: Request, session: Session, credentials: HTTPAuthorizationCredentials | None
+) -> None:
+    """401 unless the request carries a live token or sign-in session; reads, keeps nothing.
+
+    FastAPI reads and parses a route's body before it runs the route's dependencies, so a
+    route with a body calls this first: an anonymous 40 MB write is refused unread.
+    """
+    if credentials is not None:
+        if live_token(request, session, credentials.credentials, touch=False) is None:
+            raise _unauthorized(INVALID_TOKEN)
+    elif _live_session(request, session) is None:
+        raise _unauthorized(MISSING_TOKEN)
 
 
 def csrf_token(request: Request, session: Session) -> str | None:
@@ -148,7 +161,7 @@ def authenticate(
 def require_actor(scope: str) -> Callable[..., Actor]:
     """Dependency factory: who acts, holding ``scope`` (or ``admin``); 401/403 otherwise."""
 
-    def dependency(request: Request, session: DbSession, credentials: Credentials) -> Actor:
+    def dependency(request: Request, session: SessionDep, credentials: Credentials) -> Actor:
         actor = authenticate(request, session, credentials)
         if scope not in actor.token.scopes and "admin" not in actor.token.scopes:
             raise HTTPException(403, detail=f"token {actor.token.name!r} lacks the scope {scope!r}")
@@ -161,7 +174,7 @@ def require_scope(scope: str) -> Callable[..., ApiToken]:
     """Dependency factory: a token that has ``scope`` (or ``admin``); 401/403 otherwise."""
     actor_of = require_actor(scope)
 
-    def dependency(request: Request, session: DbSession, credentials: Credentials) -> ApiToken:
+    def dependency(request: Request, session: SessionDep, credentials: Credentials) -> ApiToken:
         return actor_of(request, session, credentials).token
 
     return dependency
@@ -169,7 +182,7 @@ def require_scope(scope: str) -> Callable[..., ApiToken]:
 
 def read_access(
     request: Request,
-    session: DbSession,
+    session: SessionDep,
     credentials: Credentials,
 ) -> None:
     """Reads are public unless ``BENCHWATCH_PUBLIC_READ=false``; then any live token reads."""
