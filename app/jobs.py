@@ -1,29 +1,70 @@
-"""The background jobs by task name, and the publisher that sends them where they run."""
+"""Every background task of benchwatch, declared once, and where they run.
+
+A task is one ``TASKS.add`` line: its name on the wire, its queue, its Celery options and the
+job that does it. Celery's tasks (``workers/``), the in-process runner, the publishers and
+beat all read them from here. Adding one is writing its job and adding its line.
+
+Jobs are named by path, so this module imports no domain module and any service can import
+the task names it sends. The names are those running workers and brokers already know.
+"""
 
 import logging
 import threading
-from collections.abc import Callable
-from functools import partial
+from typing import Any
 
-from app.anomalies import jobs as anomalies_jobs
+from sqlalchemy.exc import IntegrityError, OperationalError
+
 from app.core import queue
 from app.core.config import Settings
 from app.core.db import Database
-
-
-def job_table(database: Database, settings: Settings) -> dict[str, Callable[..., object]]:
-    """Each task name's job, bound to a database and the settings it needs."""
-    return {
-        queue.DETECT_RUN: partial(
-            anomalies_jobs.detect_run, database, settings.DETECTOR_THRESHOLDS
-        ),
-        queue.SWEEP_DETECTION: partial(
-            anomalies_jobs.sweep_detection, database, overdue_s=settings.DETECTION_OVERDUE_S
-        ),
-    }
-
+from app.core.tasks import Registry
 
 log = logging.getLogger(__name__)
+DEFAULT_QUEUE = "default"  # the service's tasks, consumed by ``benchwatch worker``
+
+
+def bench_queue(machine: str) -> str:
+    """The queue of a machine's benchmark worker (``benchwatch worker --machine``)."""
+    return f"bench.{machine}"
+
+
+def machine_queue(*, machine: str | None = None, **_: Any) -> str:
+    """A task about one machine runs on its benchmark worker; one about all of them, here."""
+    return bench_queue(machine) if machine else DEFAULT_QUEUE
+
+
+TASKS = Registry()
+DETECT_RUN = TASKS.add(
+    queue.DETECT_RUN,
+    DEFAULT_QUEUE,
+    job="app.anomalies.jobs:detect_run",
+    config=lambda settings: {"thresholds": settings.DETECTOR_THRESHOLDS},
+    # Acknowledged when done: a worker killed mid-task leaves the message to be delivered
+    # again (its pool child lost: at once; the whole worker: after the broker's visibility
+    # timeout, and sooner through the sweep).
+    acks_late=True,
+    reject_on_worker_lost=True,
+    # A lost connection, a deadlock, a serialisation failure or a unique conflict with a
+    # concurrent detection: try again, and the retry sees what the other one committed.
+    autoretry_for=(OperationalError, IntegrityError),
+    retry_backoff=True,
+    max_retries=5,
+    soft_time_limit=600,
+)
+SWEEP_DETECTION = TASKS.add(
+    queue.SWEEP_DETECTION,
+    DEFAULT_QUEUE,
+    job="app.anomalies.jobs:sweep_detection",
+    config=lambda settings: {"overdue_s": settings.DETECTION_OVERDUE_S},
+)
+# Worker-only (workers/tasks/suite.py): they need torch and the machine they measure.
+START_SUITE = TASKS.add("bench.start_suite", machine_queue, acks_late=True)
+RUN_SHARD = TASKS.add(  # routed by the machine its sender names (its kwargs hold the shard)
+    "bench.run_shard", machine_queue, acks_late=True, reject_on_worker_lost=True, max_retries=None
+)
+# Without a machine, every machine's unfinished shards: it only publishes, so the service
+# worker runs it, and each shard goes to its own machine's queue.
+REQUEUE_SHARDS = TASKS.add("bench.requeue_shards", machine_queue)
 
 
 class Sweeper:
@@ -43,7 +84,7 @@ class Sweeper:
     def _loop(self) -> None:
         while True:
             try:
-                self.publisher.publish(queue.SWEEP_DETECTION, {})
+                self.publisher.publish(SWEEP_DETECTION, {})
             except Exception:  # the publisher is closing: the next server's sweep catches up
                 log.exception("could not queue the detection sweep")
             if self.stopped.wait(self.every_s):
@@ -63,9 +104,9 @@ def connect(settings: Settings) -> tuple[Database, queue.Publisher]:
     database = Database(settings.DATABASE_URL)
     publisher: queue.Publisher
     if settings.BROKER_URL:
-        publisher = queue.CeleryPublisher(settings.BROKER_URL)
+        publisher = queue.CeleryPublisher(settings.BROKER_URL, TASKS.queue_for)
     else:
-        publisher = queue.InProcessPublisher(job_table(database, settings))
+        publisher = queue.InProcessPublisher(TASKS.jobs(database, settings))
     database.set_publisher(publisher)
     return database, publisher
 

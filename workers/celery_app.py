@@ -1,47 +1,52 @@
 """The Celery application: broker and beat schedule from settings, no result backend.
 
-Queues: ``default`` for the service's tasks (detection), ``bench.<machine>`` for one machine's
-suite runs. Beat starts a suite run per configured machine on its cron (every 12 hours by
-default) and looks for shards left behind by dead workers every few minutes.
+Its tasks, their queues and options are those ``app.jobs`` declares: the service's tasks
+(detection) on the default queue, one machine's suite runs on its own. Beat starts a suite run
+per configured machine on its cron (every 12 hours by default) and looks for shards left
+behind by dead workers every few minutes.
 """
 
+from collections.abc import Callable
 from typing import Any
 
 from celery import Celery
+from celery import Task as CeleryTask
 from celery.schedules import crontab
 
 from app.core.config import Schedule, Settings, settings
-from app.core.queue import SWEEP_DETECTION
+from app.jobs import DEFAULT_QUEUE, REQUEUE_SHARDS, START_SUITE, SWEEP_DETECTION, TASKS
 
 REQUEUE_EVERY_S = 300.0
+TaskDecorator = Callable[[Callable[..., Any]], CeleryTask[Any, Any]]
 
 
 def beat_schedule(config: Settings) -> dict[str, dict[str, Any]]:
     """Beat's entries: the detection sweep, a suite run per configured machine, the shard sweep."""
-    entries: dict[str, dict[str, Any]] = {
-        "sweep-detection": {
-            "task": SWEEP_DETECTION,
-            "schedule": config.DETECTION_SWEEP_S,
-            "options": {"queue": "default"},
-        }
-    }
+    entries = {"sweep-detection": entry(SWEEP_DETECTION, config.DETECTION_SWEEP_S)}
     entries |= {
-        f"suite-{s.machine}-{s.tier}": {
-            "task": "bench.start_suite",
-            "schedule": cron(s),
-            "kwargs": {"machine": s.machine, "tier": s.tier, "channel": s.channel},
-            "options": {"queue": f"bench.{s.machine}"},
-        }
+        f"suite-{s.machine}-{s.tier}": entry(
+            START_SUITE, cron(s), machine=s.machine, tier=s.tier, channel=s.channel
+        )
         for s in config.SCHEDULES
     }
-    # Every machine's unfinished shards, scheduled or triggered: the task only publishes, so
-    # the service worker runs it, and each shard goes to its own machine's queue.
-    entries["requeue-shards"] = {
-        "task": "bench.requeue_shards",
-        "schedule": REQUEUE_EVERY_S,
-        "options": {"queue": "default"},
-    }
+    # Every machine's unfinished shards, scheduled or triggered ones.
+    entries["requeue-shards"] = entry(REQUEUE_SHARDS, REQUEUE_EVERY_S)
     return entries
+
+
+def entry(name: str, schedule: float | crontab, **kwargs: Any) -> dict[str, Any]:
+    """Beat's entry for task ``name`` with ``kwargs``, sent to the queue they route it to."""
+    found: dict[str, Any] = {"task": name, "schedule": schedule}
+    found |= {"kwargs": kwargs} if kwargs else {}
+    return found | {"options": {"queue": TASKS.queue_for(name, **kwargs)}}
+
+
+def route(name: str, args: Any, kwargs: dict[str, Any] | None, *_: Any, **__: Any) -> Any:
+    """Celery's router: a declared task goes to the queue its kwargs name in ``app.jobs``.
+
+    A sender's own ``queue`` wins (a shard's kwargs do not name its machine).
+    """
+    return {"queue": TASKS.queue_for(name, **(kwargs or {}))} if name in TASKS else None
 
 
 def cron(schedule: Schedule) -> crontab:
@@ -59,10 +64,11 @@ def cron(schedule: Schedule) -> crontab:
 celery_app = Celery(
     "benchwatch",
     broker=settings.BROKER_URL or "memory://",
-    include=["workers.tasks.anomalies", "workers.tasks.suite"],
+    include=["workers.tasks.jobs", "workers.tasks.suite"],
 )
 celery_app.conf.update(
-    task_default_queue="default",
+    task_default_queue=DEFAULT_QUEUE,
+    task_routes=(route,),
     task_ignore_result=True,  # outcomes are database rows, not task results
     worker_prefetch_multiplier=1,
     broker_connection_retry_on_startup=True,
@@ -72,3 +78,13 @@ celery_app.conf.update(
     beat_schedule=beat_schedule(settings),
     timezone="UTC",
 )
+
+
+def declared(name: str, **implementation: Any) -> TaskDecorator:
+    """Celery's decorator for task ``name``, with the options ``app.jobs`` declares for it.
+
+    ``implementation`` says how the function is written (``bind=True``: it takes the task).
+    """
+    options: dict[str, Any] = {"name": name, **TASKS[name].options, **implementation}
+    register: TaskDecorator = celery_app.task(**options)  # (its overloads cannot see options)
+    return register

@@ -1,4 +1,4 @@
-"""Anomaly jobs: the bodies of the Celery tasks and of the in-process runner."""
+"""Anomaly jobs: what the tasks ``app.jobs`` declares for detection do."""
 
 import logging
 import time
@@ -9,7 +9,8 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from app.anomalies import service
 from app.anomalies.service import Thresholds
 from app.core.db import Database
-from app.core.queue import DETECT_RUN, enqueue_after_commit
+from app.core.queue import enqueue_after_commit
+from app.jobs import DETECT_RUN
 
 log = logging.getLogger(__name__)
 ATTEMPTS = 5  # of one detection that collides with concurrent ones

@@ -1,4 +1,4 @@
-"""Background work: tasks are named, queued on the session and published after its commit.
+"""Background work: tasks are queued on the session by name and published after its commit.
 
 With ``BENCHWATCH_BROKER_URL`` set, tasks go to Celery (workers run them); without it they run
 in this process on a small thread pool (the embedded default). Either way a task is published
@@ -16,6 +16,8 @@ from sqlalchemy.orm import Session
 
 log = logging.getLogger(__name__)
 
+# Declared in app.jobs with every other task; spelled here only because app.runs.service and
+# tests still import them from this module (they move to app.jobs once those imports do).
 DETECT_RUN = "anomalies.detect_run"
 SWEEP_DETECTION = "anomalies.sweep_detection"
 PUBLISH_TIMEOUT_S = 2.0  # an upload waits at most about this long for a broker that is down
@@ -58,9 +60,11 @@ def _forget_pending(session: Session, previous_transaction: Any) -> None:
 class CeleryPublisher:
     """Publishes to the broker by task name: the API never imports the workers' code."""
 
-    def __init__(self, broker_url: str) -> None:
+    def __init__(self, broker_url: str, route: Callable[..., str]) -> None:
+        """``route(name, **kwargs)`` names the queue of a task (``Registry.queue_for``)."""
         from celery import Celery  # only where a broker is configured
 
+        self.route = route
         self.client = Celery("benchwatch-publisher", broker=broker_url)
         self.client.conf.update(
             broker_connection_retry_on_startup=True,
@@ -73,7 +77,7 @@ class CeleryPublisher:
         )
 
     def publish(self, name: str, kwargs: dict[str, Any]) -> None:
-        """Send the task to the ``default`` queue; raises when the broker stays unreachable.
+        """Send the task to its queue; raises when the broker stays unreachable.
 
         One quick retry rides over a dropped connection; beyond that the caller logs the loss
         and the detection sweep queues the run again once the broker is back.
@@ -81,7 +85,7 @@ class CeleryPublisher:
         self.client.send_task(
             name,
             kwargs=kwargs,
-            queue="default",
+            queue=self.route(name, **kwargs),
             retry=True,
             retry_policy={"max_retries": 1, "interval_start": 0.1, "interval_step": 0.2},
         )

@@ -1,8 +1,8 @@
 """Suite tasks: start a run on a machine, run its shards, close it; and find shards left behind.
 
-All of them run on the machine's own queue ``bench.<machine>``, consumed by
-``benchwatch worker --machine <machine>`` one task at a time (one shard per device at a time).
-torch is imported inside the tasks only, so a service-only worker starts without it.
+``app.jobs`` declares them (names, queues, options): they run on the machine's own queue,
+consumed by ``benchwatch worker --machine <machine>`` one task at a time (one shard per device
+at a time). torch is imported inside the tasks only, so a service-only worker starts without it.
 """
 
 import logging
@@ -12,23 +12,18 @@ from celery import Task
 from celery.signals import worker_ready
 
 from app.core.config import settings
+from app.jobs import REQUEUE_SHARDS, RUN_SHARD, TASKS
+from app.jobs import START_SUITE as START_SUITE  # workers/cli.py imports these two from here
+from app.jobs import bench_queue as bench_queue
 from app.suites import service
-from workers.celery_app import celery_app
+from workers.celery_app import declared
 from workers.shard_runner import ShardOutcome, run_shard_process
-from workers.tasks.anomalies import worker_database
+from workers.tasks.jobs import worker_database
 
 log = logging.getLogger(__name__)
-START_SUITE = "bench.start_suite"
-RUN_SHARD = "bench.run_shard"
-REQUEUE_SHARDS = "bench.requeue_shards"
 
 
-def bench_queue(machine: str) -> str:
-    """The queue of a machine's benchmark worker."""
-    return f"bench.{machine}"
-
-
-@celery_app.task(name=START_SUITE, bind=True, acks_late=True)
+@declared(START_SUITE, bind=True)
 def start_suite(
     self: Task[Any, Any],
     *,
@@ -59,14 +54,12 @@ def start_suite(
         suite_run_id = suite_run.id
         pending = [shard.id for shard in suite_run.shards if shard.status == "pending"]
     for shard_id in pending:
-        run_shard.apply_async(kwargs={"shard_id": shard_id}, queue=bench_queue(machine))
+        queue_shard(shard_id, machine)
     log.info("suite run %s: %d shards queued on %s", suite_run_id, len(pending), machine)
     return suite_run_id
 
 
-@celery_app.task(
-    name=RUN_SHARD, bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None
-)
+@declared(RUN_SHARD, bind=True)
 def run_shard(self: Task[Any, Any], *, shard_id: int) -> None:
     """Run one shard under a lease; retry a failed attempt; close the run after the last one."""
     worker = self.request.hostname or "worker"
@@ -92,7 +85,7 @@ def run_shard(self: Task[Any, Any], *, shard_id: int) -> None:
         service.finalize(session, suite_run_id)
 
 
-@celery_app.task(name=REQUEUE_SHARDS)
+@declared(REQUEUE_SHARDS)
 def requeue_shards(*, machine: str | None = None) -> int:
     """Queue again every unfinished shard, for when the lease it waits on lapses."""
     with worker_database().session_scope() as session:
@@ -101,10 +94,14 @@ def requeue_shards(*, machine: str | None = None) -> int:
             for shard, wait in service.stale_shards(session, machine)
         ]
     for shard_id, shard_machine, wait in stale:
-        run_shard.apply_async(
-            kwargs={"shard_id": shard_id}, queue=bench_queue(shard_machine), countdown=wait + 1
-        )
+        queue_shard(shard_id, shard_machine, countdown=wait + 1)
     return len(stale)
+
+
+def queue_shard(shard_id: int, machine: str, countdown: float = 0) -> None:
+    """Send a shard to its machine's worker (``countdown``: not before this many seconds)."""
+    queue = TASKS.queue_for(RUN_SHARD, machine=machine)
+    run_shard.apply_async(kwargs={"shard_id": shard_id}, queue=queue, countdown=countdown)
 
 
 def _renew(shard_id: int, lease: str) -> bool:
@@ -128,6 +125,6 @@ def watch_machine(machine: str) -> None:
     """When this worker is up, queue again the shards its machine left unfinished (a restart)."""
 
     def requeue(**_: Any) -> None:
-        requeue_shards.apply_async(kwargs={"machine": machine}, queue=bench_queue(machine))
+        requeue_shards.apply_async(kwargs={"machine": machine})  # routed to the machine's queue
 
     worker_ready.connect(requeue, weak=False)
