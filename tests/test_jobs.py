@@ -1,0 +1,115 @@
+"""Every background task is declared once, in app.jobs (issue 13, point 3): Celery registers
+each with its queue and options, the in-process runner has each job, publishers and beat send
+each to its queue, and no task or queue name is spelled anywhere else."""
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from celery import Task as CeleryTask
+
+from app.core.config import Settings
+from app.core.db import Database
+from app.core.queue import CeleryPublisher
+from app.jobs import (
+    DEFAULT_QUEUE,
+    DETECT_RUN,
+    REQUEUE_SHARDS,
+    RUN_SHARD,
+    START_SUITE,
+    SWEEP_DETECTION,
+    TASKS,
+)
+from workers.celery_app import celery_app
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCES = sorted(path for top in ("app", "workers") for path in (ROOT / top).rglob("*.py"))
+REGISTRY = ROOT / "app" / "jobs.py"
+# What running workers and brokers know the tasks by: a renamed task strands its messages.
+ON_THE_WIRE = {
+    "anomalies.detect_run",
+    "anomalies.sweep_detection",
+    "bench.start_suite",
+    "bench.run_shard",
+    "bench.requeue_shards",
+}
+AUTORETRY = {"autoretry_for", "dont_autoretry_for", "retry_kwargs", "retry_backoff"}
+
+
+def test_the_names_on_the_wire_stay() -> None:
+    assert {task.name for task in TASKS} == ON_THE_WIRE
+
+
+def test_celery_registers_every_task_with_its_declared_options() -> None:
+    celery_app.loader.import_default_modules()  # what a worker imports at start (`include`)
+    for task in TASKS:
+        registered = celery_app.tasks[task.name]
+        for option, value in task.options.items():
+            # a misspelt option would be set, and read by nothing
+            assert hasattr(CeleryTask, option) or option in AUTORETRY, option
+            assert getattr(registered, option) == value, (task.name, option)
+    assert celery_app.tasks[DETECT_RUN].acks_late  # options do arrive
+
+
+@pytest.mark.parametrize(
+    ("name", "kwargs", "queue"),
+    [
+        (DETECT_RUN, {"run_id": 1}, DEFAULT_QUEUE),
+        (SWEEP_DETECTION, {}, DEFAULT_QUEUE),
+        (START_SUITE, {"machine": "h100-a", "tier": "daily"}, "bench.h100-a"),
+        (REQUEUE_SHARDS, {}, DEFAULT_QUEUE),  # every machine's shards: the service's worker
+        (REQUEUE_SHARDS, {"machine": "h100-a"}, "bench.h100-a"),
+    ],
+)
+def test_celery_routes_each_call_to_its_declared_queue(
+    name: str, kwargs: dict[str, Any], queue: str
+) -> None:
+    assert TASKS.queue_for(name, **kwargs) == queue
+    routed = celery_app.amqp.router.route({}, name, (), kwargs)
+    assert routed["queue"].name == queue
+    explicit = celery_app.amqp.router.route({"queue": "bench.b"}, name, (), kwargs)
+    assert explicit["queue"].name == "bench.b"  # a sender that names the queue is obeyed
+
+
+def test_the_in_process_runner_has_every_job(database: Database, settings: Settings) -> None:
+    jobs = TASKS.jobs(database, settings)
+    assert set(jobs) == {task.name for task in TASKS if task.job} == {DETECT_RUN, SWEEP_DETECTION}
+    assert jobs[SWEEP_DETECTION]() == 0  # its job, bound to the database and its settings
+    with pytest.raises(LookupError, match="benchmark worker"):
+        TASKS[RUN_SHARD].bind(database, settings)
+
+
+def test_the_api_publishes_each_task_to_its_declared_queue(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert TASKS.queue_for(RUN_SHARD, machine="h100-a") == "bench.h100-a"  # its sender's machine
+    sent: list[tuple[str, str]] = []
+    publisher = CeleryPublisher("memory://", TASKS.queue_for)
+
+    def send_task(name: str, *, queue: str, **_: Any) -> None:
+        sent.append((name, queue))
+
+    monkeypatch.setattr(publisher.client, "send_task", send_task)
+    publisher.publish(REQUEUE_SHARDS, {"machine": "mi300x-b"})
+    publisher.publish(DETECT_RUN, {"run_id": 1})
+    assert sent == [(REQUEUE_SHARDS, "bench.mi300x-b"), (DETECT_RUN, DEFAULT_QUEUE)]
+
+
+def test_each_task_name_is_spelled_once() -> None:
+    for task in TASKS:
+        spelled = re.compile(rf"[\"']{re.escape(task.name)}[\"']")
+        where = [str(path) for path in SOURCES for _ in spelled.finditer(path.read_text())]
+        assert len(where) == 1, (task.name, where)
+
+
+def test_no_queue_is_spelled_outside_the_registry() -> None:
+    literal = re.compile(r"queues?[\"']?\s*[=:]\s*\[?\s*f?[\"']")  # queue="..", "queue": f"..
+    where = [
+        f"{path}:{number}: {line.strip()}"
+        for path in SOURCES
+        if path != REGISTRY
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if literal.search(line)
+    ]
+    assert where == []
