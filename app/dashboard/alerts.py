@@ -4,15 +4,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-import plotly.graph_objects as go
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.anomalies import triage
 from app.anomalies.models import STATUSES, AlertGroup, Regression, RunAnomaly
-from app.benchmarks.service import list_machines
-from app.dashboard import format as fmt
-from app.dashboard.figures import embed, figure
+from app.dashboard import figures
+from app.dashboard.queries import machine_names
 from app.runs.models import Run
 from app.runs.service import series_points
 
@@ -49,7 +47,7 @@ def inbox(session: Session, query: AlertQuery) -> dict[str, Any]:
         "query": query,
         "groups": described,
         "statuses": STATUSES,
-        "machines": [m.name for m in list_machines(session)],
+        "machines": machine_names(session),
     }
 
 
@@ -101,41 +99,21 @@ def _series_link(regression: Regression) -> str:
     )
 
 
-def _chart(session: Session, regression: Regression) -> dict[str, str]:
+def _chart(session: Session, regression: Regression) -> dict[str, Any]:
     """The series around the step, with the before and after levels."""
     at = session.get(Run, regression.first_bad_run_id)
     assert at is not None
     rows = series_points(
         session, regression.series_id, at.started_at - CHART_WINDOW, at.started_at + CHART_WINDOW
     )
-    before = [r.measured_at for r in rows if r.measured_at < at.started_at]
-    after = [r.measured_at for r in rows if r.measured_at >= at.started_at]
-    benchmark = regression.series.benchmark
-    unit = regression.series.metric.unit
-    traces = [
-        go.Scatter(
-            x=[r.measured_at for r in rows],
-            y=[r.value for r in rows],
-            mode="lines+markers",
-            name=regression.series.metric.name,
-            marker={"size": 4},
-        ),
-        _level(before, regression.before, "before"),
-        _level(after, regression.after, "after"),
-    ]
+    benchmark, metric = regression.series.benchmark, regression.series.metric
     title = f"{benchmark.model} · {benchmark.config} · {benchmark.precision}"
-    fig = figure(traces, title, unit, height=240, showlegend=False)
-    return {"id": f"step-{regression.id}", "figure": embed(fig), "title": title}
-
-
-def _level(xs: list[Any], level: float, name: str) -> go.Scatter:
-    ends = [xs[0], xs[-1]] if xs else []
-    return go.Scatter(
-        x=ends,
-        y=[level] * len(ends),
-        mode="lines",
-        name=name,
-        line={"dash": "dash", "color": "#cf222e" if name == "after" else "#57606a"},
-        hovertext=f"{name}: {fmt.number(level)}",
-        hoverinfo="text",
+    figure = figures.step_chart(
+        [(r.measured_at, r.value) for r in rows],
+        at.started_at,
+        (regression.before, regression.after),
+        metric.name,
+        title,
+        metric.unit,
     )
+    return {"id": f"step-{regression.id}", "figure": figure, "title": title}

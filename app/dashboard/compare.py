@@ -1,26 +1,38 @@
-"""Comparisons: config vs config, run vs run, machine vs machine, and release lines side by side.
+"""The compare page: config vs config, run vs run, machine vs machine, release lines side by side.
 
-Every kind reduces to sides (a run, and for config comparisons a config within it) whose values
-of one metric are matched per benchmark; the first side is the base. Geomeans of new / base
-run over the benchmarks present on every side, as the PyTorch dashboard aggregates.
+Every kind reduces to sides (a run, and for config comparisons a config within it) whose results
+of one metric are matched per case; the first side is the base. Cases, verdicts and geomeans
+are ``app.benchmarks.comparison``'s, as ``GET /api/v1/compare`` has them; each side after the
+base gets the geomean of its ratio to the base over the cases both measured.
 """
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-import plotly.graph_objects as go
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.anomalies.models import Regression
-from app.benchmarks.comparison import CaseKey, case_key, geomean_ratio, in_order, judge_rows
-from app.benchmarks.models import Machine, Series
-from app.benchmarks.service import list_machines
+from app.benchmarks.comparison import (
+    CaseKey,
+    Geomean,
+    case_key,
+    geomean_ratio,
+    in_order,
+    judge_rows,
+)
+from app.benchmarks.models import Series
 from app.core import spreadsheet
 from app.core.errors import InvalidInput
-from app.dashboard.figures import embed, figure
-from app.dashboard.overview import default_channel, machine_channels, recent_runs
+from app.dashboard import figures
+from app.dashboard.queries import (
+    default_channel,
+    machine_channels,
+    machine_device,
+    machine_names,
+    recent_runs,
+)
 from app.runs.models import Run
 from app.runs.service import get_run, list_run_results
 
@@ -55,13 +67,47 @@ class Side:
     config: str | None = None
 
 
-def sides(session: Session, query: CompareQuery) -> list[Side]:
-    """The sides a query names (base first); empty when there is nothing to compare yet."""
-    machines = [m.name for m in list_machines(session)]
+@dataclass(frozen=True)
+class Choices:
+    """What the page's selectors offer: the machines, the one shown and its channels."""
+
+    machines: list[str]
+    machine: str | None
+    channels: list[str]
+
+
+@dataclass(frozen=True)
+class Table:
+    """The comparison: its sides (base first), a row per case, a geomean per side after the base."""
+
+    sides: list[Side]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    geomeans: list[Geomean] = field(default_factory=list)
+
+    @property
+    def common(self) -> int:
+        """How many cases every side measured."""
+        return sum(all(v is not None for v in r["values"]) for r in self.rows)
+
+    @property
+    def unit(self) -> str:
+        """The metric's unit, as the cases give it."""
+        return next((r["unit"] for r in self.rows if r["unit"]), "")
+
+
+def choices(session: Session, query: CompareQuery) -> Choices:
+    """The machines, the one the query names (else the first) and that machine's channels."""
+    machines = machine_names(session)
     machine = query.machine or (machines[0] if machines else None)
+    return Choices(machines, machine, machine_channels(session, machine) if machine else [])
+
+
+def sides(session: Session, query: CompareQuery, offered: Choices) -> list[Side]:
+    """The sides a query names (base first); empty when there is nothing to compare yet."""
+    machine = offered.machine
     if machine is None:
         return []
-    channel = query.channel or default_channel(machine_channels(session, machine))
+    channel = query.channel or default_channel(offered.channels)
     if query.kind == "runs":
         latest = recent_runs(session, machine, channel, 2)
         base_id = query.base_run or (latest[-1].id if latest else None)
@@ -73,10 +119,11 @@ def sides(session: Session, query: CompareQuery) -> list[Side]:
             Side(f"run {new_id}", get_run(session, new_id)),
         ]
     if query.kind == "machines":
-        names = [query.base_machine or machine, query.new_machine or _other(machines, machine)]
+        other = next((m for m in offered.machines if m != machine), machine)
+        names = [query.base_machine or machine, query.new_machine or other]
         return [Side(n, r[0]) for n in names if (r := recent_runs(session, n, channel, 1))]
     if query.kind == "channels":
-        wanted = _channels(query.channels) or machine_channels(session, machine)[:MAX_SIDES]
+        wanted = _channels(query.channels) or offered.channels[:MAX_SIDES]
         return [Side(c, r[0]) for c in wanted if (r := recent_runs(session, machine, c, 1))]
     latest = recent_runs(session, machine, channel, 1)
     if not latest:
@@ -102,7 +149,21 @@ def _other(machines: list[str], machine: str) -> str:
     return next((m for m in machines if m != machine), machine)
 
 
-def _values(session: Session, side: Side, query: CompareQuery) -> dict[CaseKey, dict[str, Any]]:
+def table(session: Session, query: CompareQuery, chosen: list[Side]) -> Table:
+    """Each side's results of the query's metric and mode, matched per case and judged."""
+    if len(chosen) < 2:
+        return Table(chosen)
+    results = [_results(session, side, query) for side in chosen]
+    rows = [_row(key, results) for key in in_order(set().union(*results))]
+    higher = next((r["higher_is_better"] for r in rows if r["higher_is_better"] is not None), None)
+    geomeans = [
+        geomean_ratio(((r["values"][0], r["values"][i]) for r in rows), higher)
+        for i in range(1, len(chosen))
+    ]
+    return Table(chosen, rows, geomeans)
+
+
+def _results(session: Session, side: Side, query: CompareQuery) -> dict[CaseKey, dict[str, Any]]:
     """The side's result of the metric per case (keyed as ``GET /api/v1/compare`` keys them)."""
     return {
         case_key(row, config=side.config is None): row
@@ -113,86 +174,54 @@ def _values(session: Session, side: Side, query: CompareQuery) -> dict[CaseKey, 
     }
 
 
-def comparison(session: Session, query: CompareQuery) -> dict[str, Any]:
-    """The table, the geomeans, the scatter and the rollback targets of a comparison."""
-    chosen = sides(session, query)
-    context: dict[str, Any] = {"query": query, "kinds": KINDS, "sides": chosen}
-    context |= _choices(session, query)
-    if len(chosen) < 2:
-        return context
-    values = [_values(session, side, query) for side in chosen]
-    rows = [_row(key, values) for key in in_order(set().union(*values))]
-    unit = next((r["unit"] for r in rows if r["unit"]), "")
-    higher = next((r["higher_is_better"] for r in rows if r["higher_is_better"] is not None), None)
-    context |= {
-        "rows": rows,
-        "unit": unit,
-        "higher_is_better": higher,
-        "geomeans": [
-            geomean_ratio(((r["values"][0], r["values"][i]) for r in rows), higher)
-            for i in range(1, len(chosen))
-        ],
-        "common": sum(all(v is not None for v in r["values"]) for r in rows),
-        "scatter": embed(_scatter(rows, chosen, query.metric, unit)),
-        "rollback": _rollback_targets(session, chosen),
-    }
-    return context
-
-
-def _row(key: CaseKey, values: list[dict[CaseKey, dict[str, Any]]]) -> dict[str, Any]:
-    present = [side.get(key) for side in values]
+def _row(key: CaseKey, results: list[dict[CaseKey, dict[str, Any]]]) -> dict[str, Any]:
+    present = [side.get(key) for side in results]
     ident = next(r for r in present if r is not None)
-    numbers = [r["value"] if r is not None and r["status"] == "ok" else None for r in present]
     changes = [judge_rows(present[0], r) for r in present[1:]]
     return {
         "model": ident["model"],
         "suite": ident["suite"],
         "precision": ident["precision"],
-        "config": key[0].config,
+        "config": key[0].config,  # empty when each side fixes its own
         "batch_size": ident["batch_size"],
         "params": ident["params"],
         "unit": ident["unit"],
         "higher_is_better": ident["higher_is_better"],
-        "values": numbers,
+        "values": [r["value"] if r is not None and r["status"] == "ok" else None for r in present],
         "texts": [r["text_value"] if r is not None else None for r in present],
         "changes": [c.rel_change for c in changes],
         "verdicts": [c.verdict for c in changes],
     }
 
 
-def _scatter(rows: list[dict[str, Any]], chosen: list[Side], metric: str, unit: str) -> go.Figure:
-    traces = []
-    both = [r for r in rows if r["values"][0] is not None]
-    for index, side in enumerate(chosen[1:], start=1):
-        kept = [r for r in both if r["values"][index] is not None]
-        traces.append(
-            go.Scatter(
-                x=[r["values"][0] for r in kept],
-                y=[r["values"][index] for r in kept],
-                mode="markers",
-                name=side.label,
-                hovertext=[f"{r['model']} {r['precision']} {r['config']}" for r in kept],
-                hoverinfo="text+x+y",
-            )
-        )
-    limits = [v for r in both for v in r["values"] if v is not None and v > 0]
-    if limits:
-        low, high = min(limits), max(limits)
-        traces.append(
-            go.Scatter(
-                x=[low, high],
-                y=[low, high],
-                mode="lines",
-                name="no change",
-                line={"dash": "dot", "color": "#8c959f"},
-                hoverinfo="skip",
-            )
-        )
-    label = f"{metric} ({unit})" if unit else metric
-    fig = figure(traces, f"{chosen[0].label} (x) vs the others (y)", label, height=420)
-    fig.update_xaxes(title_text=f"{chosen[0].label}: {label}", type="log")
-    fig.update_yaxes(type="log")
-    return fig
+def compare_page(session: Session, query: CompareQuery) -> dict[str, Any]:
+    """Everything the page shows: selectors, sides, table, geomeans, scatter, rollback targets."""
+    offered = choices(session, query)
+    compared = table(session, query, sides(session, query, offered))
+    context: dict[str, Any] = {
+        "query": query,
+        "kinds": KINDS,
+        "machines": offered.machines,
+        "machine": offered.machine,
+        "channels_of_machine": offered.channels,
+        "device": machine_device(session, offered.machine),
+        "sides": compared.sides,
+    }
+    if len(compared.sides) < 2:
+        return context
+    return context | {
+        "rows": compared.rows,
+        "geomeans": compared.geomeans,
+        "common": compared.common,
+        "scatter": figures.compare_scatter(
+            [side.label for side in compared.sides],
+            [r["values"] for r in compared.rows],
+            [f"{r['model']} {r['precision']} {r['config']}" for r in compared.rows],
+            query.metric,
+            compared.unit,
+        ),
+        "rollback": _rollback_targets(session, compared.sides),
+    }
 
 
 def _rollback_targets(session: Session, chosen: list[Side]) -> list[dict[str, Any]]:
@@ -217,16 +246,10 @@ def _rollback_targets(session: Session, chosen: list[Side]) -> list[dict[str, An
     return targets
 
 
-def _choices(session: Session, query: CompareQuery) -> dict[str, Any]:
-    machines = [m.name for m in list_machines(session)]
-    machine = query.machine or (machines[0] if machines else None)
-    channels = machine_channels(session, machine) if machine else []
-    return {"machines": machines, "machine": machine, "channels_of_machine": channels}
-
-
-def to_csv(context: dict[str, Any]) -> str:
-    """The comparison table as CSV: one line per benchmark, a value and change per side."""
-    labels = [side.label for side in context["sides"]]
+def csv_page(session: Session, query: CompareQuery) -> str:
+    """The comparison table as CSV: one line per case, a value and change per side."""
+    compared = table(session, query, sides(session, query, choices(session, query)))
+    labels = [side.label for side in compared.sides]
     header = ["suite", "model", "precision", "config", "batch_size", "params", *labels] + [
         f"change {label}" for label in labels[1:]
     ]
@@ -235,11 +258,6 @@ def to_csv(context: dict[str, Any]) -> str:
         + [json.dumps(row["params"])]
         + ["" if v is None else v for v in row["values"]]
         + ["" if c is None else f"{c:.6f}" for c in row["changes"]]
-        for row in context.get("rows", [])
+        for row in compared.rows
     ]
     return spreadsheet.to_csv([header, *rows])
-
-
-def machine_device(session: Session, name: str | None) -> str:
-    """The device of a machine (to name its configs as its users do)."""
-    return session.scalar(select(Machine.device).where(Machine.name == name)) or ""

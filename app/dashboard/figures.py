@@ -1,11 +1,22 @@
-"""Plotly figures as JSON for the pages, and inline SVG sparklines."""
+"""The pages' Plotly figures as plain dicts, and SVG sparklines: data in, figure out, no I/O.
 
-import json
-from collections.abc import Sequence
+Builders lean on plotly's graph objects (checked properties, subplots, the template spelled
+out as plotly.js needs it) and hand back ``Figure.to_dict()``; pages embed the dict with
+``embed`` (the templates' ``embed`` filter).
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import plotly.graph_objects as go
+from plotly.io.json import to_json_plotly
+from plotly.subplots import make_subplots
 
+from app.dashboard import format as fmt
+
+Figure = dict[str, Any]  # a Plotly figure: {"data": [...], "layout": {...}}
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b")
 LAYOUT = {
     "margin": {"l": 60, "r": 20, "t": 30, "b": 40},
@@ -13,19 +24,17 @@ LAYOUT = {
     "legend": {"orientation": "h", "y": -0.2},
     "template": "plotly_white",
 }
+REGRESSION, IMPROVEMENT, NEUTRAL = "#cf222e", "#1a7f37", "#57606a"
+RANGE_BUTTONS = [
+    {"count": 7, "label": "7d", "step": "day", "stepmode": "backward"},
+    {"count": 30, "label": "30d", "step": "day", "stepmode": "backward"},
+    {"step": "all", "label": "all"},
+]
 
 
-def embed(figure: go.Figure) -> str:
-    """The figure's JSON, safe inside a ``<script type="application/json">`` element."""
-    return _safe(str(figure.to_json()))
-
-
-def embed_data(data: Any) -> str:
-    """Any JSON, safe inside a ``<script type="application/json">`` element."""
-    return _safe(json.dumps(data, separators=(",", ":")))
-
-
-def _safe(text: str) -> str:
+def embed(figure: Mapping[str, Any]) -> str:
+    """A figure's JSON, safe inside a ``<script type="application/json">`` element."""
+    text = str(to_json_plotly(figure))
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
@@ -44,8 +53,292 @@ def sparkline(values: Sequence[float | None], width: int = 90, height: int = 22)
     return " ".join(f"{i * width / last:.1f},{y(v):.1f}" for i, v in present)
 
 
-def figure(traces: list[go.Scatter], title: str, y_title: str, **layout: Any) -> go.Figure:
+def _figure(traces: list[go.Scatter], title: str, y_title: str, **layout: Any) -> go.Figure:
     """A figure with the dashboard's layout."""
     fig = go.Figure(data=traces)
     fig.update_layout(**LAYOUT, title={"text": title, "x": 0}, yaxis={"title": y_title}, **layout)
     return fig
+
+
+def _plain(fig: go.Figure) -> Figure:
+    """The figure as the dict a page embeds and a test reads."""
+    plain: Figure = fig.to_dict()
+    return plain
+
+
+def _axis_title(metric: str, unit: str) -> str:
+    return f"{metric} ({unit})" if unit else metric
+
+
+def compare_scatter(
+    labels: Sequence[str],
+    values: Sequence[Sequence[float | None]],
+    hover: Sequence[str],
+    metric: str,
+    unit: str,
+) -> Figure:
+    """Every other side's value (y) against the base's (x), per case, on log axes.
+
+    Args:
+        labels: the sides' names, the base first.
+        values: per case, each side's value (None: not measured).
+        hover: per case, what a point's tooltip names.
+        metric: the metric compared.
+        unit: its unit.
+
+    Returns:
+        A trace per side after the base, and a dotted no-change diagonal.
+    """
+    cases = [(v, h) for v, h in zip(values, hover, strict=True) if v[0] is not None]
+    traces = []
+    for index, label in enumerate(labels[1:], start=1):
+        kept = [(v, h) for v, h in cases if v[index] is not None]
+        traces.append(
+            go.Scatter(
+                x=[v[0] for v, _ in kept],
+                y=[v[index] for v, _ in kept],
+                mode="markers",
+                name=label,
+                hovertext=[h for _, h in kept],
+                hoverinfo="text+x+y",
+            )
+        )
+    limits = [x for v, _ in cases for x in v if x is not None and x > 0]
+    if limits:
+        low, high = min(limits), max(limits)
+        traces.append(
+            go.Scatter(
+                x=[low, high],
+                y=[low, high],
+                mode="lines",
+                name="no change",
+                line={"dash": "dot", "color": "#8c959f"},
+                hoverinfo="skip",
+            )
+        )
+    axis = _axis_title(metric, unit)
+    fig = _figure(traces, f"{labels[0]} (x) vs the others (y)", axis, height=420)
+    fig.update_xaxes(title_text=f"{labels[0]}: {axis}", type="log")
+    fig.update_yaxes(type="log")
+    return _plain(fig)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One run's result on a series line."""
+
+    at: datetime
+    value: float | None
+    status: str
+    low: float | None  # the raw samples' spread
+    high: float | None
+    run_id: int
+    commit: str | None
+    torch: str | None  # None: the run has no environment
+
+
+@dataclass(frozen=True)
+class Step:
+    """A step detection found on a line, at its first bad run."""
+
+    id: int
+    label: str
+    at: datetime
+    direction: str
+    rel_change: float
+    before: float
+    after: float
+    status: str
+    group_id: int | None
+    unit: str
+
+
+@dataclass(frozen=True)
+class Line:
+    """One line of the series chart: a series, named as the legend shows it."""
+
+    name: str
+    unit: str
+    points: list[Point]
+    steps: list[Step]
+
+
+def series_chart(lines: Sequence[Line], metric: str, mode: str, by: str, unit: str) -> Figure:
+    """Lines over time, each with its samples' band and a marker per step.
+
+    Args:
+        lines: the lines, in legend order.
+        metric: the metric drawn.
+        mode: training or inference.
+        by: what tells the lines apart (config, precision or channel).
+        unit: the metric's unit.
+
+    Returns:
+        Per line: the band (when samples exist), the line, then its steps.
+    """
+    traces: list[go.Scatter] = []
+    for index, line in enumerate(lines):
+        color = PALETTE[index % len(PALETTE)]
+        traces += _band(line, color)
+        traces.append(
+            go.Scatter(
+                x=[p.at for p in line.points],
+                y=[p.value if p.status == "ok" else None for p in line.points],
+                name=line.name,
+                mode="lines+markers",
+                marker={"size": 4, "color": color},
+                line={"color": color, "width": 1.5},
+                hovertext=[_point_hover(p, line.unit) for p in line.points],
+                hoverinfo="text+name",
+                legendgroup=line.name,
+            )
+        )
+        traces += _markers(line, color)
+    fig = _figure(traces, f"{metric} · {mode} · by {by}", _axis_title(metric, unit))
+    fig.update_xaxes(rangeselector={"buttons": RANGE_BUTTONS})
+    return _plain(fig)
+
+
+def _point_hover(point: Point, unit: str) -> str:
+    return (
+        f"{fmt.number(point.value, unit)}<br>commit {point.commit or '?'}<br>"
+        f"torch {'?' if point.torch is None else point.torch}<br>run {point.run_id}"
+        + ("" if point.status == "ok" else f"<br>{point.status}")
+    )
+
+
+def _band(line: Line, color: str) -> list[go.Scatter]:
+    """The raw samples' spread (min to max) as a band under the line."""
+    if not any(p.low is not None for p in line.points):
+        return []
+    common = {"mode": "lines", "showlegend": False, "hoverinfo": "skip", "legendgroup": line.name}
+    x = [p.at for p in line.points]
+    return [
+        go.Scatter(x=x, y=[p.high for p in line.points], line={"width": 0}, **common),
+        go.Scatter(
+            x=x,
+            y=[p.low for p in line.points],
+            line={"width": 0},
+            fill="tonexty",
+            fillcolor=_transparent(color),
+            **common,
+        ),
+    ]
+
+
+def _transparent(color: str) -> str:
+    red, green, blue = (int(color[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({red},{green},{blue},0.15)"
+
+
+def _markers(line: Line, color: str) -> list[go.Scatter]:
+    """A marker per step at its first bad run, with the before and after levels."""
+    if not line.steps:
+        return []
+    found = line.steps
+    return [
+        go.Scatter(
+            x=[s.at for s in found],
+            y=[s.after for s in found],
+            mode="markers",
+            name=f"{line.name}: steps",
+            legendgroup=line.name,
+            marker={
+                "symbol": ["triangle-up" if s.rel_change > 0 else "triangle-down" for s in found],
+                "size": 13,
+                "color": [
+                    REGRESSION if s.direction == "regression" else IMPROVEMENT for s in found
+                ],
+                "line": {"color": color, "width": 1},
+            },
+            hovertext=[
+                f"{s.direction} {fmt.percent(s.rel_change)}<br>"
+                f"{fmt.number(s.before, s.unit)} → {fmt.number(s.after, s.unit)}"
+                f"<br>status {s.status}"
+                for s in found
+            ],
+            hoverinfo="text",
+        )
+    ]
+
+
+def step_chart(
+    points: Sequence[tuple[datetime, float | None]],
+    at: datetime,
+    levels: tuple[float, float],
+    metric: str,
+    title: str,
+    unit: str,
+) -> Figure:
+    """A series around a step, with the level before it and the level after it.
+
+    Args:
+        points: the series' results, oldest first.
+        at: when the first bad run started.
+        levels: the level before the step and the level after it.
+        metric: the series' metric.
+        title: the chart's title.
+        unit: the metric's unit.
+
+    Returns:
+        The series, then dashed before and after levels across their points.
+    """
+    before = [x for x, _ in points if x < at]
+    after = [x for x, _ in points if x >= at]
+    traces = [
+        go.Scatter(
+            x=[x for x, _ in points],
+            y=[y for _, y in points],
+            mode="lines+markers",
+            name=metric,
+            marker={"size": 4},
+        ),
+        _level(before, levels[0], "before", NEUTRAL),
+        _level(after, levels[1], "after", REGRESSION),
+    ]
+    return _plain(_figure(traces, title, unit, height=240, showlegend=False))
+
+
+def _level(xs: list[datetime], level: float, name: str, color: str) -> go.Scatter:
+    ends = [xs[0], xs[-1]] if xs else []
+    return go.Scatter(
+        x=ends,
+        y=[level] * len(ends),
+        mode="lines",
+        name=name,
+        line={"dash": "dash", "color": color},
+        hovertext=f"{name}: {fmt.number(level)}",
+        hoverinfo="text",
+    )
+
+
+def hardware_chart(panels: Mapping[str, Sequence[tuple[str, float]]]) -> Figure | None:
+    """A panel per hardware metric: its value per case, in the order the cases ran.
+
+    Args:
+        panels: per metric, in panel order, (case label, value) in run order.
+
+    Returns:
+        The stacked panels sharing the x axis; None without any.
+    """
+    if not panels:
+        return None
+    names = list(panels)
+    fig = make_subplots(rows=len(names), cols=1, shared_xaxes=True, subplot_titles=names)
+    for index, metric in enumerate(names, start=1):
+        fig.add_trace(
+            go.Scatter(
+                x=list(range(len(panels[metric]))),
+                y=[value for _, value in panels[metric]],
+                hovertext=[label for label, _ in panels[metric]],
+                hoverinfo="text+y",
+                mode="lines",
+                name=metric,
+                line={"color": PALETTE[index % len(PALETTE)]},
+            ),
+            row=index,
+            col=1,
+        )
+    fig.update_layout(**LAYOUT, height=160 * len(names) + 60, showlegend=False)
+    fig.update_xaxes(title_text="case, in run order", row=len(names), col=1)
+    return _plain(fig)

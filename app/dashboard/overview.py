@@ -4,15 +4,14 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.anomalies import triage
 from app.benchmarks.comparison import judge_values, threshold_for
-from app.benchmarks.models import Machine
 from app.benchmarks.service import list_machines
 from app.dashboard import format as fmt
 from app.dashboard.figures import sparkline
+from app.dashboard.queries import default_channel, machine_channels, recent_runs
 from app.runs.models import Run
 from app.summaries import aggregates
 from app.summaries.aggregates import GroupKey, GroupStats
@@ -69,29 +68,6 @@ def _value(stats: GroupStats | None, family: Family) -> float | None:
         return None
     value: float | None = getattr(stats, family.key)
     return value * 100 if value is not None and family.unit == "%" else value
-
-
-def machine_channels(session: Session, machine: str) -> list[str]:
-    """The channels a machine has runs on."""
-    query = select(Run.channel).join(Machine).where(Machine.name == machine).distinct()
-    return sorted(session.scalars(query))
-
-
-def default_channel(channels: list[str]) -> str:
-    """The channel a page opens on: nightly when there is one, else the first."""
-    return "nightly" if "nightly" in channels or not channels else channels[0]
-
-
-def recent_runs(session: Session, machine: str, channel: str, limit: int) -> list[Run]:
-    """A machine's newest runs on a channel, newest first."""
-    query = (
-        select(Run)
-        .join(Machine)
-        .where(Machine.name == machine, Run.channel == channel)
-        .order_by(Run.started_at.desc(), Run.id.desc())
-        .limit(limit)
-    )
-    return list(session.scalars(query))
 
 
 def _base_run(session: Session, latest: Run, base_id: int | None, recent: list[Run]) -> Run:

@@ -4,26 +4,30 @@ Every page's state is in its URL (plain GET forms), so a link reproduces the vie
 is served from the installed ``plotly`` package (no CDN).
 """
 
+from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
 import plotly
 from fastapi import APIRouter, Depends, Form, HTTPException, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
-from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from app.api.deps import SessionDep
 from app.api.validation import refuse_nul_in_query
-from app.benchmarks.models import Machine
 from app.core.bounds import in_id_range
-from app.core.errors import DomainError, InvalidInput, NotFound
+from app.core.errors import DomainError, NotFound
 from app.core.urls import safe_href
 from app.dashboard import format as fmt
 from app.dashboard.alerts import AlertQuery, inbox
-from app.dashboard.compare import KINDS, CompareQuery, comparison, machine_device, to_csv
+from app.dashboard.compare import KINDS, CompareQuery, compare_page, csv_page
+from app.dashboard.figures import embed
 from app.dashboard.overview import FAMILIES, overview
+from app.dashboard.queries import has_demo_data
 from app.dashboard.run_page import run_page
 from app.dashboard.series import GROUPINGS, RANGES, SeriesQuery, series_page
 from app.dashboard.sign_in import (
@@ -50,11 +54,40 @@ from app.tokens.service import close_session, open_session
 FRONTEND = Path(__file__).resolve().parents[2] / "frontend"
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 templates = Jinja2Templates(directory=FRONTEND / "templates")
-templates.env.filters |= {"number": fmt.number, "percent": fmt.percent, "href": safe_href}
+templates.env.filters |= {
+    "number": fmt.number,
+    "percent": fmt.percent,
+    "href": safe_href,
+    "embed": embed,
+}
 SUITE_RUNS_SHOWN = 50
+
+
+class PageRoute(APIRoute):
+    """A dashboard page: every ``DomainError`` it raises answers with the error page.
+
+    A link to a run that is gone, too many channels, a NUL in the query: the page's status
+    code, and a page saying why, handled here once for every page.
+    """
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        """FastAPI's handler, with domain errors rendered as a page."""
+        handler = super().get_route_handler()
+
+        async def handle(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except DomainError as error:
+                return await run_in_threadpool(error_page, request, error)
+
+        return handle
+
+
 # Postgres cannot compare text with a NUL character: a query holding one is a 422, not a 500.
 pages = APIRouter(
-    include_in_schema=False, dependencies=[Depends(page_access), Depends(refuse_nul_in_query)]
+    include_in_schema=False,
+    dependencies=[Depends(page_access), Depends(refuse_nul_in_query)],
+    route_class=PageRoute,
 )
 assets = APIRouter(include_in_schema=False)  # open to all: plotly.js and signing in
 
@@ -128,10 +161,10 @@ def as_int(value: str | None) -> int | None:
 
 
 def render(
-    request: Request, session: SessionDep, name: str, status: int = 200, **context: Any
+    request: Request, session: Session, name: str, status: int = 200, **context: Any
 ) -> HTMLResponse:
-    """A page, with what every page needs (is this demo data?)."""
-    demo = any(m.extra.get("demo") for m in session.scalars(select(Machine)))
+    """A page, with what every page needs (is this demo data? who is signed in?)."""
+    demo = has_demo_data(session)
     here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
     web_session = signed_in(request, session)
     common = {
@@ -146,13 +179,21 @@ def render(
     return templates.TemplateResponse(request, name, {**common, **context}, status_code=status)
 
 
-def not_found(request: Request, session: SessionDep, error: DomainError) -> HTMLResponse:
-    """A friendly page for a link to something that is not (or no longer) there, or invalid."""
+def error_page(request: Request, error: DomainError) -> HTMLResponse:
+    """A friendly page for a link to something that is not (or no longer) there, or invalid.
+
+    The request's own session has closed with the error, so the page reads with a new one.
+    """
     heading = "Nothing here" if isinstance(error, NotFound) else "This view cannot be shown"
-    status = error.status_code
-    return render(
-        request, session, "error.html", status=status, heading=heading, message=error.detail
-    )
+    with request.app.state.database.sessionmaker() as session:
+        return render(
+            request,
+            session,
+            "error.html",
+            status=error.status_code,
+            heading=heading,
+            message=error.detail,
+        )
 
 
 @pages.get("/", response_class=HTMLResponse)
@@ -194,21 +235,13 @@ def alerts_view(
 ) -> HTMLResponse:
     """The triage inbox: alert groups with their steps, explanations and actions."""
     query = AlertQuery(status, machine or None, channel or None, direction or None, as_int(group))
-    try:
-        context = inbox(session, query)
-    except NotFound as error:
-        return not_found(request, session, error)
-    return render(request, session, "alerts.html", **context)
+    return render(request, session, "alerts.html", **inbox(session, query))
 
 
 @pages.get("/runs/{run_id}", response_class=HTMLResponse)
 def run_view(request: Request, session: SessionDep, run_id: int) -> HTMLResponse:
     """One run: metadata, environment, coverage, failures, hardware, kernels, benchmarks."""
-    try:
-        context = run_page(session, run_id)
-    except NotFound as error:
-        return not_found(request, session, error)
-    return render(request, session, "run.html", **context)
+    return render(request, session, "run.html", **run_page(session, run_id))
 
 
 @pages.get("/suite-runs", response_class=HTMLResponse)
@@ -254,15 +287,10 @@ def compare_view(
         new_machine or None,
         channels,
     )
-    try:
-        context = comparison(session, query)
-    except (NotFound, InvalidInput) as error:  # a run that is gone, too many channels
-        return not_found(request, session, error)
     if format == "csv":
         return Response(
-            to_csv(context),
+            csv_page(session, query),
             media_type="text/csv",
             headers={"Content-Disposition": f'attachment; filename="compare-{query.kind}.csv"'},
         )
-    device = machine_device(session, context.get("machine"))
-    return render(request, session, "compare.html", device=device, **context)
+    return render(request, session, "compare.html", **compare_page(session, query))

@@ -6,12 +6,10 @@ from collections import defaultdict
 from typing import Any
 from urllib.parse import urlencode
 
-import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 from sqlalchemy.orm import Session
 
 from app.benchmarks.vocabulary import PASSING_ACCURACY
-from app.dashboard.figures import LAYOUT, PALETTE, embed
+from app.dashboard import figures
 from app.runs.service import get_run, list_run_results
 
 HARDWARE = (
@@ -35,7 +33,7 @@ def run_page(session: Session, run_id: int) -> dict[str, Any]:
         "run": run,
         "problems": _problems(rows),
         "cases": _cases(rows, run.machine.name, run.channel),
-        "hardware": _hardware_figure(rows),
+        "hardware": figures.hardware_chart(hardware_panels(rows)),
         "kernels": _top_kernels(rows),
     }
 
@@ -83,35 +81,14 @@ def _cases(rows: list[dict[str, Any]], machine: str, channel: str) -> list[dict[
     return list(cases.values())
 
 
-def _hardware_figure(rows: list[dict[str, Any]]) -> str | None:
-    """Each hardware metric across the run's cases, in the order they ran, one panel each."""
+def hardware_panels(rows: list[dict[str, Any]]) -> dict[str, list[tuple[str, float]]]:
+    """Per hardware metric the run measured, in ``HARDWARE`` order: (case, value) in run order."""
     series: dict[str, list[tuple[str, float]]] = defaultdict(list)
     for row in rows:
         if row["metric"] in HARDWARE and row["value"] is not None:
             label = f"{row['model']} {row['config']} {row['precision']} {row['mode']}"
             series[row["metric"]].append((label, row["value"]))
-    present = [m for m in HARDWARE if m in series]
-    if not present:
-        return None
-    fig = make_subplots(rows=len(present), cols=1, shared_xaxes=True, subplot_titles=present)
-    for index, metric in enumerate(present, start=1):
-        labels, values = zip(*series[metric], strict=True)
-        fig.add_trace(
-            go.Scatter(
-                x=list(range(len(values))),
-                y=list(values),
-                hovertext=list(labels),
-                hoverinfo="text+y",
-                mode="lines",
-                name=metric,
-                line={"color": PALETTE[index % len(PALETTE)]},
-            ),
-            row=index,
-            col=1,
-        )
-    fig.update_layout(**LAYOUT, height=160 * len(present) + 60, showlegend=False)
-    fig.update_xaxes(title_text="case, in run order", row=len(present), col=1)
-    return embed(fig)
+    return {metric: series[metric] for metric in HARDWARE if metric in series}
 
 
 def _top_kernels(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

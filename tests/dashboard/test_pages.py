@@ -195,7 +195,9 @@ def test_the_csv_export_neutralises_formula_cells(
     ],
 )
 def test_a_nul_in_a_page_query_is_a_4xx(client: TestClient, path: str) -> None:
-    assert client.get(path).status_code == 422
+    page = client.get(path)
+    assert page.status_code == 422
+    assert "This view cannot be shown" in page.text  # the pages' one error page
 
 
 def test_impossible_ids_and_too_many_channels_get_a_page(

@@ -1,0 +1,155 @@
+"""The figure builders, on values: data in, Plotly figure dict out, no database, no HTTP."""
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from app.dashboard import figures
+from app.dashboard.figures import Line, Point, Step
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def at(day: int) -> datetime:
+    return T0 + timedelta(days=day)
+
+
+def point(day: int, value: float | None, **fields: object) -> Point:
+    defaults: dict[str, object] = {
+        "status": "ok",
+        "low": None,
+        "high": None,
+        "run_id": day + 1,
+        "commit": "abc123",
+        "torch": "2.6.0",
+    }
+    return Point(at=at(day), value=value, **(defaults | fields))  # type: ignore[arg-type]
+
+
+def step(**fields: object) -> Step:
+    defaults: dict[str, object] = {
+        "id": 7,
+        "label": "dynamic",
+        "at": at(2),
+        "direction": "regression",
+        "rel_change": 0.1,
+        "before": 10.0,
+        "after": 11.0,
+        "status": "new",
+        "group_id": 3,
+        "unit": "ms",
+    }
+    return Step(**(defaults | fields))  # type: ignore[arg-type]
+
+
+def test_the_compare_scatter_puts_the_base_on_x_and_each_other_side_on_y() -> None:
+    fig = figures.compare_scatter(
+        ["default", "dynamic", "cudagraphs"],
+        [[10.0, 12.0, 8.0], [5.0, None, 4.0], [None, 3.0, 3.0], [2.0, 2.5, None]],
+        ["a", "b", "c", "d"],
+        "latency",
+        "ms",
+    )
+    dynamic, cudagraphs, diagonal = fig["data"]
+    assert (dynamic["name"], dynamic["x"], dynamic["y"]) == ("dynamic", [10.0, 2.0], [12.0, 2.5])
+    assert dynamic["hovertext"] == ["a", "d"]  # c has no base value: not drawn
+    assert (cudagraphs["x"], cudagraphs["y"]) == ([10.0, 5.0], [8.0, 4.0])
+    assert (diagonal["name"], diagonal["x"], diagonal["y"]) == (
+        "no change",
+        [2.0, 12.0],
+        [2.0, 12.0],
+    )
+    assert fig["layout"]["xaxis"]["type"] == fig["layout"]["yaxis"]["type"] == "log"
+    assert fig["layout"]["xaxis"]["title"]["text"] == "default: latency (ms)"
+    assert fig["layout"]["title"]["text"] == "default (x) vs the others (y)"
+
+
+def test_a_compare_scatter_without_positive_values_has_no_diagonal() -> None:
+    fig = figures.compare_scatter(["a", "b"], [[0.0, 0.0]], ["m"], "speedup", "")
+    assert [t["name"] for t in fig["data"]] == ["b"]
+    assert fig["layout"]["yaxis"]["title"]["text"] == "speedup"
+
+
+def test_the_series_chart_draws_band_line_and_step_markers_per_line() -> None:
+    sampled = Line(
+        "dynamic",
+        "ms",
+        [
+            point(0, 10.0, low=9.5, high=10.5),
+            point(1, 10.2, low=9.9, high=10.4),
+            point(2, 11.0, status="failed", torch=None),
+        ],
+        [step(), step(id=8, direction="improvement", rel_change=-0.2, after=8.0)],
+    )
+    plain = Line("default", "ms", [point(0, 20.0)], [])
+    fig = figures.series_chart([sampled, plain], "latency", "inference", "config", "ms")
+    high, low, line, markers, other = fig["data"]
+    assert (high["y"], high["showlegend"]) == ([10.5, 10.4, None], False)
+    assert (low["y"], low["fill"]) == ([9.5, 9.9, None], "tonexty")
+    assert low["fillcolor"] == "rgba(31,119,180,0.15)"  # the line's colour, see-through
+    assert (line["name"], line["mode"]) == ("dynamic", "lines+markers")
+    assert line["y"] == [10.0, 10.2, None]  # a failed run is a gap
+    assert line["hovertext"][0] == "10 ms<br>commit abc123<br>torch 2.6.0<br>run 1"
+    assert line["hovertext"][2].endswith("torch ?<br>run 3<br>failed")
+    assert markers["name"] == "dynamic: steps"
+    assert markers["marker"]["symbol"] == ["triangle-up", "triangle-down"]
+    assert markers["marker"]["color"] == [figures.REGRESSION, figures.IMPROVEMENT]
+    assert markers["y"] == [11.0, 8.0]
+    assert markers["hovertext"][0] == "regression +10.0%<br>10 ms → 11 ms<br>status new"
+    assert (other["name"], other["y"]) == ("default", [20.0])
+    assert other["marker"]["color"] == figures.PALETTE[1]
+    assert fig["layout"]["title"]["text"] == "latency · inference · by config"
+    assert fig["layout"]["yaxis"]["title"]["text"] == "latency (ms)"
+    buttons = fig["layout"]["xaxis"]["rangeselector"]["buttons"]
+    assert [b["label"] for b in buttons] == ["7d", "30d", "all"]
+
+
+def test_the_step_chart_draws_the_levels_either_side_of_the_first_bad_run() -> None:
+    points = [(at(day), 10.0 if day < 3 else 11.0) for day in range(6)]
+    fig = figures.step_chart(points, at(3), (10.0, 11.0), "latency", "bert · dynamic", "ms")
+    series, before, after = fig["data"]
+    assert series["y"] == [10.0, 10.0, 10.0, 11.0, 11.0, 11.0]
+    assert (before["x"], before["y"]) == ([at(0), at(2)], [10.0, 10.0])
+    assert (after["x"], after["y"]) == ([at(3), at(5)], [11.0, 11.0])
+    assert after["line"]["color"] == figures.REGRESSION
+    assert (fig["layout"]["height"], fig["layout"]["showlegend"]) == (240, False)
+    no_after = figures.step_chart(points[:2], at(3), (10.0, 11.0), "latency", "t", "ms")
+    assert no_after["data"][2]["x"] == []
+
+
+def test_the_hardware_chart_has_a_panel_per_metric() -> None:
+    assert figures.hardware_chart({}) is None
+    fig = figures.hardware_chart(
+        {"power": [("a", 300.0), ("b", 310.0)], "temperature": [("a", 60.0)]}
+    )
+    assert fig is not None
+    power, temperature = fig["data"]
+    assert (power["x"], power["y"], power["hovertext"]) == ([0, 1], [300.0, 310.0], ["a", "b"])
+    assert (temperature["xaxis"], temperature["yaxis"]) == ("x2", "y2")
+    assert [a["text"] for a in fig["layout"]["annotations"]] == ["power", "temperature"]
+    assert fig["layout"]["height"] == 160 * 2 + 60
+    assert fig["layout"]["xaxis2"]["title"]["text"] == "case, in run order"
+
+
+def test_embedding_keeps_a_figure_inside_its_script_element() -> None:
+    fig = figures.compare_scatter(
+        ["</script><script>alert(1)</script>", "b"], [[1.0, 2.0]], ["&"], "m", ""
+    )
+    text = figures.embed(fig)
+    assert not {"<", ">", "&"} & set(text)
+    assert json.loads(text)["data"][0]["hovertext"] == ["&"]
+    assert json.loads(figures.embed({"x": [at(0)]})) == {"x": ["2026-01-01T00:00:00+00:00"]}
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ([1.0], ""),
+        ([None, 1.0, None], ""),
+        ([1.0, 2.0], "0.0,20.0 90.0,2.0"),
+        ([3.0, None, 3.0], "0.0,11.0 90.0,11.0"),  # flat: through the middle
+    ],
+)
+def test_sparkline(values: list[float | None], expected: str) -> None:
+    assert figures.sparkline(values) == expected
