@@ -28,7 +28,7 @@ from app.core.migrate import upgrade_database
 from app.tokens import service as tokens_service
 from app.tokens.service import SCOPES
 from app.uploads.service import FORMATS, METADATA
-from workers.progress import print_progress
+from workers.progress import progress_bar
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -164,7 +164,8 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
         configs=args.configs.split(",") if args.configs else None,
         precisions=args.precisions.split(",") if args.precisions else None,
     )
-    rows = run_suite.run_tasks(tasks, device, tier.plan, print_progress)
+    with progress_bar("case") as progress:
+        rows = run_suite.run_tasks(tasks, device, tier.plan, progress)
     run_in = run_suite.build_run(
         rows,
         tier=args.tier,
@@ -264,11 +265,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     upgrade_database(settings.DATABASE_URL)
     print(f"loading {args.days} days of demo runs into {_safe_url()}", file=sys.stderr)
-    runs = demo.load(
-        Database(settings.DATABASE_URL),
-        days=args.days,
-        progress=lambda done, total: print_progress(done, total, "runs"),
-    )
+    with progress_bar("run") as progress:
+        runs = demo.load(Database(settings.DATABASE_URL), days=args.days, progress=progress)
     if not runs:
         print("the demo history is already loaded")
         return 0
@@ -295,11 +293,9 @@ def cmd_upload(args: argparse.Namespace) -> int:
         )
         return client.REJECTED
     uploader = client.Uploader(args.server, args.token, retries=args.retries)
-    progress = (
-        (lambda sent, total: print_progress(sent, total, "bytes")) if sys.stderr.isatty() else None
-    )
     try:
-        response = uploader.send(files, fields, args.format, progress)
+        with progress_bar("B", in_bytes=True) as progress:
+            response = uploader.send(files, fields, args.format, progress)
     except httpx.TransportError as error:
         print(f"benchwatch upload: {args.server} is unreachable: {error}", file=sys.stderr)
         return client.UNREACHABLE
