@@ -1,6 +1,11 @@
 """The ``benchwatch`` command line.
 
 serve, migrate, worker, beat, trigger, run-suite, upload, demo, token, detect.
+
+Each command imports what it needs inside its own function, and the parser builds only the
+chosen command's options: the commands need very different stacks (torch, scikit-learn, the
+web app, the database), and ``benchwatch --help`` or ``benchwatch detect FILE`` should not
+wait for the ones they never use.
 """
 
 import argparse
@@ -9,30 +14,31 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import httpx
-import uvicorn
-from platformdirs import user_data_dir
+if TYPE_CHECKING:
+    from app.core.db import Database
 
-import app.models  # noqa: F401  (every model registered)
-from app.anomalies import service as anomalies_service
-from app.anomalies.detectors import DetectorConfig, find_change_points
-from app.anomalies.series_file import SeriesFileError, read_series
-from app.benchmarks.vocabulary import SUITE_TIERS
-from app.core.config import settings
-from app.core.db import Database
-from app.core.errors import DomainError
-from app.core.migrate import upgrade_database
-from app.tokens import service as tokens_service
-from app.tokens.service import SCOPES
-from app.uploads.service import FORMATS, METADATA
-from workers.progress import progress_bar
+DESCRIPTION = "benchwatch: a performance-regression dashboard for PyTorch stacks."
+EPILOG = (
+    "Settings come from BENCHWATCH_* environment variables or a .env file in the working "
+    "directory (the README lists them), e.g. BENCHWATCH_DATABASE_URL (default: a SQLite file "
+    "in the user data directory) and BENCHWATCH_BROKER_URL (default: unset, background work "
+    "runs in the server). `benchwatch COMMAND --help` describes a command's options."
+)
+# Fields `benchwatch upload` takes from the CI's environment when no flag gives them
+# (workers.upload_client.metadata).
+CI_FIELDS = ("commit", "branch", "url", "trigger", "key")
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Migrate the configured database (unless told not to) and serve the app."""
+    import uvicorn
+
+    from app.core.config import settings
+    from app.core.migrate import upgrade_database
+
     if not args.no_migrate:
         upgrade_database(settings.DATABASE_URL)
     print(
@@ -56,6 +62,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_migrate(args: argparse.Namespace) -> int:
     """Upgrade the configured database to the newest schema."""
+    from app.core.config import settings
+    from app.core.migrate import upgrade_database
+
     upgrade_database(settings.DATABASE_URL, args.revision)
     print(f"database at {_safe_url()} is at {args.revision}")
     return 0
@@ -63,7 +72,10 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 def cmd_token_create(args: argparse.Namespace) -> int:
     """Create a token and print it once."""
-    with Database(settings.DATABASE_URL).session_scope() as session:
+    from app.core.config import settings
+    from app.tokens import service as tokens_service
+
+    with _database().session_scope() as session:
         token, plain = tokens_service.create_token(
             session,
             args.name,
@@ -83,7 +95,9 @@ def cmd_token_create(args: argparse.Namespace) -> int:
 
 def cmd_token_list(args: argparse.Namespace) -> int:
     """List tokens (never their secrets)."""
-    with Database(settings.DATABASE_URL).session_scope() as session:
+    from app.tokens import service as tokens_service
+
+    with _database().session_scope() as session:
         print(
             f"{'id':>4}  {'name':<20} {'prefix':<12} {'scopes':<24} {'created':<20} "
             f"{'last used':<20} status"
@@ -100,7 +114,9 @@ def cmd_token_list(args: argparse.Namespace) -> int:
 
 def cmd_token_revoke(args: argparse.Namespace) -> int:
     """Revoke a token by id, or every live token of a name."""
-    with Database(settings.DATABASE_URL).session_scope() as session:
+    from app.tokens import service as tokens_service
+
+    with _database().session_scope() as session:
         for token in tokens_service.revoke_token(session, args.token):
             print(f"revoked token {token.id} {token.name!r}")
     return 0
@@ -108,6 +124,11 @@ def cmd_token_revoke(args: argparse.Namespace) -> int:
 
 def cmd_detect(args: argparse.Namespace) -> int:
     """Run the change-point detector on a series file and print its findings as JSON."""
+    from dataclasses import asdict
+
+    from app.anomalies.detectors import DetectorConfig, find_change_points
+    from app.anomalies.series_file import SeriesFileError, read_series
+
     if args.all:
         return _rescan(args.machine)
     if args.file is None:
@@ -135,8 +156,10 @@ def cmd_detect(args: argparse.Namespace) -> int:
 
 
 def _rescan(machine: str | None) -> int:
-    database = Database(settings.DATABASE_URL)
-    with database.session_scope() as session:
+    from app.anomalies import service as anomalies_service
+    from app.core.config import settings
+
+    with _database().session_scope() as session:
         found = anomalies_service.rescan(session, settings.DETECTOR_THRESHOLDS, machine)
         by_direction: dict[str, int] = {}
         for regression in found.regressions:
@@ -147,9 +170,12 @@ def _rescan(machine: str | None) -> int:
 
 def cmd_run_suite(args: argparse.Namespace) -> int:
     """Run a tier of the built-in suite here, then store it or post it to a server."""
-    import torch  # only this command needs torch: the others start fast without it
+    import torch
 
+    import app.models  # noqa: F401  (every model registered, for storing the run)
+    from app.core.config import settings
     from workers import run_suite
+    from workers.progress import progress_bar
 
     if args.post and not args.token:
         print("benchwatch run-suite: --post needs --token (or BENCHWATCH_TOKEN)", file=sys.stderr)
@@ -192,6 +218,8 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     """Run a Celery worker: a machine's benchmark queue, the service queues, or both."""
+    from app.core.config import settings
+
     if not _has_broker("worker"):
         return 2
     from workers.tasks.suite import bench_queue, watch_machine
@@ -220,6 +248,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 def cmd_beat(args: argparse.Namespace) -> int:
     """Run Celery beat: the detection sweep and the suite schedules (BENCHWATCH_SCHEDULES)."""
+    from app.core.config import settings
+
     if not _has_broker("beat"):
         return 2
     if not settings.SCHEDULES:
@@ -262,11 +292,14 @@ def cmd_trigger(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     """Load the demo history into the configured database and run detection on it."""
     from app import demo
+    from app.core.config import settings
+    from app.core.migrate import upgrade_database
+    from workers.progress import progress_bar
 
     upgrade_database(settings.DATABASE_URL)
     print(f"loading {args.days} days of demo runs into {_safe_url()}", file=sys.stderr)
     with progress_bar("run") as progress:
-        runs = demo.load(Database(settings.DATABASE_URL), days=args.days, progress=progress)
+        runs = demo.load(_database(), days=args.days, progress=progress)
     if not runs:
         print("the demo history is already loaded")
         return 0
@@ -276,7 +309,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_upload(args: argparse.Namespace) -> int:
     """Upload result files as one run; exit 0 stored, 1 rejected, 2 unreachable, 3 regressed."""
+    import httpx
+
+    from app.uploads.service import METADATA
     from workers import upload_client as client
+    from workers.progress import progress_bar
 
     files = [Path(name) for name in args.files]
     if missing := [str(f) for f in files if not f.is_file()]:
@@ -346,6 +383,8 @@ def _dry_run(files: list[Path], fmt: str, fields: dict[str, str]) -> int:
 
 
 def _has_broker(command: str) -> bool:
+    from app.core.config import settings
+
     if not settings.BROKER_URL:
         print(
             f"benchwatch {command}: set BENCHWATCH_BROKER_URL (e.g. redis://127.0.0.1:6379/0); "
@@ -355,50 +394,77 @@ def _has_broker(command: str) -> bool:
     return bool(settings.BROKER_URL)
 
 
+def _database() -> "Database":
+    """The configured database, with every model registered (their relationships need it)."""
+    import app.models  # noqa: F401
+    from app.core.config import settings
+    from app.core.db import Database
+
+    return Database(settings.DATABASE_URL)
+
+
 def _safe_url() -> str:
     from sqlalchemy.engine import make_url
+
+    from app.core.config import settings
 
     return make_url(settings.DATABASE_URL).render_as_string(hide_password=True)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(prog="benchwatch", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-
-    serve = commands.add_parser("serve", help="run the API (migrates the database first)")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
-    serve.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
-    serve.add_argument("--no-migrate", action="store_true", help="do not migrate on start")
+def _serve_options(serve: argparse.ArgumentParser) -> None:
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default: %(default)s)"
+    )
+    serve.add_argument(
+        "--port", type=int, default=8000, help="port to listen on (default: %(default)s)"
+    )
+    serve.add_argument(
+        "--workers", type=int, default=1, help="uvicorn worker processes (default: %(default)s)"
+    )
+    serve.add_argument(
+        "--no-migrate", action="store_true", help="do not migrate on start (default: migrate)"
+    )
     serve.add_argument(
         "--proxy-headers",
         action=argparse.BooleanOptionalAction,
         default=True,
         help="believe X-Forwarded-Proto/-For from --forwarded-allow-ips (the scheme marks the "
-        "sign-in cookie Secure)",
+        "sign-in cookie Secure) (default: %(default)s)",
     )
     serve.add_argument(
         "--forwarded-allow-ips",
         default=os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1"),
-        help="comma-separated addresses of the reverse proxies to believe ('*': any)",
+        help="comma-separated addresses of the reverse proxies to believe ('*': any) "
+        "(default: $FORWARDED_ALLOW_IPS, else 127.0.0.1)",
     )
-    serve.set_defaults(func=cmd_serve)
 
-    migrate = commands.add_parser("migrate", help="upgrade the database schema")
-    migrate.add_argument("revision", nargs="?", default="head")
-    migrate.set_defaults(func=cmd_migrate)
 
-    detect = commands.add_parser("detect", help="find steps in a series (CSV or JSON file)")
-    detect.add_argument(
-        "--all", action="store_true", help="rescan every stored series instead of reading a file"
+def _migrate_options(migrate: argparse.ArgumentParser) -> None:
+    migrate.add_argument(
+        "revision",
+        nargs="?",
+        default="head",
+        help="schema revision to reach (default: %(default)s)",
     )
-    detect.add_argument("--machine", help="with --all: only this machine's series")
+
+
+def _detect_options(detect: argparse.ArgumentParser) -> None:
+    from app.anomalies.detectors import DetectorConfig
+
     detect.add_argument(
         "file",
         nargs="?",
-        help="CSV with a 'value' column (and optional 'timestamp'), "
-        "or a JSON list of numbers; null/blank is a missing point",
+        help="CSV with a 'value' column (and optional 'timestamp'), or a JSON list of numbers; "
+        "null/blank is a missing point (default: none, give FILE or --all)",
+    )
+    detect.add_argument(
+        "--all",
+        action="store_true",
+        help="rescan every stored series instead of reading a file, with the thresholds of "
+        "BENCHWATCH_DETECTOR_THRESHOLDS (default: off)",
+    )
+    detect.add_argument(
+        "--machine", help="with --all: only this machine's series (default: every machine)"
     )
     defaults = DetectorConfig()
     for flag, kind, default, text in (
@@ -407,98 +473,230 @@ def build_parser() -> argparse.ArgumentParser:
         ("--min-segment", int, defaults.min_segment, "points a new level must hold"),
         ("--window", int, defaults.window, "points each side used to confirm a step"),
     ):
-        detect.add_argument(flag, type=kind, default=default, help=f"{text} (default %(default)s)")
-    detect.set_defaults(func=cmd_detect)
+        detect.add_argument(
+            flag, type=kind, default=default, help=f"with FILE: {text} (default: %(default)s)"
+        )
 
-    suite = commands.add_parser("run-suite", help="run a tier of the built-in suite here")
-    suite.add_argument("--tier", choices=SUITE_TIERS, default="smoke")
+
+def _run_suite_options(suite: argparse.ArgumentParser) -> None:
+    from app.benchmarks.vocabulary import SUITE_TIERS
+
+    suite.add_argument(
+        "--tier", choices=SUITE_TIERS, default="smoke", help="which cases (default: %(default)s)"
+    )
     suite.add_argument("--machine", help="machine name (default: from the hardware)")
-    suite.add_argument("--channel", default="nightly")
+    suite.add_argument(
+        "--channel", default="nightly", help="release channel (default: %(default)s)"
+    )
     suite.add_argument("--key", help="idempotency key (default: machine, tier and time)")
-    suite.add_argument("--only", help="only cases whose name contains this")
-    suite.add_argument("--configs", help="comma-separated subset, e.g. eager,default")
-    suite.add_argument("--precisions", help="comma-separated subset, e.g. fp32,bf16")
-    suite.add_argument("--threads", type=int, help="torch intra-op threads")
-    suite.add_argument("--post", metavar="URL", help="post to this server instead of storing")
-    suite.add_argument("--token", default=os.environ.get("BENCHWATCH_TOKEN"))
-    suite.set_defaults(func=cmd_run_suite)
+    suite.add_argument("--only", help="only cases whose name contains this (default: all)")
+    suite.add_argument(
+        "--configs", help="comma-separated subset, e.g. eager,default (default: the tier's)"
+    )
+    suite.add_argument(
+        "--precisions", help="comma-separated subset, e.g. fp32,bf16 (default: the tier's)"
+    )
+    suite.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's)")
+    suite.add_argument(
+        "--post",
+        metavar="URL",
+        help="post to this server instead of storing (default: store in BENCHWATCH_DATABASE_URL)",
+    )
+    suite.add_argument(
+        "--token",
+        default=os.environ.get("BENCHWATCH_TOKEN"),
+        # the value is a secret: the help names the variable, never shows its value
+        help="with --post: a token with scope ingest (default: $BENCHWATCH_TOKEN)",
+    )
 
-    worker = commands.add_parser("worker", help="run a Celery worker (needs a broker)")
-    worker.add_argument("--machine", help="run this machine's suite shards (queue bench.MACHINE)")
+
+def _worker_options(worker: argparse.ArgumentParser) -> None:
+    worker.add_argument(
+        "--machine",
+        help="run this machine's suite shards (queue bench.MACHINE) (default: none)",
+    )
     worker.add_argument(
         "--queues",
         help="service queues to consume too, comma-separated "
         "(default: 'default' without --machine, none with it)",
     )
-    worker.add_argument("--concurrency", type=int, default=1)
-    worker.set_defaults(func=cmd_worker)
+    worker.add_argument(
+        "--concurrency", type=int, default=1, help="worker processes (default: %(default)s)"
+    )
 
-    beat = commands.add_parser("beat", help="schedule suite runs (BENCHWATCH_SCHEDULES)")
+
+def _beat_options(beat: argparse.ArgumentParser) -> None:
+    from platformdirs import user_data_dir
+
     beat.add_argument(
         "--schedule-file",
         default=str(Path(user_data_dir("benchwatch", appauthor=False)) / "celerybeat-schedule"),
-        help="where beat keeps the last run times",
+        help="where beat keeps the last run times (default: %(default)s)",
     )
-    beat.set_defaults(func=cmd_beat)
 
-    trigger = commands.add_parser("trigger", help="queue a suite run on a machine now")
-    trigger.add_argument("--machine", required=True)
-    trigger.add_argument("--tier", choices=SUITE_TIERS, default="smoke")
-    trigger.add_argument("--channel", default="nightly")
-    trigger.add_argument("--models", help="only these cases, comma-separated (e.g. resnet,bert)")
-    trigger.set_defaults(func=cmd_trigger)
 
-    upload = commands.add_parser("upload", help="upload result files to a server as one run")
-    upload.add_argument("files", nargs="+", metavar="FILE")
-    upload.add_argument("--server", default=os.environ.get("BENCHWATCH_SERVER"))
-    upload.add_argument("--token", default=os.environ.get("BENCHWATCH_TOKEN"))
-    upload.add_argument("--format", default="auto", choices=FORMATS)
-    for name in METADATA:
-        upload.add_argument(f"--{name.replace('_', '-')}", dest=name)
-    upload.add_argument("--dry-run", action="store_true", help="parse and validate, send nothing")
-    upload.add_argument("--retries", type=int, default=5, help="on connection errors and 5xx")
+def _trigger_options(trigger: argparse.ArgumentParser) -> None:
+    from app.benchmarks.vocabulary import SUITE_TIERS
+
+    trigger.add_argument("--machine", required=True, help="machine whose queue runs the suite")
+    trigger.add_argument(
+        "--tier", choices=SUITE_TIERS, default="smoke", help="which cases (default: %(default)s)"
+    )
+    trigger.add_argument(
+        "--channel", default="nightly", help="release channel (default: %(default)s)"
+    )
+    trigger.add_argument(
+        "--models", help="only these cases, comma-separated, e.g. resnet,bert (default: all)"
+    )
+
+
+def _upload_options(upload: argparse.ArgumentParser) -> None:
+    from app.uploads.service import FORMATS, METADATA
+
+    upload.add_argument("files", nargs="+", metavar="FILE", help="result files, one run")
+    upload.add_argument(
+        "--server",
+        default=os.environ.get("BENCHWATCH_SERVER"),
+        help="the server's URL (default: $BENCHWATCH_SERVER)",
+    )
+    upload.add_argument(
+        "--token",
+        default=os.environ.get("BENCHWATCH_TOKEN"),
+        # the value is a secret: the help names the variable, never shows its value
+        help="a token with scope ingest (default: $BENCHWATCH_TOKEN)",
+    )
+    upload.add_argument(
+        "--format",
+        default="auto",
+        choices=FORMATS,
+        help="format of the files (default: %(default)s, told by their content)",
+    )
+    upload.add_argument(
+        "--dry-run", action="store_true", help="parse and validate, send nothing (default: off)"
+    )
+    upload.add_argument(
+        "--retries",
+        type=int,
+        default=5,
+        help="retries on connection errors and 5xx (default: %(default)s)",
+    )
     upload.add_argument(
         "--fail-on-regression",
         action="store_true",
-        help="wait for detection; exit 3 on a regression",
+        help="wait for detection; exit 3 on a regression (default: off)",
     )
-    upload.add_argument("--wait", type=float, default=600.0, help="seconds to wait for detection")
-    upload.set_defaults(func=cmd_upload)
-
-    demo = commands.add_parser("demo", help="load a realistic demo history (labelled as such)")
-    demo.add_argument("--days", type=int, default=90, help="days of 12-hourly runs")
-    demo.set_defaults(func=cmd_demo)
-
-    token = commands.add_parser("token", help="manage API tokens").add_subparsers(
-        dest="token_command", required=True
+    upload.add_argument(
+        "--wait",
+        type=float,
+        default=600.0,
+        help="seconds to wait for detection (default: %(default)s)",
     )
-    create = token.add_parser("create", help="create a token and print it once")
-    create.add_argument("--name", required=True)
+    metadata = upload.add_argument_group("run metadata", "each sets a field of the run")
+    for name in METADATA:
+        source = "from the CI job, else from the files" if name in CI_FIELDS else "from the files"
+        metadata.add_argument(
+            f"--{name.replace('_', '-')}",
+            dest=name,
+            help=f"the run's {name.replace('_', ' ')} (default: {source})",
+        )
+
+
+def _demo_options(demo: argparse.ArgumentParser) -> None:
+    demo.add_argument(
+        "--days", type=int, default=90, help="days of 12-hourly runs (default: %(default)s)"
+    )
+
+
+def _token_options(token: argparse.ArgumentParser) -> None:
+    from app.tokens.service import SCOPES
+
+    commands = token.add_subparsers(dest="token_command", required=True)
+    create = commands.add_parser("create", help="create a token and print it once")
+    create.add_argument("--name", required=True, help="a name to list and revoke it by")
     create.add_argument(
-        "--scope", action="append", choices=SCOPES, required=True, help="repeat for several scopes"
+        "--scope",
+        action="append",
+        choices=SCOPES,
+        required=True,
+        help="what it may do; repeat for several scopes",
     )
     create.add_argument(
         "--machine",
         action="append",
         default=[],
         metavar="PATTERN",
-        help="ingest only for machines matching this glob (e.g. 'h100-*'); repeat for several",
+        help="ingest only for machines matching this glob (e.g. 'h100-*'); repeat for several "
+        "(default: any machine)",
     )
     create.set_defaults(func=cmd_token_create)
-    token.add_parser("list", help="list tokens").set_defaults(func=cmd_token_list)
-    revoke = token.add_parser("revoke", help="revoke a token by id, or all of a name")
+    commands.add_parser("list", help="list tokens (never their secrets)").set_defaults(
+        func=cmd_token_list
+    )
+    revoke = commands.add_parser("revoke", help="revoke a token by id, or all of a name")
     revoke.add_argument("token", help="token id or name")
     revoke.set_defaults(func=cmd_token_revoke)
+
+
+Options = Callable[[argparse.ArgumentParser], None]
+# name: (one-line help, what runs it, what adds its options)
+COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace], int] | None, Options]] = {
+    "serve": ("run the API (migrates the database first)", cmd_serve, _serve_options),
+    "migrate": ("upgrade the database schema", cmd_migrate, _migrate_options),
+    "detect": ("find steps in a series (CSV or JSON file)", cmd_detect, _detect_options),
+    "run-suite": ("run a tier of the built-in suite here", cmd_run_suite, _run_suite_options),
+    "worker": (
+        "run a Celery worker (needs BENCHWATCH_BROKER_URL)",
+        cmd_worker,
+        _worker_options,
+    ),
+    "beat": (
+        "schedule suite runs (BENCHWATCH_SCHEDULES; needs BENCHWATCH_BROKER_URL)",
+        cmd_beat,
+        _beat_options,
+    ),
+    "trigger": (
+        "queue a suite run on a machine now (needs BENCHWATCH_BROKER_URL)",
+        cmd_trigger,
+        _trigger_options,
+    ),
+    "upload": ("upload result files to a server as one run", cmd_upload, _upload_options),
+    "demo": ("load a realistic demo history (labelled as such)", cmd_demo, _demo_options),
+    "token": ("manage API tokens", None, _token_options),
+}
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser: every command, and the options of ``command`` (None: of all).
+
+    A command's options are added only when it is the one asked for, because some need
+    imports (numpy, the web app, the database models) that the others should not pay for.
+    """
+    parser = argparse.ArgumentParser(prog="benchwatch", description=DESCRIPTION, epilog=EPILOG)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (text, func, add_options) in COMMANDS.items():
+        sub = commands.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
+        if func is not None:
+            sub.set_defaults(func=func)
+        if command is None or command == name:
+            add_options(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``benchwatch`` console script."""
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = next((arg for arg in argv if not arg.startswith("-")), "")
+    args = build_parser(command).parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
     try:
         return func(args)
-    except DomainError as exc:
+    except Exception as exc:
+        # Imported here, not on top: app.core.errors brings in FastAPI, which most commands
+        # never use; one that can raise a DomainError has imported it already.
+        from app.core.errors import DomainError
+
+        if not isinstance(exc, DomainError):
+            raise
         print(f"benchwatch: {exc.detail}", file=sys.stderr)
         return 2
 

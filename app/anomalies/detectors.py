@@ -30,7 +30,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy.stats import mannwhitneyu
 
 FloatArray = npt.NDArray[np.float64]
 PROPOSAL_THRESHOLD = 4.0  # normalised CUSUM needed to propose a split
@@ -205,6 +204,10 @@ def _pooled(samples: Sequence[Sequence[float] | None], start: int, stop: int) ->
 
 
 def _p_value(left: FloatArray, right: FloatArray) -> float:
+    # Imported here, not on top: scipy.stats loads most of scipy, and what imports this
+    # module only for DetectorConfig, or tests a series with no step, never needs it.
+    from scipy.stats import mannwhitneyu
+
     if np.ptp(np.concatenate([left, right])) == 0:
         return 1.0
     return float(mannwhitneyu(left, right, alternative="two-sided").pvalue)
