@@ -21,6 +21,7 @@ from app.anomalies import explain, outliers
 from app.anomalies.detectors import REFINE_RADIUS, ChangePoint, DetectorConfig, find_change_points
 from app.anomalies.history import History, load_histories, load_samples
 from app.anomalies.models import AlertGroup, Regression, RunAnomaly
+from app.benchmarks.comparison import direction
 from app.benchmarks.models import Benchmark, Machine, Metric, Series
 from app.benchmarks.service import BenchmarkKey
 from app.core.bulk import member_of
@@ -223,10 +224,12 @@ def _record(
     return regression
 
 
+# A step's kind, by the one comparison rule's direction (None: the metric has no better way).
+KIND_OF = {"better": "improvement", "worse": "regression", None: "change"}
+
+
 def _direction(metric: Metric, rel_change: float) -> str:
-    if metric.higher_is_better is None:
-        return "change"
-    return "improvement" if (rel_change > 0) == metric.higher_is_better else "regression"
+    return KIND_OF[direction(rel_change, metric.higher_is_better)]
 
 
 def _reverts(
