@@ -35,7 +35,7 @@ def machine_queue(*, machine: str | None = None, **_: Any) -> str:
 
 TASKS = Registry()
 DETECT_RUN = TASKS.add(
-    queue.DETECT_RUN,
+    "anomalies.detect_run",
     DEFAULT_QUEUE,
     job="app.anomalies.jobs:detect_run",
     config=lambda settings: {"thresholds": settings.DETECTOR_THRESHOLDS},
@@ -52,7 +52,7 @@ DETECT_RUN = TASKS.add(
     soft_time_limit=600,
 )
 SWEEP_DETECTION = TASKS.add(
-    queue.SWEEP_DETECTION,
+    "anomalies.sweep_detection",
     DEFAULT_QUEUE,
     job="app.anomalies.jobs:sweep_detection",
     config=lambda settings: {"overdue_s": settings.DETECTION_OVERDUE_S},

@@ -222,10 +222,11 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     if not _has_broker("worker"):
         return 2
-    from workers.tasks.suite import bench_queue, watch_machine
+    from app.jobs import DEFAULT_QUEUE, bench_queue
+    from workers.tasks.suite import watch_machine
 
     queues = [bench_queue(args.machine)] if args.machine else []
-    queues += args.queues.split(",") if args.queues else ([] if args.machine else ["default"])
+    queues += args.queues.split(",") if args.queues else ([] if args.machine else [DEFAULT_QUEUE])
     if args.machine:
         watch_machine(args.machine)
     from workers.celery_app import celery_app
@@ -271,8 +272,8 @@ def cmd_trigger(args: argparse.Namespace) -> int:
     """Queue a suite run on a machine now, as its schedule would."""
     if not _has_broker("trigger"):
         return 2
+    from app.jobs import START_SUITE, bench_queue
     from workers.celery_app import celery_app
-    from workers.tasks.suite import START_SUITE, bench_queue
 
     sent = celery_app.send_task(
         START_SUITE,

@@ -16,10 +16,6 @@ from sqlalchemy.orm import Session
 
 log = logging.getLogger(__name__)
 
-# Declared in app.jobs with every other task; spelled here only because app.runs.service and
-# tests still import them from this module (they move to app.jobs once those imports do).
-DETECT_RUN = "anomalies.detect_run"
-SWEEP_DETECTION = "anomalies.sweep_detection"
 PUBLISH_TIMEOUT_S = 2.0  # an upload waits at most about this long for a broker that is down
 PENDING = "benchwatch.pending_tasks"
 PUBLISHER = "benchwatch.publisher"

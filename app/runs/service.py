@@ -21,7 +21,8 @@ from app.core.bounds import in_id_range, nul_locations
 from app.core.bulk import insert_missing, insert_returning
 from app.core.db import utcnow
 from app.core.errors import Conflict, InvalidInput, NotFound
-from app.core.queue import DETECT_RUN, enqueue_after_commit
+from app.core.queue import enqueue_after_commit
+from app.jobs import DETECT_RUN
 from app.runs.models import Environment, Result, Run
 from app.runs.schemas import EnvironmentIn, ResultIn, RunIn
 from app.runs.writer import ResultRow, write_results

@@ -21,9 +21,9 @@ from sqlalchemy import func, select
 
 from app.anomalies import jobs as anomalies_jobs
 from app.anomalies.models import Regression
-from app.core import queue
 from app.core.config import Settings
 from app.core.db import Database
+from app.jobs import DETECT_RUN, SWEEP_DETECTION
 from app.main import create_app
 from app.runs import service as runs_service
 from app.runs.models import Run
@@ -96,7 +96,7 @@ def test_the_sweep_queues_again_only_overdue_runs(database: Database) -> None:
 
     database.set_publisher(Recorder())
     assert anomalies_jobs.sweep_detection(database, overdue_s=0) == 3
-    assert published == [(queue.DETECT_RUN, {"run_id": run_id}) for run_id in ids]
+    assert published == [(DETECT_RUN, {"run_id": run_id}) for run_id in ids]
 
 
 def test_a_server_started_after_a_crash_detects_the_runs_it_lost(settings: Settings) -> None:
@@ -249,7 +249,7 @@ def test_uploads_answer_quickly_with_the_broker_down_and_detection_catches_up(
     broker.start()
     log = tmp_path / "worker.log"
     with celery_worker(postgres_database.url, broker.url, log):
-        broker_app.app.state.publisher.publish(queue.SWEEP_DETECTION, {})  # type: ignore[attr-defined]
+        broker_app.app.state.publisher.publish(SWEEP_DETECTION, {})  # type: ignore[attr-defined]
         wait_for("detection to catch up", lambda: not undetected(postgres_database), 180, log)
     assert regression_count(postgres_database) == 1
     assert "anomalies.sweep_detection" in log.read_text()
@@ -277,7 +277,7 @@ def test_a_task_held_by_a_killed_worker_is_detected_after_all(
     run_id = answer.json()["id"]
     assert run_id in undetected(postgres_database)
     with celery_worker(postgres_database.url, broker.url, log):
-        broker_app.app.state.publisher.publish(queue.SWEEP_DETECTION, {})  # type: ignore[attr-defined]
+        broker_app.app.state.publisher.publish(SWEEP_DETECTION, {})  # type: ignore[attr-defined]
         wait_for("the sweep to recover it", lambda: not undetected(postgres_database), 120, log)
     assert regression_count(postgres_database) == 1
 

@@ -12,9 +12,7 @@ from celery import Task
 from celery.signals import worker_ready
 
 from app.core.config import settings
-from app.jobs import REQUEUE_SHARDS, RUN_SHARD, TASKS
-from app.jobs import START_SUITE as START_SUITE  # workers/cli.py imports these two from here
-from app.jobs import bench_queue as bench_queue
+from app.jobs import REQUEUE_SHARDS, RUN_SHARD, START_SUITE, TASKS
 from app.suites import service
 from workers.celery_app import declared
 from workers.shard_runner import ShardOutcome, run_shard_process
