@@ -13,6 +13,7 @@ from celery import Celery
 from celery import Task as CeleryTask
 from celery.schedules import crontab
 
+from app.benchmarks.vocabulary import SUITE_TIERS
 from app.core.config import Schedule, Settings, settings
 from app.jobs import DEFAULT_QUEUE, REQUEUE_SHARDS, START_SUITE, SWEEP_DETECTION, TASKS
 
@@ -21,7 +22,17 @@ TaskDecorator = Callable[[Callable[..., Any]], CeleryTask[Any, Any]]
 
 
 def beat_schedule(config: Settings) -> dict[str, dict[str, Any]]:
-    """Beat's entries: the detection sweep, a suite run per configured machine, the shard sweep."""
+    """Beat's entries: the detection sweep, a suite run per configured machine, the shard sweep.
+
+    Raises:
+        ValueError: a schedule names a tier the suite does not have.
+    """
+    for s in config.SCHEDULES:
+        if s.tier not in SUITE_TIERS:
+            raise ValueError(
+                f"BENCHWATCH_SCHEDULES: machine {s.machine!r} has unknown tier {s.tier!r}; "
+                f"one of {', '.join(SUITE_TIERS)}"
+            )
     entries = {"sweep-detection": entry(SWEEP_DETECTION, config.DETECTION_SWEEP_S)}
     entries |= {
         f"suite-{s.machine}-{s.tier}": entry(
