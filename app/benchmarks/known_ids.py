@@ -6,8 +6,8 @@ catalog rows, so an id it has read stays right for as long as that row stays. Wh
 it wrong (a benchmark or series deleted, its table truncated, its key columns changed, or the
 database restored from a dump, where ids created since the dump are gone and will be handed
 out again) changes the token of the ``catalog_generation`` row: database triggers change it
-on deletes, truncates and key updates, and ``publish_changes`` changes it when the
-application has created catalog rows. Every lookup reads the token first, and ids remembered
+on deletes, truncates and key updates, and ``publish_changes`` changes it as a transaction
+that created catalog rows commits. Every lookup reads the token first, and ids remembered
 under another token are forgotten.
 
 Only ids read from committed rows are remembered, never those the current transaction
@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import select, update
+from sqlalchemy import event, select, update
 from sqlalchemy.orm import Session
 
 from app.benchmarks.models import CatalogGeneration
@@ -112,8 +112,9 @@ def created(session: Session) -> None:
     session.info[CHANGED] = True
 
 
+@event.listens_for(Session, "before_commit")
 def publish_changes(session: Session) -> None:
-    """Change the token if this transaction created catalog rows; call it last before commit.
+    """Change the token if this transaction created catalog rows: run as it commits.
 
     The update locks the generation row until commit; taken last, that lock cannot be part of
     a deadlock with the catalog rows that concurrent uploads insert.

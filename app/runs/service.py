@@ -6,17 +6,15 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import Select, bindparam, select
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
-from app.benchmarks import known_ids
-from app.benchmarks import service as catalog
 from app.benchmarks import vocabulary as vocab
 from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
+from app.benchmarks.resolve import Cases, MachineDescription, cases_of, resolve_catalog
 from app.core.bounds import in_id_range, nul_locations
 from app.core.bulk import insert_missing, insert_returning
 from app.core.db import utcnow
@@ -102,12 +100,21 @@ def ingest_run(
     if (existing := _run_by_key(session, run_in.key)) is not None:
         ingested = Ingested(_same_payload(existing, run_in, digest), created=False)
     else:
-        cases = _cases_of(run_in.results)
+        cases = cases_of(run_in.results)
         _reject_duplicates(run_in.results, cases)
         coverage = _coverage(run_in.results, cases)
-        ingested = _insert_run(session, run_in, digest, source, coverage)
+        resolved = resolve_catalog(
+            session, _machine(run_in), run_in.environment.channel, run_in.results, cases
+        )
+        ingested = _insert_run(session, run_in, resolved.machine, digest, source, coverage)
         if ingested.created:
-            _store_results(session, ingested.run, run_in.results, cases)
+            rows = [
+                _result_row(series_id, result, factor)
+                for series_id, result, factor in zip(
+                    resolved.series_ids, run_in.results, resolved.factors, strict=True
+                )
+            ]
+            write_results(session, ingested.run.id, ingested.run.started_at, rows)
             session.flush()
     # A retry of a run still undetected asks again: the first task may be the one a broker
     # outage lost (detection is idempotent; the sweep would catch it later anyway).
@@ -128,27 +135,6 @@ def _same_payload(run: Run, run_in: RunIn, digest: str) -> Run:
     if run.payload_hash != digest and run.payload_hash != payload_hash(run_in):
         raise KeyReused(run.key, run.id)
     return run
-
-
-@dataclass(frozen=True)
-class Cases:
-    """The distinct benchmark cases of a run's results, and the case of each result."""
-
-    keys: list[catalog.BenchmarkKey]
-    of_result: list[int]  # results[i] belongs to keys[of_result[i]]
-
-
-def _cases_of(results: list[ResultIn]) -> Cases:
-    to_json = catalog.BenchmarkKey.params_to_json
-    index: dict[tuple[Any, ...], int] = {}
-    of_result = [
-        index.setdefault(
-            (r.suite, r.model, r.mode, r.precision, r.config, r.batch_size, to_json(r.params)),
-            len(index),
-        )
-        for r in results
-    ]
-    return Cases([catalog.BenchmarkKey._make(key) for key in index], of_result)
 
 
 def _reject_duplicates(results: list[ResultIn], cases: Cases) -> None:
@@ -193,23 +179,33 @@ def _coverage(results: list[ResultIn], cases: Cases) -> dict[str, int]:
     }
 
 
+def _machine(run_in: RunIn) -> MachineDescription:
+    machine = run_in.machine
+    return MachineDescription(
+        machine.name,
+        machine.device,
+        {
+            "arch": machine.arch,
+            "arch_short": vocab.short_arch(machine.arch) if machine.arch else "",
+            "gpu_count": machine.gpu_count,
+            "gpu_memory_gb": machine.gpu_memory_gb,
+            "cpu": machine.cpu,
+            "cpu_count": machine.cpu_count,
+            "host_memory_gb": machine.host_memory_gb,
+            "extra": machine.extra,
+        },
+    )
+
+
 def _insert_run(
-    session: Session, run_in: RunIn, digest: str, source: str, coverage: dict[str, int]
+    session: Session,
+    run_in: RunIn,
+    machine: Machine,
+    digest: str,
+    source: str,
+    coverage: dict[str, int],
 ) -> Ingested:
     machine_in = run_in.machine
-    machine = catalog.upsert_machine(
-        session,
-        machine_in.name,
-        machine_in.device,
-        arch=machine_in.arch,
-        arch_short=vocab.short_arch(machine_in.arch) if machine_in.arch else "",
-        gpu_count=machine_in.gpu_count,
-        gpu_memory_gb=machine_in.gpu_memory_gb,
-        cpu=machine_in.cpu,
-        cpu_count=machine_in.cpu_count,
-        host_memory_gb=machine_in.host_memory_gb,
-        extra=machine_in.extra,
-    )
     environment = _environment(session, run_in.environment, machine_in.driver)
     row = {
         "key": run_in.key,
@@ -257,100 +253,6 @@ def _environment(session: Session, env_in: EnvironmentIn, machine_driver: str) -
         session, Environment, [{"content_hash": content_hash, **fields}], ["content_hash"]
     )
     return session.scalars(_ENVIRONMENT_BY_HASH, {"content_hash": content_hash}).one()
-
-
-def _store_results(session: Session, run: Run, results: list[ResultIn], cases: Cases) -> None:
-    claims, unit_of = _metric_claims(results)
-    metrics = catalog.resolve_metrics(session, claims)
-    metric_ids = {name: metric.id for name, metric in metrics.items()}
-    factors = {
-        pair: vocab.unit_factor(unit, metrics[pair[0]].unit) or 1.0
-        for pair, unit in unit_of.items()
-    }
-    benchmark_ids = _resolve_benchmarks(session, results, cases)
-    series_keys = [
-        (benchmark_ids[case], metric_ids[r.metric])
-        for r, case in zip(results, cases.of_result, strict=True)
-    ]
-    series_ids = catalog.resolve_series(session, set(series_keys), run.machine_id, run.channel)
-    rows = [
-        _result_row(series_ids[key], r, factors[(r.metric, r.unit)])
-        for key, r in zip(series_keys, results, strict=True)
-    ]
-    write_results(session, run.id, run.started_at, rows)
-    known_ids.publish_changes(session)  # last: it locks a row until commit
-
-
-def _resolve_benchmarks(session: Session, results: list[ResultIn], cases: Cases) -> list[int]:
-    """The benchmark id of each case, creating missing benchmarks and compiler configs."""
-    fingerprints = [_fingerprint(key) for key in cases.keys]
-    categories = {
-        fingerprints[case]: r.category
-        for r, case in zip(results, cases.of_result, strict=True)
-        if r.category
-    }
-    ids = catalog.resolve_benchmarks(
-        session,
-        dict(zip(fingerprints, cases.keys, strict=True)),
-        categories,
-        {r.config: r.config_options for r in results if r.config_options},
-    )
-    return [ids[fp] for fp in fingerprints]
-
-
-@lru_cache(maxsize=16_384)
-def _fingerprint(key: catalog.BenchmarkKey) -> str:
-    """``key.fingerprint``, remembered: every nightly run repeats the same cases.
-
-    A pure function of the key; JSON and SHA-256 of 250 keys were 11 of a run's 260 M instructions.
-    """
-    return key.fingerprint
-
-
-UnitKey = tuple[str, str | None]  # (metric, unit as given)
-
-
-def _metric_claims(
-    results: list[ResultIn],
-) -> tuple[dict[str, catalog.MetricClaim], dict[UnitKey, str]]:
-    """What the results say of each metric, refused where they disagree.
-
-    Also returns, per distinct (metric, unit given), the unit the values come in.
-    """
-    claims: dict[str, catalog.MetricClaim] = {}
-    units: dict[UnitKey, str] = {}
-    seen: set[tuple[str, str | None, bool | None, str | None]] = set()
-    for index, result in enumerate(results):
-        if (key := (result.metric, result.unit, result.higher_is_better, result.kind)) in seen:
-            continue
-        seen.add(key)
-        claim = catalog.MetricClaim(
-            result.metric,
-            result.resolved_unit,
-            result.resolved_direction,
-            result.resolved_kind,
-            explicit_direction=result.higher_is_better is not None,
-        )
-        first = claims.setdefault(result.metric, claim)
-        if vocab.unit_factor(claim.unit, first.unit) is None or (
-            claim.higher_is_better is not None
-            and first.higher_is_better is not None
-            and claim.higher_is_better != first.higher_is_better
-        ):
-            raise InvalidInput(
-                f"results disagree about metric {result.metric!r}",
-                errors=[
-                    {
-                        "loc": f"results[{index}]",
-                        "result_index": index,
-                        "field": "unit",
-                        "message": "unit or higher_is_better differs from an earlier "
-                        f"result of metric {result.metric!r}",
-                    }
-                ],
-            )
-        units[(result.metric, result.unit)] = claim.unit
-    return claims, units
 
 
 def _result_row(series_id: int, result: ResultIn, factor: float) -> ResultRow:
