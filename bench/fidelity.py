@@ -28,7 +28,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from workers.harness import Plan
-from workers.run_suite import TIERS, Task, run_tasks, tier_tasks
+from workers.run_suite import run_measurements
+from workers.tiers import TIERS, Measurement, tier_measurements
 
 TIMING = (
     "latency",
@@ -45,18 +46,18 @@ QUICK_MODELS = ("resnet", "bert", "lstm")
 Figures = dict[tuple[str, tuple[Any, ...]], list[float]]
 
 
-def tasks(quick: bool) -> list[Task]:
+def measurements(quick: bool) -> list[Measurement]:
     """The smoke tier, or its quick subset."""
-    every = tier_tasks(TIERS["smoke"])
+    every = tier_measurements(TIERS["smoke"])
     if not quick:
         return every
     return [
-        t
-        for t in every
-        if t.case.model in QUICK_CASES + QUICK_MODELS
-        and t.config in ("eager", "default")
-        and t.precision == "fp32"
-        and t.mode == "inference"
+        m
+        for m in every
+        if m.case.model in QUICK_CASES + QUICK_MODELS
+        and m.config in ("eager", "default")
+        and m.precision == "fp32"
+        and m.mode == "inference"
     ]
 
 
@@ -110,7 +111,7 @@ def main() -> None:
         "baseline": Plan(repeats=tuned.repeats, warmup=0, max_repeats=0, quiet_gc=False),
         "benchwatch": tuned,
     }
-    chosen = tasks(args.quick)
+    chosen = measurements(args.quick)
     print(
         f"{len(chosen)} measurements x {args.runs} runs x {len(plans)} plans on {device}, "
         f"{args.threads} threads"
@@ -120,7 +121,7 @@ def main() -> None:
         for name, plan in plans.items():
             torch._dynamo.reset()
             began = time.perf_counter()
-            collect(run_tasks(chosen, device, plan), figures[name])
+            collect(run_measurements(chosen, device, plan), figures[name])
             print(f"run {run + 1} {name}: {time.perf_counter() - began:.0f} s", flush=True)
     table = {name: summarize(f) for name, f in figures.items()}
     print(f"\n{'metric':<22}{'plan':<12}{'cases':>6}{'median CV':>11}{'p90 CV':>9}{'max CV':>9}")

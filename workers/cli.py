@@ -176,6 +176,7 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
     from app.core.config import settings
     from workers import run_suite
     from workers.progress import progress_bar
+    from workers.tiers import TIERS, tier_measurements
 
     if args.post and not args.token:
         print("benchwatch run-suite: --post needs --token (or BENCHWATCH_TOKEN)", file=sys.stderr)
@@ -183,15 +184,15 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.threads or torch.get_num_threads())
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     began, started_at = time.perf_counter(), run_suite.now()
-    tier = run_suite.TIERS[args.tier]
-    tasks = run_suite.tier_tasks(
+    tier = TIERS[args.tier]
+    measurements = tier_measurements(
         tier,
         only=args.only,
         configs=args.configs.split(",") if args.configs else None,
         precisions=args.precisions.split(",") if args.precisions else None,
     )
     with progress_bar("case") as progress:
-        rows = run_suite.run_tasks(tasks, device, tier.plan, progress)
+        rows = run_suite.run_measurements(measurements, device, tier.plan, progress)
     run_in = run_suite.build_run(
         rows,
         tier=args.tier,

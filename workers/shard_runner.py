@@ -1,8 +1,8 @@
-"""Run one shard in a child process, with a timeout and a heartbeat, and say how it ended.
+"""The worker's side of a shard: run it in a child process, with a timeout and a heartbeat.
 
-The child (``python -m workers.shards``) gets its own process group, so a timeout kills it and
-everything it started (compile workers, all-reduce ranks). A crash, a signal (the kernel's OOM
-killer sends SIGKILL) or a hang becomes a reason with the tail of the child's stderr; the
+The child (``python -m workers.shard_child``) gets its own process group, so a timeout kills it
+and everything it started (compile workers, all-reduce ranks). A crash, a signal (the kernel's
+OOM killer sends SIGKILL) or a hang becomes a reason with the tail of the child's stderr; the
 worker process that called this lives on.
 """
 
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+CHILD = "workers.shard_child"  # the module the child runs
 STDERR_TAIL = 1500  # characters of the child's stderr kept in a failure reason
 
 
@@ -44,7 +45,7 @@ def run_shard_process(
         given.write_text(json.dumps(spec))
         with err.open("w") as stderr:
             child = subprocess.Popen(
-                [sys.executable, "-m", "workers.shards", str(given), str(out), str(os.getpid())],
+                [sys.executable, "-m", CHILD, str(given), str(out), str(os.getpid())],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,

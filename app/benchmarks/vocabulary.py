@@ -168,7 +168,7 @@ WELL_KNOWN_METRICS: dict[str, MetricSpec] = {
 }
 METRIC_ALIASES = {"compile_time": "compilation_latency", "compilation_time": "compilation_latency"}
 
-# Tiers of the built-in suite (workers.run_suite.TIERS), smallest first.
+# Tiers, smallest first; what each runs: workers.tiers.TIERS (tests/workers/test_tiers.py).
 SUITE_TIERS = ("test", "smoke", "daily", "full")
 
 PRECISIONS = ("fp32", "tf32", "amp", "fp16", "bf16", "fp8", "int8", "int4")

@@ -24,6 +24,7 @@ from app.runs.models import Result, Run
 from app.suites.models import SuiteRun, SuiteShard
 from tests.conftest import PEPPER
 from tests.workers.test_models import CATEGORIES
+from workers.shard_runner import CHILD
 
 
 def environment(database: Database, redis_url: str, **extra: str) -> dict[str, str]:
@@ -156,12 +157,12 @@ def test_a_worker_killed_mid_shard_loses_nothing_and_doubles_nothing(
 
 
 def shard_children(worker_pid: int) -> list[psutil.Process]:
-    """The shard processes below a worker (its pool child's ``python -m workers.shards``)."""
+    """The shard processes below a worker (its pool child's ``python -m workers.shard_child``)."""
     try:
         below = psutil.Process(worker_pid).children(recursive=True)
     except psutil.NoSuchProcess:
         return []
-    return [p for p in below if "workers.shards" in " ".join(safe_cmdline(p))]
+    return [p for p in below if CHILD in " ".join(safe_cmdline(p))]
 
 
 def safe_cmdline(process: psutil.Process) -> list[str]:

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from workers.harness import Case, Plan, _compile_options, _repeated, measure, scaled, spread
-from workers.suites.operators import OPERATORS
+from workers.workloads.operators import OPERATORS
 
 CPU = torch.device("cpu")
 QUICK = Plan(repeats=5, warmup=1)

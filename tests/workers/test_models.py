@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from workers.harness import Plan, measure
-from workers.suites.models import MODELS
+from workers.workloads.models import MODELS
 
 CPU = torch.device("cpu")
 ONCE = Plan(repeats=2, warmup=0)

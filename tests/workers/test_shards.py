@@ -4,9 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from workers.run_suite import TIERS, tier_tasks
 from workers.shard_runner import run_shard_process
-from workers.shards import plan_shards, tasks_of
+from workers.tiers import TIERS, measurements_of, plan_shards, tier_measurements
 
 
 def test_a_tier_is_cut_into_one_shard_per_case_and_mode() -> None:
@@ -16,19 +15,19 @@ def test_a_tier_is_cut_into_one_shard_per_case_and_mode() -> None:
     assert "resnet training" in labels
     assert "all_reduce inference" in labels
     assert len(labels) == len(set(labels))
-    assert sum(len(shard.cases) for shard in shards) == len(tier_tasks(TIERS["test"]))
+    assert sum(len(shard.cases) for shard in shards) == len(tier_measurements(TIERS["test"]))
     smoke = {shard.label: shard for shard in plan_shards("smoke", ["softmax"])}
     assert list(smoke) == ["softmax inference"]
     configs = {case["config"] for case in smoke["softmax inference"].cases}
     assert configs == {"eager", "default", "dynamic", "cudagraphs", "max_autotune"}
 
 
-def test_the_child_finds_the_tasks_its_cases_name() -> None:
+def test_the_child_finds_the_measurements_its_cases_name() -> None:
     inference, training = plan_shards("smoke", ["bert"])
-    tasks = tasks_of("smoke", inference.cases + training.cases)
-    assert {task.case.model for task in tasks} == {"bert"}
-    assert {task.mode for task in tasks} == {"inference", "training"}
-    assert len(tasks) == len(inference.cases) + len(training.cases)
+    measurements = measurements_of("smoke", inference.cases + training.cases)
+    assert {m.case.model for m in measurements} == {"bert"}
+    assert {m.mode for m in measurements} == {"inference", "training"}
+    assert len(measurements) == len(inference.cases) + len(training.cases)
 
 
 def spec(models: list[str]) -> dict[str, object]:

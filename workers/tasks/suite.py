@@ -33,7 +33,7 @@ def start_suite(
 ) -> int:
     """Describe this machine, plan the tier's shards and queue them; a redelivery reuses the run."""
     from workers.environment import describe_environment, describe_machine
-    from workers.shards import plan_shards
+    from workers.tiers import plan_shards
 
     description = {
         "machine": describe_machine(machine).model_dump(mode="json", exclude_none=True),

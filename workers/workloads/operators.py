@@ -1,4 +1,4 @@
-"""The operator tier: small, self-contained kernels every stack runs (tiny shapes in smoke)."""
+"""The operators: small, self-contained kernels every stack runs, and the all-reduce collective."""
 
 from typing import Any
 
