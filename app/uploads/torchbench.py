@@ -54,8 +54,8 @@ FAILURE_METRICS = ("speedup", "abs_latency")
 # --baseline columns: common.py writes 0 for both when the baseline has no such model.
 BASELINE_METRICS = {"baseline": "x", "speedup_vs_baseline": "x"}
 DIGITS = re.compile(r"[0-9]+")
-# One way to read each digit (``\d+\.?\d*`` had as many as the digits before a bad character:
-# seconds for a cell of 8,000 digits and an ``x``).
+# One way to read each digit: ``\d+\.?\d*`` has as many as there are digits before a bad
+# character, so a long cell that does not match backtracks in time quadratic in its length.
 NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 NEWLINE = re.compile(r"\r\n|\r|\n")  # what the csv module ends a line at
 FOLDER_DEVICE = re.compile(r"^(?:(rocm|cpu|cuda|xpu|mps)|cu\d+)$")
