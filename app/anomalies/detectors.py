@@ -39,7 +39,7 @@ REFINE_RADIUS = 5  # points either side of a proposal where the step may really 
 
 @dataclass(frozen=True)
 class DetectorConfig:
-    """Thresholds of the detector (per metric or suite, configurable)."""
+    """Thresholds of the change-point detector (``registry.ChangePointDetector``)."""
 
     min_segment: int = 5  # points a new level must hold before it counts as a step
     max_p_value: float = 0.001  # confirmation test across the step

@@ -7,7 +7,7 @@ from datetime import timedelta
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from app.anomalies import service
-from app.anomalies.service import Thresholds
+from app.anomalies.detector_interface import Thresholds
 from app.core.db import Database
 from app.core.queue import enqueue_after_commit
 from app.jobs import DETECT_RUN

@@ -1,24 +1,32 @@
 """Detection over stored series: find steps after each run, group them, explain them.
 
-The detector (``detectors.py``) knows nothing of directions or runs; here a step gets its
-runs (last good, first bad), its direction from the metric, an alert group, the environment
-diff between the two runs and hints from correlated metrics. Detection is idempotent: a step
-already recorded (at the same place, give or take the detector's refinement radius) is not
-recorded again, whatever its triage status, so an accepted step becomes the baseline.
+The detectors (``registry.DETECTORS``) know nothing of directions or runs; here a step one
+of them finds gets its runs (last good, first bad), its direction from the metric, an alert
+group, the environment diff between the two runs and hints from correlated metrics.
+Detection is idempotent: a step already recorded (at the same place, give or take the
+change-point detector's refinement radius) is not recorded again, whatever its triage status
+or the detector that finds it, so an accepted step becomes the baseline.
 """
 
 import zlib
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
-from app.anomalies import explain, outliers
-from app.anomalies.detectors import REFINE_RADIUS, ChangePoint, DetectorConfig, find_change_points
+from app.anomalies import explain, outliers, registry
+from app.anomalies.detector_interface import (
+    Detector,
+    DetectorThresholds,
+    SeriesHistory,
+    Thresholds,
+)
+from app.anomalies.detectors import REFINE_RADIUS, ChangePoint
 from app.anomalies.history import History, load_histories, load_samples
 from app.anomalies.models import AlertGroup, Regression, RunAnomaly
 from app.benchmarks.comparison import direction
@@ -36,20 +44,6 @@ END_OF_TIME = datetime(9999, 1, 1, tzinfo=UTC)
 DETECTION_LOCK = 0x62770001  # the advisory lock class of detection ("bw", 1)
 OVERDUE_BATCH = 500  # runs queued again per sweep
 
-Thresholds = Mapping[str, Mapping[str, float]]  # "metric:<name>" / "suite:<name>" -> fields
-
-
-def detector_config(thresholds: Thresholds, suite: str, metric: str) -> DetectorConfig:
-    """Defaults, overridden per suite, then per metric (the more specific wins)."""
-    fields: dict[str, Any] = {}
-    for key in (f"suite:{suite}", f"metric:{metric}"):
-        fields.update(thresholds.get(key, {}))
-    if "min_segment" in fields:
-        fields["min_segment"] = int(fields["min_segment"])
-    if "window" in fields:
-        fields["window"] = int(fields["window"])
-    return replace(DetectorConfig(), **fields)
-
 
 @dataclass
 class Detection:
@@ -63,12 +57,17 @@ class Detection:
 def detect_for_run(
     session: Session, run_id: int, thresholds: Thresholds | None = None
 ) -> Detection:
-    """Judge the newest points of every series a run touched, with the history before them."""
+    """Judge the newest points of every series a run touched, with the history before them.
+
+    Raises:
+        ValueError: ``thresholds`` has a key or field no detector knows.
+    """
+    read = registry.read_thresholds(thresholds or {})
     run = runs_service.get_run(session, run_id)
     _hold_machine_channel(session, run)
     series = _series_keys(session, select(Result.series_id).where(Result.run_id == run_id))
     histories = load_histories(session, [s.id for s in series], run.started_at, INCREMENTAL_POINTS)
-    detection = _detect(session, series, histories, thresholds or {})
+    detection = _detect(session, series, histories, read)
     detection.anomaly = _score_run(session, run, histories)
     for regression in detection.regressions:
         regression.found_by_run_id = run.id
@@ -106,7 +105,12 @@ def overdue_runs(session: Session, older_than: timedelta, limit: int = OVERDUE_B
 def rescan(
     session: Session, thresholds: Thresholds | None = None, machine: str | None = None
 ) -> Detection:
-    """Run the detector over the whole history of every series (of one machine, if given)."""
+    """Run the detectors over the whole history of every series (of one machine, if given).
+
+    Raises:
+        ValueError: ``thresholds`` has a key or field no detector knows.
+    """
+    read = registry.read_thresholds(thresholds or {})
     ids = select(Series.id)
     if machine is not None:
         ids = ids.join(Machine, Series.machine_id == Machine.id).where(Machine.name == machine)
@@ -115,7 +119,7 @@ def rescan(
     for part in range(0, len(series), 500):
         chunk = series[part : part + 500]
         histories = load_histories(session, [s.id for s in chunk], END_OF_TIME, None)
-        found = _detect(session, chunk, histories, thresholds or {})
+        found = _detect(session, chunk, histories, read)
         detection.regressions += found.regressions
         detection.reverted += found.reverted
     session.flush()
@@ -146,7 +150,7 @@ def _detect(
     session: Session,
     series: Sequence[SeriesKey],
     histories: Mapping[int, History],
-    thresholds: Thresholds,
+    thresholds: DetectorThresholds,
 ) -> Detection:
     known = _regressions_by_series(session, [s.id for s in series])
     detection = Detection([], [])
@@ -154,16 +158,15 @@ def _detect(
         history = histories.get(one.id)
         if history is None:
             continue
-        config = detector_config(thresholds, one.suite, one.metric)
-        changes = find_change_points(history.values, config)
-        if changes:  # the raw samples must agree too: fetched only where a step is found
-            samples = load_samples(session, one.id, history.run_ids)
-            changes = find_change_points(history.values, config, samples)
-        for change in changes:
-            stored = session.get_one(Series, one.id)
-            recorded = _record(stored, history, change, config, known[one.id], detection)
-            if recorded is not None:
-                known[one.id].append(recorded)
+        samples = partial(load_samples, session, one.id, history.run_ids)
+        view = SeriesHistory(one.suite, one.metric, history.values, history.run_ids, samples)
+        for detector in registry.DETECTORS:
+            found_by = Finder(detector, thresholds.for_series(detector, one.suite, one.metric))
+            for change in detector.find(view, found_by.thresholds):
+                stored = session.get_one(Series, one.id)
+                recorded = _record(stored, history, change, found_by, known[one.id], detection)
+                if recorded is not None:
+                    known[one.id].append(recorded)
     if detection.regressions:  # grouping adds them to the session
         _group_and_explain(session, detection.regressions)
     return detection
@@ -179,11 +182,27 @@ def _regressions_by_series(
     return found
 
 
+@dataclass(frozen=True)
+class Finder:
+    """The detector that found a step, with the thresholds it used on that series."""
+
+    detector: Detector[Any]
+    thresholds: Any
+
+    def describe(self) -> dict[str, Any]:
+        """What ``Regression.detector`` stores: its name, then its thresholds' fields."""
+        return {"name": self.detector.name, **asdict(self.thresholds)}
+
+    def same_level(self, level: float, other: float) -> bool:
+        """Whether ``other`` is back at ``level``, by the detector's tolerance."""
+        return abs(other - level) <= self.detector.level_tolerance(self.thresholds) * abs(level)
+
+
 def _record(
     series: Series,
     history: History,
     change: ChangePoint,
-    config: DetectorConfig,
+    found_by: Finder,
     known: list[Regression],
     detection: Detection,
 ) -> Regression | None:
@@ -210,12 +229,12 @@ def _record(
         after_spread=change.after_spread,
         rel_change=change.rel_change,
         p_value=change.p_value,
-        detector=asdict(config),
+        detector=found_by.describe(),
         hints=[],
         status="new",
     )
     for earlier in known:
-        if _reverts(earlier, change, config, position):
+        if _reverts(earlier, change, found_by, position):
             earlier.reverted = True
             earlier.reverted_by_run_id = first_bad
             regression.hints = [f"reverts the step of regression {earlier.id}"]
@@ -233,15 +252,14 @@ def _direction(metric: Metric, rel_change: float) -> str:
 
 
 def _reverts(
-    earlier: Regression, change: ChangePoint, config: DetectorConfig, position: Mapping[int, int]
+    earlier: Regression, change: ChangePoint, found_by: Finder, position: Mapping[int, int]
 ) -> bool:
     """A later opposite step that brings the series back to the level before ``earlier``."""
     at = position.get(earlier.first_bad_run_id)
     if earlier.reverted or earlier.status == "invalid" or (at is not None and at >= change.index):
         return False
     opposite = (earlier.rel_change > 0) != (change.rel_change > 0)
-    back = abs(change.after - earlier.before) <= config.min_rel_change * abs(earlier.before)
-    return opposite and back
+    return opposite and found_by.same_level(earlier.before, change.after)
 
 
 def _group_and_explain(session: Session, regressions: list[Regression]) -> None:

@@ -93,7 +93,13 @@ def test_injected_regression_is_one_regression_in_one_group(
     assert found["environment_diff"]["torch"] == ["2.6.0.dev20260101", "2.6.0.dev20260113"]
     assert found["environment_diff"]["packages"] == {"triton": ["3.1.0", "3.2.0"]}
     assert any("only the dynamic-shapes config moved" in h for h in found["hints"])
-    assert found["detector"]["min_rel_change"] == 0.03
+    assert found["detector"] == {  # the detector's name, then the thresholds it used
+        "name": "change_point",
+        "min_segment": 5,
+        "max_p_value": 0.001,
+        "min_rel_change": 0.03,
+        "window": 20,
+    }
 
     (group,) = client.get("/api/v1/alert-groups").json()["items"]
     assert group["id"] == found["group_id"]

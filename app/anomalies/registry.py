@@ -1,0 +1,61 @@
+"""The detectors detection runs on every series, in this order, and their thresholds.
+
+Adding a detector is a subclass of ``detector_interface.Detector`` (its name, its thresholds
+dataclass with defaults, ``find``) and one line in ``DETECTORS``; its thresholds are then read
+from ``BENCHWATCH_DETECTOR_THRESHOLDS`` under ``"<name>:suite:<suite>"`` and
+``"<name>:metric:<metric>"``. Where two detectors find a step at the same place in a series,
+the first one's finding is recorded.
+"""
+
+from typing import Any
+
+from app.anomalies.detector_interface import (
+    Detector,
+    DetectorThresholds,
+    SeriesHistory,
+    Thresholds,
+)
+from app.anomalies.detectors import ChangePoint, DetectorConfig, find_change_points
+
+
+class ChangePointDetector(Detector[DetectorConfig]):
+    """Steps in a series' values (``detectors.find_change_points``) that its samples confirm.
+
+    Its keys are the ones that predate the other detectors: ``"suite:<suite>"`` and
+    ``"metric:<metric>"``, without a prefix.
+    """
+
+    name = "change_point"
+    defaults = DetectorConfig()
+
+    @property
+    def prefix(self) -> str:
+        """No prefix: ``BENCHWATCH_DETECTOR_THRESHOLDS`` keys keep their meaning."""
+        return ""
+
+    def find(self, series: SeriesHistory, thresholds: DetectorConfig) -> list[ChangePoint]:
+        """Steps in the values; where there are any, judged again with the raw samples."""
+        changes = find_change_points(series.values, thresholds)
+        if changes:  # the raw samples must agree too: read only where a step is found
+            changes = find_change_points(series.values, thresholds, series.samples())
+        return changes
+
+    def level_tolerance(self, thresholds: DetectorConfig) -> float:
+        """A move under the minimum effect is no step: the level is the same."""
+        return thresholds.min_rel_change
+
+
+DETECTORS: tuple[Detector[Any], ...] = (ChangePointDetector(),)
+
+
+def read_thresholds(thresholds: Thresholds) -> DetectorThresholds:
+    """``BENCHWATCH_DETECTOR_THRESHOLDS`` read for ``DETECTORS``, every key and field checked.
+
+    Call it at start-up to refuse a bad mapping before any detection runs; detection reads
+    the mapping with it too.
+
+    Raises:
+        ValueError: a key no detector owns, a field its detector does not have, or a
+            fraction for a whole-number field (the message names the accepted ones).
+    """
+    return DetectorThresholds(thresholds, DETECTORS)
