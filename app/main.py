@@ -15,6 +15,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import app.models  # noqa: F401  (every model registered before the first query)
+from app.anomalies.registry import read_thresholds
 from app.api.router import api_router
 from app.api.validation import handle_validation_error
 from app.core.config import DEV_PEPPER, Settings, settings
@@ -82,6 +83,7 @@ def create_app(config: Settings | None = None) -> FastAPI:
     config = config or settings
     configure_logging(config.LOG_LEVEL)
     refuse_development_secrets(config)
+    read_thresholds(config.DETECTOR_THRESHOLDS)  # a bad mapping stops the server at start
     database, publisher = connect(config)
 
     @asynccontextmanager

@@ -3,7 +3,11 @@ thresholds and its findings are recorded like the change-point detector's, the s
 untouched; ``BENCHWATCH_DETECTOR_THRESHOLDS`` keeps its keys and refuses what no detector
 knows."""
 
+import json
 import math
+import os
+import subprocess
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +17,9 @@ from fastapi.testclient import TestClient
 from app.anomalies import registry, service
 from app.anomalies.detector_interface import Detector, SeriesHistory, Thresholds
 from app.anomalies.detectors import ChangePoint, DetectorConfig
+from app.core.config import Settings
 from app.core.db import Database
+from app.main import create_app
 from tests.anomalies.test_service import BAD, dynamic_bert_slower, post_history, regressions
 
 
@@ -88,6 +94,28 @@ def test_a_second_detector_runs_with_its_own_thresholds_and_is_recorded(
 def test_detection_refuses_thresholds_no_detector_knows(database: Database) -> None:
     with database.session_scope() as session, pytest.raises(ValueError, match="no field"):
         service.rescan(session, {"metric:latency": {"min_rel_chnge": 0.1}})
+
+
+BAD_THRESHOLDS = {"metric:latency": {"min_rel_chnge": 0.1}}
+
+
+def test_a_server_refuses_to_start_on_thresholds_no_detector_knows(settings: Settings) -> None:
+    with pytest.raises(ValueError, match="no field"):
+        create_app(settings.model_copy(update={"DETECTOR_THRESHOLDS": BAD_THRESHOLDS}))
+
+
+def test_a_worker_refuses_to_start_on_thresholds_no_detector_knows() -> None:
+    env = {**os.environ, "BENCHWATCH_DETECTOR_THRESHOLDS": json.dumps(BAD_THRESHOLDS)}
+    started = subprocess.run(
+        [sys.executable, "-c", "import workers.tasks.jobs"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert started.returncode != 0
+    assert "min_rel_chnge" in started.stderr
 
 
 def test_todays_keys_reach_the_change_point_detector() -> None:

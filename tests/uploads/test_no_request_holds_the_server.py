@@ -15,8 +15,9 @@ from typing import Any
 
 import httpx
 import pytest
+import uvicorn
 
-from app.core.config import Settings
+from app.core.config import Settings, settings
 from app.core.db import Database
 from tests.conftest import make_token
 from workers import cli
@@ -115,9 +116,9 @@ def test_serve_stops_waiting_for_requests_after_the_parse_deadline(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     called: dict[str, Any] = {}
-    monkeypatch.setattr(cli.uvicorn, "run", lambda app, **kwargs: called.update(kwargs))
-    args = cli.build_parser().parse_args(["serve", "--no-migrate"])
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: called.update(kwargs))
+    args = cli.build_parser("serve").parse_args(["serve", "--no-migrate"])
     assert isinstance(args, argparse.Namespace)
     assert cli.cmd_serve(args) == 0
     grace = called["timeout_graceful_shutdown"]
-    assert cli.settings.PARSE_TIMEOUT_S < grace <= cli.settings.PARSE_TIMEOUT_S + 30
+    assert settings.PARSE_TIMEOUT_S < grace <= settings.PARSE_TIMEOUT_S + 30

@@ -3,6 +3,7 @@
 from functools import cache
 from typing import Any
 
+from app.anomalies.registry import read_thresholds
 from app.core.config import settings
 from app.core.db import Database
 from app.core.tasks import Task
@@ -27,6 +28,7 @@ def register(task: Task) -> None:
     declared(task.name)(run)
 
 
+read_thresholds(settings.DETECTOR_THRESHOLDS)  # a bad mapping stops the worker at start
 for task in TASKS:
     if task.job:
         register(task)
