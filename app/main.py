@@ -45,7 +45,7 @@ result_index, message}]}`.
 
 
 def tune_garbage_collector() -> None:
-    """Fewer, cheaper collections in a serving process (bench/ingest.py: about +20% ingest).
+    """Fewer, cheaper collections in a serving process (bench/ingest.py measures the gain).
 
     Everything allocated during start-up lives as long as the process, so it is frozen out of
     the collector's scans; a 2,000-result upload allocates ~100k objects, so the youngest
@@ -115,8 +115,8 @@ def create_app(config: Settings | None = None) -> FastAPI:
     application.add_exception_handler(StarletteHTTPException, handle_http_error)
     for unavailable in UNAVAILABLE:
         application.add_exception_handler(unavailable, database_unavailable)
-    # zlib's default level: Starlette's 9 took 10 ms for a year of one series (170 KB), 6 takes
-    # 2.6 ms for a 2% larger answer.
+    # zlib's default level: Starlette's 9 costs several times the CPU for an answer barely
+    # smaller.
     application.add_middleware(GZipMiddleware, minimum_size=2048, compresslevel=6)
     application.add_middleware(SecurityHeaders)
     application.include_router(health_router)

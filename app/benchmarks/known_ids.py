@@ -1,7 +1,8 @@
 """Benchmark and series ids remembered across requests, forgotten when they may be wrong.
 
-Every nightly run names the same benchmarks and series again, and finding their ids was
-4 to 6 of the 34 ms of CPU that validating and storing 1,400 results took. Benchwatch only adds
+Every nightly run names the same benchmarks and series again, and looking their ids up again
+is a noticeable share of storing a run (the numbers: bench/ingest.py, and the commits that
+added and weighed this module). Benchwatch only adds
 catalog rows, so an id it has read stays right for as long as that row stays. What would make
 it wrong (a benchmark or series deleted, its table truncated, its key columns changed, or the
 database restored from a dump, where ids created since the dump are gone and will be handed

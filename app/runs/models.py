@@ -89,9 +89,9 @@ class Result(Base):
 
     The biggest table by far, written only by the ingest service in the transaction that
     resolved its run and series. It has no foreign-key constraints on purpose: their per-row
-    trigger checks doubled the time of a bulk COPY (55 ms -> 27 ms for 2,000 rows), and
-    nothing else writes here. Deleting a run deletes its results explicitly. Nor has it a
-    surrogate id: (run, series) is its key, and a third index made every COPY a quarter slower.
+    trigger checks are a large part of a bulk COPY's cost, and nothing else writes here.
+    Deleting a run deletes its results explicitly. Nor has it a surrogate id: (run, series)
+    is its key, and every further index is one more to maintain on each COPY.
     """
 
     __tablename__ = "result"

@@ -86,8 +86,8 @@ def ingest_run(
     """Store a run and its results; a retry with the same key and payload returns the stored run.
 
     ``body``: the JSON the run was validated from, if any. Its hash then stands for the
-    payload: a retry sends the same bytes, and hashing them is 15 times cheaper than
-    serialising the validated run again (0.3 vs 4.6 ms for 2,000 results).
+    payload: a retry sends the same bytes, and hashing them costs far less than serialising
+    the validated run again.
 
     Everything happens in the caller's transaction (the caller commits), so a request that
     fails validation half-way stores nothing.
