@@ -25,8 +25,12 @@ lint: $(BIN)/.test
 	$(BIN)/ruff check .
 	$(BIN)/mypy app workers
 
+# Two workers: each database test waits on Postgres or a subprocess part of the time, so two
+# keep a 2-core machine busy. Each worker has its own Postgres and Redis databases.
+TEST_WORKERS ?= 2
+
 pytest: $(BIN)/.test
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal
 
 test: lint pytest
 

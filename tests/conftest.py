@@ -45,6 +45,12 @@ PEPPER = "test-pepper"
 STARTUP_TIMEOUT_S = 10.0
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow end-to-end tests first: on several workers (make test) they start at once,
+    instead of one of them running alone at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 def service_missing(what: str, exc: Exception) -> None:
     """Fail in CI (a missing service is a broken setup), skip with the reason elsewhere."""
     message = f"{what} is not reachable ({type(exc).__name__}: {exc})"

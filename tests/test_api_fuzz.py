@@ -102,6 +102,7 @@ def test_every_answer_is_declared_and_no_5xx(
     case.call_and_validate(app=application, headers=headers)
 
 
+@pytest.mark.slow
 def test_stateful_sequences_answer_no_5xx(app_and_headers: tuple[Any, dict[str, str]]) -> None:
     application, headers = app_and_headers
 

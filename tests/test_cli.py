@@ -146,6 +146,7 @@ def slow_files(count: int = 12, rows: int = 24_000) -> list[tuple[str, tuple[str
     return files
 
 
+@pytest.mark.slow
 def test_sigterm_during_a_slow_upload_stops_the_server_promptly(
     embedded_env: dict[str, str], tmp_path: Path
 ) -> None:

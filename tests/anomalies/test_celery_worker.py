@@ -6,6 +6,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 
 from app.core.config import Settings
@@ -15,6 +16,7 @@ from tests.anomalies.test_service import dynamic_bert_slower, post_history
 from tests.conftest import PEPPER, make_token
 
 
+@pytest.mark.slow
 def test_detection_runs_on_a_celery_worker(
     postgres_database: Database, redis_url: str, tmp_path: Path
 ) -> None:

@@ -227,6 +227,7 @@ def broker_app(postgres_database: Database, broker: RedisServer) -> Iterator[Tes
     application.state.database.dispose()
 
 
+@pytest.mark.slow
 def test_uploads_answer_quickly_with_the_broker_down_and_detection_catches_up(
     broker_app: TestClient, postgres_database: Database, broker: RedisServer, tmp_path: Path
 ) -> None:
@@ -255,6 +256,7 @@ def test_uploads_answer_quickly_with_the_broker_down_and_detection_catches_up(
     assert "anomalies.sweep_detection" in log.read_text()
 
 
+@pytest.mark.slow
 def test_a_task_held_by_a_killed_worker_is_detected_after_all(
     broker_app: TestClient, postgres_database: Database, broker: RedisServer, tmp_path: Path
 ) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
@@ -80,6 +81,7 @@ def detected(database: Database) -> bool:
         return session.scalar(select(func.count()).where(Run.detected_at.is_not(None))) == 1
 
 
+@pytest.mark.slow
 def test_beat_and_a_worker_run_the_suite_and_detection_follows(
     postgres_database: Database, redis_url: str, tmp_path: Path
 ) -> None:
@@ -120,6 +122,7 @@ def test_beat_and_a_worker_run_the_suite_and_detection_follows(
     assert {r["mode"] for r in by_metric["latency"]} == {"inference", "training"}
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_shard_loses_nothing_and_doubles_nothing(
     postgres_database: Database, redis_url: str, tmp_path: Path
 ) -> None:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from fastapi.testclient import TestClient
 
 from app.core.db import Database
@@ -191,6 +192,7 @@ def test_upload_to_a_live_server_from_github_actions(
     assert wrong.returncode == 1  # same CI key, different payload: 409
 
 
+@pytest.mark.slow
 def test_fail_on_regression_exits_3_when_the_upload_confirms_a_step(
     live_server: str,
     database: Database,

@@ -170,6 +170,7 @@ def test_malformed_files_name_file_line_and_field_and_store_nothing(
     assert client.get("/api/v1/runs").json()["items"] == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
 def test_every_real_file_uploads_through_the_cli(
     live_server: str, database: Database, tmp_path: Path

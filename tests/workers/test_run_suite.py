@@ -5,9 +5,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from sqlalchemy import create_engine, text
 
 
+@pytest.mark.slow
 def test_run_suite_stores_a_run_with_skips_and_detection(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/suite.db"
     env = {**os.environ, "BENCHWATCH_DATABASE_URL": url}
