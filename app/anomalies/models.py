@@ -13,7 +13,19 @@ from app.core.db import Base, UTCDateTime, utcnow
 STATUSES = ("new", "acknowledged", "fixed", "expected", "invalid")
 
 
-class AlertGroup(Base):
+class Triaged:
+    """What triage sets on a finding (a group or one of its regressions), and when it was found."""
+
+    assignee: Mapped[str] = mapped_column(String(128), default="")
+    note: Mapped[str] = mapped_column(Text, default="")
+    bug_url: Mapped[str] = mapped_column(Text, default="")
+    # Who last triaged it (the token, and the dashboard session if it came from one), and when.
+    triaged_by: Mapped[str] = mapped_column(String(200), default="")
+    triaged_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class AlertGroup(Triaged, Base):
     """Regressions of one machine and channel whose first bad runs fall in one window."""
 
     __tablename__ = "alert_group"
@@ -24,20 +36,13 @@ class AlertGroup(Base):
     first_bad_run_id: Mapped[int] = mapped_column(ForeignKey("run.id"), index=True)
     last_good_run_id: Mapped[int] = mapped_column(ForeignKey("run.id"))
     environment_diff: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    assignee: Mapped[str] = mapped_column(String(128), default="")
-    note: Mapped[str] = mapped_column(Text, default="")
-    bug_url: Mapped[str] = mapped_column(Text, default="")
-    # Who last triaged it (the token, and the dashboard session if it came from one), and when.
-    triaged_by: Mapped[str] = mapped_column(String(200), default="")
-    triaged_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
     regressions: Mapped[list["Regression"]] = relationship(
         back_populates="group", lazy="selectin", order_by="Regression.id"
     )
 
 
-class Regression(Base):
+class Regression(Triaged, Base):
     """A confirmed step in a series; ``direction`` says whether it hurts or helps."""
 
     __tablename__ = "regression"
@@ -64,13 +69,6 @@ class Regression(Base):
     # The run whose detection confirmed the step (None: a rescan); later than the first bad
     # run when the new level needed more points to be confirmed.
     found_by_run_id: Mapped[int | None] = mapped_column(ForeignKey("run.id"), index=True)
-    assignee: Mapped[str] = mapped_column(String(128), default="")
-    note: Mapped[str] = mapped_column(Text, default="")
-    bug_url: Mapped[str] = mapped_column(Text, default="")
-    # Who last triaged it (the token, and the dashboard session if it came from one), and when.
-    triaged_by: Mapped[str] = mapped_column(String(200), default="")
-    triaged_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
 
     series: Mapped[Series] = relationship(lazy="joined")

@@ -12,7 +12,18 @@ from app.core.urls import HttpUrlText
 Status = Literal["new", "acknowledged", "invalid", "expected", "fixed"]
 
 
-class RegressionRead(BaseModel):
+class TriageRead(BaseModel):
+    """The triage state of a finding, and when it was found."""
+
+    assignee: str
+    note: str
+    bug_url: str
+    triaged_by: str  # the token and, from the dashboard, the sign-in session
+    triaged_at: datetime | None
+    created_at: datetime
+
+
+class RegressionRead(TriageRead):
     """A detected step with its runs, levels, explanation and triage state."""
 
     model_config = ConfigDict(from_attributes=True)
@@ -36,12 +47,6 @@ class RegressionRead(BaseModel):
     reverted: bool
     reverted_by_run_id: int | None
     found_by_run_id: int | None = None
-    assignee: str
-    note: str
-    bug_url: str
-    triaged_by: str  # the token and, from the dashboard, the sign-in session
-    triaged_at: datetime | None
-    created_at: datetime
     updated_at: datetime
 
 
@@ -56,7 +61,7 @@ class TriageUpdate(BaseModel):
     bug_url: HttpUrlText | None = None
 
 
-class AlertGroupRead(BaseModel):
+class AlertGroupRead(TriageRead):
     """Regressions of one cause window, with what they span."""
 
     id: int
@@ -71,12 +76,6 @@ class AlertGroupRead(BaseModel):
     precisions: list[str]
     metrics: list[str]
     environment_diff: dict[str, Any]
-    assignee: str
-    note: str
-    bug_url: str
-    triaged_by: str  # the token and, from the dashboard, the sign-in session
-    triaged_at: datetime | None
-    created_at: datetime
 
 
 class AlertGroupDetail(AlertGroupRead):
