@@ -1,10 +1,11 @@
 """List and triage regressions and alert groups."""
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import ColumnElement, Select, and_, exists, func, or_, select
 from sqlalchemy.orm import Session
 
 from app.anomalies.models import STATUSES, AlertGroup, Regression, RunAnomaly
@@ -153,13 +154,23 @@ def list_groups(
         query = query.where(AlertGroup.channel == channel)
     if since is not None:
         query = query.where(AlertGroup.created_at >= since)
+    if status is not None:
+        query = query.where(_status_is(status))
     query = query.order_by(AlertGroup.id.desc())
-    if status is None:  # the page alone is read
-        total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
-        return list(session.scalars(query.offset(offset).limit(limit))), total
-    # The status is derived from the members, so this filter reads every group's members.
-    groups = [g for g in session.scalars(query) if group_status(g) == status]
-    return groups[offset : offset + limit], len(groups)
+    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    return list(session.scalars(query.offset(offset).limit(limit))), total
+
+
+def _status_is(status: str) -> ColumnElement[bool]:
+    """``group_status(group) == status`` in SQL: the page alone is read, whatever the filter."""
+
+    def member_in(statuses: Sequence[str]) -> ColumnElement[bool]:
+        return exists().where(Regression.group_id == AlertGroup.id, Regression.status.in_(statuses))
+
+    more_pressing = STATUSES[: STATUSES.index(status)]
+    if not more_pressing:  # "new": a new member, or no member at all
+        return or_(member_in([status]), ~exists().where(Regression.group_id == AlertGroup.id))
+    return and_(member_in([status]), ~member_in(more_pressing))
 
 
 def describe_group(session: Session, group: AlertGroup) -> dict[str, Any]:
