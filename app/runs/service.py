@@ -130,8 +130,12 @@ def _run_by_key(session: Session, key: str) -> Run | None:
 
 
 def _same_payload(run: Run, run_in: RunIn, digest: str) -> Run:
-    # A run stored from a validated payload (an upload, a suite run, a run posted before the
-    # body hash) holds the hash of that payload: compare it too.
+    """``run``, if ``run_in`` is the payload it was stored from; else 409 (KeyReused).
+
+    The one definition of "the same payload": the same JSON bytes (``digest``: a retry
+    resends what it sent), or the same validated payload (``payload_hash``), which is what a
+    run stored without a body holds (an upload, a suite run, a run posted before body hashes).
+    """
     if run.payload_hash != digest and run.payload_hash != payload_hash(run_in):
         raise KeyReused(run.key, run.id)
     return run
