@@ -11,7 +11,7 @@ from app.benchmarks.models import (
 )
 from app.core.db import Base
 from app.runs.models import Environment, Result, Run
-from app.suites.models import SuiteRun, SuiteShard
+from app.suite_runs.models import SuiteRun, SuiteShard
 from app.tokens.models import ApiToken
 
 __all__ = [

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch._dynamo.utils import counters
 
-from app.suites.rows import failed_rows, skipped_rows
+from app.suite_runs.rows import failed_rows, skipped_rows
 from workers.memory import peak_memory_gb
 from workers.profiling import profile_rows
 from workers.quantize import QUANTIZED, has_torchao, method, quantized, unsupported

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from app.suites.service import ShardPlan
+from app.suite_runs.service import ShardPlan
 from workers.harness import Case, Mode, Plan, identity, scaled
 from workers.workloads.models import MODELS
 from workers.workloads.operators import COLLECTIVES, OPERATORS

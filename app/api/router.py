@@ -9,7 +9,7 @@ from app.api.validation import refuse_nul_in_query
 from app.benchmarks.router import router as benchmarks_router
 from app.runs.router import reads as runs_reads
 from app.runs.router import router as runs_router
-from app.suites.router import router as suites_router
+from app.suite_runs.router import router as suites_router
 from app.summaries.router import router as summaries_router
 from app.uploads.router import router as uploads_router
 

@@ -38,8 +38,8 @@ from app.dashboard.sign_in import (
     safe_next,
     sign_in_url,
 )
-from app.suites import service as suites_service
-from app.suites.schemas import SuiteRunRead
+from app.suite_runs import service as suite_runs_service
+from app.suite_runs.schemas import SuiteRunRead
 from app.tokens.auth import (
     MAX_SECRET_LENGTH,
     SIGN_IN_COOKIE,
@@ -249,7 +249,9 @@ def suite_runs_view(
     request: Request, session: SessionDep, machine: str | None = None
 ) -> HTMLResponse:
     """The newest suite runs: in flight or done, each shard's progress, why one failed."""
-    found, _ = suites_service.list_suite_runs(session, machine or None, None, 0, SUITE_RUNS_SHOWN)
+    found, _ = suite_runs_service.list_suite_runs(
+        session, machine or None, None, 0, SUITE_RUNS_SHOWN
+    )
     suite_runs = [{**SuiteRunRead.of(s).model_dump(), "shards": s.shards} for s in found]
     return render(request, session, "suite_runs.html", suite_runs=suite_runs, machine=machine)
 

@@ -13,7 +13,7 @@ from celery.signals import worker_ready
 
 from app.core.config import settings
 from app.jobs import REQUEUE_SHARDS, RUN_SHARD, START_SUITE, TASKS
-from app.suites import service
+from app.suite_runs import service
 from workers.celery_app import declared
 from workers.shard_runner import ShardOutcome, run_shard_process
 from workers.tasks.jobs import worker_database

@@ -11,8 +11,8 @@ from app.core.db import Database, utcnow
 from app.runs import service as runs_service
 from app.runs.models import Result, Run
 from app.runs.schemas import RunIn
-from app.suites import service
-from app.suites.models import SuiteRun, SuiteShard
+from app.suite_runs import service
+from app.suite_runs.models import SuiteRun, SuiteShard
 from tests.factories import run_payload
 
 DESCRIPTION = {

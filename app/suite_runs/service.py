@@ -26,8 +26,8 @@ from app.core.errors import DomainError, NotFound
 from app.runs import service as runs_service
 from app.runs.models import Run
 from app.runs.schemas import ResultIn, RunIn
-from app.suites.models import SuiteRun, SuiteShard
-from app.suites.rows import failed_rows
+from app.suite_runs.models import SuiteRun, SuiteShard
+from app.suite_runs.rows import failed_rows
 
 ROWS = TypeAdapter(list[ResultIn])
 UNFINISHED = ("pending", "running")

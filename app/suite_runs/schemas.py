@@ -6,7 +6,7 @@ from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.suites.models import SuiteRun
+from app.suite_runs.models import SuiteRun
 
 
 class ShardRead(BaseModel):

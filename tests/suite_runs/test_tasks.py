@@ -10,8 +10,8 @@ from sqlalchemy import select
 from app.core.config import Settings
 from app.core.db import Database
 from app.runs.models import Result, Run
-from app.suites.models import SuiteShard
-from tests.suites.test_service import measured, open_run
+from app.suite_runs.models import SuiteShard
+from tests.suite_runs.test_service import measured, open_run
 from workers.celery_app import beat_schedule
 from workers.shard_runner import ShardOutcome
 from workers.tasks import suite

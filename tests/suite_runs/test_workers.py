@@ -22,7 +22,7 @@ from app.core.config import Settings
 from app.core.db import Database
 from app.main import create_app
 from app.runs.models import Result, Run
-from app.suites.models import SuiteRun, SuiteShard
+from app.suite_runs.models import SuiteRun, SuiteShard
 from tests.conftest import PEPPER
 from tests.workers.test_models import CATEGORIES
 from workers.shard_runner import CHILD

@@ -9,8 +9,8 @@ from app.api.responses import READS, errors
 from app.api.validation import ApiRoute
 from app.core.bounds import RowId
 from app.core.pagination import Page, PageParams
-from app.suites import service
-from app.suites.schemas import ShardRead, SuiteRunDetail, SuiteRunRead
+from app.suite_runs import service
+from app.suite_runs.schemas import ShardRead, SuiteRunDetail, SuiteRunRead
 
 router = APIRouter(
     tags=["suite runs"], dependencies=[ReadAccess], route_class=ApiRoute, responses=READS

@@ -3,9 +3,9 @@
 from fastapi.testclient import TestClient
 
 from app.core.db import Database
-from app.suites import service
-from app.suites.models import SuiteRun
-from tests.suites.test_service import measured, open_run, service_run_id
+from app.suite_runs import service
+from app.suite_runs.models import SuiteRun
+from tests.suite_runs.test_service import measured, open_run, service_run_id
 
 
 def test_a_suite_run_in_flight_and_its_shards(client: TestClient, database: Database) -> None:
