@@ -10,6 +10,7 @@ from app.benchmarks.models import (
     Series,
 )
 from app.core.db import Base
+from app.notifications.models import Subscription
 from app.runs.models import Environment, Result, Run
 from app.suite_runs.models import SuiteRun, SuiteShard
 from app.tokens.models import ApiToken
@@ -29,6 +30,7 @@ __all__ = [
     "Run",
     "RunAnomaly",
     "Series",
+    "Subscription",
     "SuiteRun",
     "SuiteShard",
 ]

@@ -7,6 +7,7 @@ from app.anomalies.router import writes as anomalies_writes
 from app.api.responses import errors
 from app.api.validation import refuse_nul_in_query
 from app.benchmarks.router import router as benchmarks_router
+from app.notifications.router import router as notifications_router
 from app.runs.router import reads as runs_reads
 from app.runs.router import router as runs_router
 from app.suite_runs.router import router as suites_router
@@ -25,5 +26,6 @@ for router in (
     anomalies_reads,
     anomalies_writes,
     suites_router,
+    notifications_router,
 ):
     api_router.include_router(router)

@@ -1,0 +1,172 @@
+"""What a subscription holds: rules, receivers and timing, validated; and how it is read."""
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    model_validator,
+)
+
+from app.core.bounds import NulFree
+from app.core.urls import HttpUrlText
+
+
+def _one_as_list(value: object) -> object:
+    return [value] if isinstance(value, str) else value
+
+
+OneOrMore = BeforeValidator(_one_as_list)
+"""A rule field's one value is stored as the list of it, so that errors say ``[0]``."""
+Text = Annotated[str, NulFree, Field(min_length=1, max_length=256)]
+TextRule = Annotated[list[Text], OneOrMore, Field(min_length=1, max_length=100)]
+Direction = Literal["regression", "improvement", "change"]
+Kind = Literal["regression", "improvement", "failure", "machine_silent"]
+Name = Annotated[str, NulFree, Field(min_length=1, max_length=128)]
+Owner = Annotated[str, NulFree, Field(max_length=256)]
+Url = Annotated[HttpUrlText, Field(min_length=1)]
+EMAIL = r"^[^@\s\x00]+@[^@\s\x00]+\.[^@\s\x00]+$"
+Email = Annotated[str, Field(max_length=254, pattern=EMAIL)]
+
+
+class Rules(BaseModel):
+    """A rule set: every field given must hold; an absent field accepts anything.
+
+    Text fields take one value or a list (any of them), each an fnmatch glob, case-sensitive;
+    one value is stored (and read back) as a list of one.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    machine: TextRule | None = None
+    channel: TextRule | None = None
+    suite: TextRule | None = None
+    model: TextRule | None = None
+    category: TextRule | None = None
+    config: TextRule | None = None
+    precision: TextRule | None = None
+    mode: TextRule | None = None
+    metric: TextRule | None = None
+    direction: Annotated[list[Direction], OneOrMore, Field(min_length=1, max_length=3)] | None = (
+        None
+    )
+    kind: Annotated[list[Kind], OneOrMore, Field(min_length=1, max_length=4)] | None = None
+    min_rel_change: Annotated[float, Field(ge=0, le=1_000_000, allow_inf_nan=False)] | None = Field(
+        default=None, description="The least absolute relative change: 0.05 is 5%"
+    )
+
+
+def _not_empty(rules: Rules) -> Rules:
+    if all(value is None for _, value in rules):
+        raise ValueError("an exclude rule set needs at least one field (an empty one vetoes all)")
+    return rules
+
+
+ExcludeRules = Annotated[Rules, AfterValidator(_not_empty)]
+
+
+class WebhookReceiver(BaseModel):
+    """A URL that will be sent each notice as JSON (delivery is not built yet)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["webhook"]
+    url: Url
+
+
+class EmailReceiver(BaseModel):
+    """Addresses that will be mailed each notice (delivery is not built yet)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["email"]
+    to: Annotated[list[Email], Field(min_length=1, max_length=50)]
+
+
+class SlackReceiver(BaseModel):
+    """A Slack incoming webhook (delivery is not built yet)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["slack"]
+    url: Url
+
+
+Receiver = Annotated[WebhookReceiver | EmailReceiver | SlackReceiver, Field(discriminator="kind")]
+Receivers = Annotated[list[Receiver], Field(min_length=1, max_length=20)]
+
+
+class Digest(BaseModel):
+    """Notices collected and sent at these hours (UTC) of each day."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    digest_hours: Annotated[list[Annotated[int, Field(ge=0, le=23)]], Field(min_length=1)]
+
+    @model_validator(mode="after")
+    def _sorted_once(self) -> "Digest":
+        self.digest_hours = sorted(set(self.digest_hours))
+        return self
+
+
+def _when_kind(value: object) -> str:
+    return "immediate" if isinstance(value, str) else "digest"
+
+
+When = Annotated[
+    Annotated[Literal["immediate"], Tag("immediate")] | Annotated[Digest, Tag("digest")],
+    Discriminator(_when_kind),
+]
+ExcludeList = Annotated[list[ExcludeRules], Field(max_length=50)]
+
+
+class SubscriptionCreate(BaseModel):
+    """A new subscription, or (PUT) the whole of an existing one."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: Name
+    owner: Owner = ""
+    match: Rules = Field(default_factory=Rules)
+    exclude: ExcludeList = Field(default_factory=list)
+    receivers: Receivers
+    when: When = "immediate"
+    paused: bool = False
+
+
+class SubscriptionUpdate(BaseModel):
+    """The fields to change; absent ones (or null) stay as they are."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: Name | None = None
+    owner: Owner | None = None
+    match: Rules | None = None
+    exclude: ExcludeList | None = None
+    receivers: Receivers | None = None
+    when: When | None = None
+    paused: bool | None = None
+
+
+class SubscriptionRead(BaseModel):
+    """A stored subscription; ``revision`` grows by one with every change."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    name: str
+    owner: str
+    match: Rules
+    exclude: list[Rules]
+    receivers: list[Receiver]
+    when: When
+    paused: bool
+    revision: int
+    created_at: datetime
+    updated_at: datetime

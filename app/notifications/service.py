@@ -1,0 +1,148 @@
+"""Subscriptions: create, read, change, delete; and which of them an alert group concerns."""
+
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.anomalies.models import AlertGroup, Regression
+from app.core.db import utcnow
+from app.core.errors import Conflict, NotFound
+from app.notifications.matching import Finding, compile_subscription
+from app.notifications.models import Subscription
+
+FIELDS = ("name", "owner", "match", "exclude", "receivers", "when", "paused")
+
+
+def list_subscriptions(session: Session, offset: int, limit: int) -> tuple[list[Subscription], int]:
+    """A page of subscriptions by name, and how many there are."""
+    total = session.scalar(select(func.count()).select_from(Subscription)) or 0
+    page = select(Subscription).order_by(Subscription.name, Subscription.id)
+    return list(session.scalars(page.offset(offset).limit(limit))), total
+
+
+def get_subscription(session: Session, subscription_id: int) -> Subscription:
+    """One subscription; NotFound if there is none with this id."""
+    subscription = session.get(Subscription, subscription_id)
+    if subscription is None:
+        raise NotFound(f"no subscription {subscription_id}")
+    return subscription
+
+
+def _name_taken(name: str) -> Conflict:
+    return Conflict(
+        f"a subscription named {name!r} exists already",
+        errors=[{"loc": "name", "field": "name", "message": "taken by another subscription"}],
+    )
+
+
+def _check_name_free(session: Session, name: str, subscription_id: int | None = None) -> None:
+    query = select(Subscription.id).where(Subscription.name == name)
+    if subscription_id is not None:
+        query = query.where(Subscription.id != subscription_id)
+    if session.scalar(query) is not None:
+        raise _name_taken(name)
+
+
+def _flush(session: Session, name: str) -> None:
+    """Write the change; a name another transaction took meanwhile is a Conflict too."""
+    try:
+        session.flush()
+    except IntegrityError as exc:
+        raise _name_taken(name) from exc
+
+
+def create_subscription(session: Session, values: Mapping[str, Any]) -> Subscription:
+    """A new subscription at revision 1 from validated values (``schemas.SubscriptionCreate``).
+
+    Raises:
+        Conflict: another subscription has the name.
+    """
+    _check_name_free(session, values["name"])
+    now = utcnow()
+    subscription = Subscription(
+        **{field: values[field] for field in FIELDS}, revision=1, created_at=now, updated_at=now
+    )
+    session.add(subscription)
+    _flush(session, subscription.name)
+    return subscription
+
+
+def update_subscription(
+    session: Session, subscription_id: int, changes: Mapping[str, Any]
+) -> Subscription:
+    """Set the given fields; the revision grows by one when any stored value changes.
+
+    Args:
+        session: the session to change it in (the caller commits).
+        subscription_id: which subscription.
+        changes: field to new value (validated; a field absent stays as it is).
+
+    Raises:
+        NotFound: no subscription has this id.
+        Conflict: another subscription has the new name.
+    """
+    subscription = get_subscription(session, subscription_id)
+    changed = {f: v for f, v in changes.items() if f in FIELDS and getattr(subscription, f) != v}
+    if not changed:
+        return subscription
+    if "name" in changed:
+        _check_name_free(session, changed["name"], subscription.id)
+    for field, value in changed.items():
+        setattr(subscription, field, value)
+    subscription.revision += 1
+    subscription.updated_at = utcnow()
+    _flush(session, subscription.name)
+    return subscription
+
+
+def delete_subscription(session: Session, subscription_id: int) -> None:
+    """Delete a subscription; NotFound if there is none with this id."""
+    session.delete(get_subscription(session, subscription_id))
+    session.flush()
+
+
+def finding_of(regression: Regression) -> Finding:
+    """A regression (or improvement) as subscription rules see it.
+
+    A step that helps is an ``improvement`` finding; one that hurts, or one of a metric
+    with no good direction (``direction`` ``change``), is a ``regression`` finding.
+    """
+    series = regression.series
+    benchmark = series.benchmark
+    return Finding(
+        kind="improvement" if regression.direction == "improvement" else "regression",
+        machine=series.machine.name,
+        channel=series.channel,
+        suite=benchmark.suite,
+        model=benchmark.model,
+        category=benchmark.category,
+        config=benchmark.config,
+        precision=benchmark.precision,
+        mode=benchmark.mode,
+        metric=series.metric.name,
+        direction=regression.direction,
+        rel_change=regression.rel_change,
+    )
+
+
+def matching_subscriptions(
+    session: Session, group: AlertGroup
+) -> list[tuple[Subscription, list[Regression]]]:
+    """The unpaused subscriptions that select findings of ``group``, each with those findings.
+
+    In the order of the subscriptions' ids; a subscription that selects none is left out.
+    """
+    findings = [(finding_of(r), r) for r in group.regressions]
+    subscriptions = session.scalars(
+        select(Subscription).where(Subscription.paused.is_(False)).order_by(Subscription.id)
+    )
+    selected = []
+    for subscription in subscriptions:
+        matcher = compile_subscription(subscription.match, subscription.exclude)
+        chosen = [regression for finding, regression in findings if matcher.matches(finding)]
+        if chosen:
+            selected.append((subscription, chosen))
+    return selected
