@@ -102,12 +102,15 @@ Receiver = Annotated[WebhookReceiver | EmailReceiver | SlackReceiver, Field(disc
 Receivers = Annotated[list[Receiver], Field(min_length=1, max_length=20)]
 
 
+Hour = Annotated[int, Field(ge=0, le=23)]
+
+
 class Digest(BaseModel):
     """Notices collected and sent at these hours (UTC) of each day."""
 
     model_config = ConfigDict(extra="forbid")
 
-    digest_hours: Annotated[list[Annotated[int, Field(ge=0, le=23)]], Field(min_length=1)]
+    digest_hours: Annotated[list[Hour], Field(min_length=1, max_length=24)]
 
     @model_validator(mode="after")
     def _sorted_once(self) -> "Digest":
