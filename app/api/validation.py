@@ -4,6 +4,7 @@ import json
 import re
 import sys
 from collections.abc import Callable, Coroutine
+from functools import cached_property
 from http import HTTPStatus
 from typing import Any
 
@@ -161,12 +162,17 @@ class OneStepJSONRoute(ApiRoute):
     nothing that ``json.loads`` refuses, and a model instance passes FastAPI's validation as is.
     """
 
+    @cached_property
+    def body_model(self) -> type[BaseModel] | None:
+        """The route's body model, if it is a pydantic model (looked up once, not per request)."""
+        model = self.body_field.field_info.annotation if self.body_field else None
+        return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
     def wrap_request(self, request: Request) -> Request:
         """A request whose ``json()`` is the validated model, when the body model is one."""
-        model = self.body_field.field_info.annotation if self.body_field else None
-        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        if self.body_model is None:
             return super().wrap_request(request)
-        return _ModelJSONRequest(request.scope, request.receive, model)
+        return _ModelJSONRequest(request.scope, request.receive, self.body_model)
 
 
 class _ModelJSONRequest(_LocatedJSONRequest):
