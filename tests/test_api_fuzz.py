@@ -71,17 +71,22 @@ schema = schemathesis.openapi.from_dict(
 
 @pytest.fixture(scope="module")
 def seeded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Settings, str]:
-    """A SQLite database holding a history with a regression, and a token that may write."""
+    """A SQLite database holding a history with a regression and a subscription, and a token
+    that may write (the subscription routes need ``admin``)."""
     path: Path = tmp_path_factory.mktemp("fuzz") / "benchwatch.db"
     url = f"sqlite:///{path}"
     upgrade_database(url)
     settings = Settings(DATABASE_URL=url, TOKEN_PEPPER=PEPPER, BROKER_URL=None)
     database = Database(url)
-    token = make_token(database, "ingest", "triage", name="fuzz")
+    token = make_token(database, "ingest", "triage", "admin", name="fuzz")
     database.dispose()
     application = create_app(settings)
     with TestClient(application) as client:
-        post_history(client, {"Authorization": f"Bearer {token}"}, dynamic_bert_slower)
+        headers = {"Authorization": f"Bearer {token}"}
+        post_history(client, headers, dynamic_bert_slower)
+        # A subscription to read, change and delete (their routes take an admin token).
+        body = {"name": "seed", "receivers": [{"kind": "email", "to": ["a@b.example"]}]}
+        assert client.post("/api/v1/subscriptions", json=body, headers=headers).status_code == 201
     application.state.database.dispose()
     return settings, token
 
