@@ -43,7 +43,9 @@ def embedded_env(tmp_path: Path) -> dict[str, str]:
 
 
 @contextmanager
-def serving(env: dict[str, str], log_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+def benchwatch_serve(
+    env: dict[str, str], log_path: Path
+) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     """``benchwatch serve`` on a free port, ready; terminated (if still running) on leaving."""
     port = free_port()
     with log_path.open("w") as log:
@@ -70,7 +72,7 @@ def serving(env: dict[str, str], log_path: Path) -> Iterator[tuple[subprocess.Po
 
 @pytest.fixture
 def server(embedded_env: dict[str, str], tmp_path: Path) -> Iterator[str]:
-    with serving(embedded_env, tmp_path / "serve.log") as (_, url):
+    with benchwatch_serve(embedded_env, tmp_path / "serve.log") as (_, url):
         yield url
 
 
@@ -155,7 +157,7 @@ def test_sigterm_during_a_slow_upload_stops_the_server_promptly(
     assert cli(env, "migrate").returncode == 0
     token = cli(env, "token", "create", "--name", "ci", "--scope", "ingest").stdout.strip()
     answers: list[httpx.Response] = []
-    with serving(env, tmp_path / "serve.log") as (process, url):
+    with benchwatch_serve(env, tmp_path / "serve.log") as (process, url):
 
         def post() -> None:
             answers.append(
