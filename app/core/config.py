@@ -50,6 +50,29 @@ class Settings(BaseSettings):
     SHARD_TIMEOUT_S: float = 3600.0  # a shard's subprocess is killed after this long
     SHARD_LEASE_S: float = 60.0  # a worker renews its hold on a shard this often (x1/3)
     SHARD_ATTEMPTS: int = 3  # a crashed or hung shard runs at most this many times
+    # Notifications (docs/alerts.md). PUBLIC_URL is where notices' links point.
+    PUBLIC_URL: str = "http://127.0.0.1:8000"
+    SUBSCRIPTIONS_FILE: Path | None = None  # YAML subscriptions, loaded at start-up
+    # Receivers on loopback, private, link-local or metadata addresses are refused unless
+    # listed here: comma-separated addresses, networks (10.0.0.0/8) or host names.
+    RECEIVER_ALLOW: str = ""
+    NOTIFY_GROUP_WAIT_S: float = 600.0  # after a group opens (or grows), before its notice
+    NOTIFY_REMIND_S: float = 86400.0  # untriaged groups are recalled this often
+    NOTIFY_ESCALATE_S: float = 172800.0  # a group untriaged this long is escalated, once
+    NOTIFY_SWEEP_S: float = 30.0  # how often due notices and retries are looked for
+    DELIVERY_TIMEOUT_S: float = 10.0  # per attempt: connect, send and read
+    DELIVERY_BACKOFF_S: float = 30.0  # the first retry's delay; doubles, with jitter
+    DELIVERY_GIVE_UP_S: float = 86400.0  # a notice not delivered this long is given up
+    SMTP_HOST: str = ""  # empty: email receivers fail with "no SMTP server configured"
+    SMTP_PORT: int = 587
+    SMTP_STARTTLS: bool = True
+    SMTP_USERNAME: str = ""
+    SMTP_PASSWORD: SecretStr = SecretStr("")
+    SMTP_FROM: str = "benchwatch@localhost"
+    GITHUB_API_URL: str = "https://api.github.com"
+    GITHUB_TOKEN: SecretStr = SecretStr("")  # for GitHub issue receivers
+    # Apprise URL schemes a subscription may use (Teams, Discord, Mattermost by default).
+    APPRISE_SCHEMES: str = "msteams,discord,mmost,mmosts"
 
 
 settings = Settings()

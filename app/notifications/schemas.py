@@ -1,5 +1,6 @@
 """What a subscription holds: rules, receivers and timing, validated; and how it is read."""
 
+import base64
 from datetime import datetime
 from typing import Annotated, Literal
 
@@ -71,34 +72,105 @@ def _not_empty(rules: Rules) -> Rules:
 ExcludeRules = Annotated[Rules, AfterValidator(_not_empty)]
 
 
-class WebhookReceiver(BaseModel):
-    """A URL that will be sent each notice as JSON (delivery is not built yet)."""
+SECRET_PREFIX = "whsec_"
+
+
+def _signing_secret(value: str) -> str:
+    try:
+        key = base64.b64decode(value.removeprefix(SECRET_PREFIX), validate=True)
+    except ValueError:
+        key = b""
+    if not value.startswith(SECRET_PREFIX) or not 24 <= len(key) <= 64:
+        raise ValueError(f"a signing secret is {SECRET_PREFIX!r} and 24 to 64 bytes in base64")
+    return value
+
+
+Secret = Annotated[str, Field(max_length=100), AfterValidator(_signing_secret)]
+
+
+class ReceiverBase(BaseModel):
+    """What every receiver has: whether delivery switched it off (an HTTP 410), and why.
+
+    Set ``disabled`` back to false to switch it on again.
+    """
 
     model_config = ConfigDict(extra="forbid")
+
+    disabled: bool = False
+    disabled_reason: Annotated[str, NulFree, Field(max_length=500)] = ""
+
+
+class WebhookReceiver(ReceiverBase):
+    """A URL that is sent each notice as signed JSON (Standard Webhooks, and GitHub's header).
+
+    ``secrets``: the signing secrets, newest first; every one signs each notice, so a
+    receiver can move to a new secret while the old one still verifies. Left out, the
+    receiver keeps the secrets it had (same URL), or gets a new one.
+    """
 
     kind: Literal["webhook"]
     url: Url
+    secrets: Annotated[list[Secret], Field(min_length=1, max_length=3)] | None = None
 
 
-class EmailReceiver(BaseModel):
-    """Addresses that will be mailed each notice (delivery is not built yet)."""
-
-    model_config = ConfigDict(extra="forbid")
+class EmailReceiver(ReceiverBase):
+    """Addresses that are mailed each notice (the operator's SMTP server)."""
 
     kind: Literal["email"]
     to: Annotated[list[Email], Field(min_length=1, max_length=50)]
 
 
-class SlackReceiver(BaseModel):
-    """A Slack incoming webhook (delivery is not built yet)."""
-
-    model_config = ConfigDict(extra="forbid")
+class SlackReceiver(ReceiverBase):
+    """A Slack incoming webhook (Block Kit message)."""
 
     kind: Literal["slack"]
     url: Url
 
 
-Receiver = Annotated[WebhookReceiver | EmailReceiver | SlackReceiver, Field(discriminator="kind")]
+AppriseUrl = Annotated[
+    str, NulFree, Field(min_length=4, max_length=2_000, pattern=r"^[a-z0-9]+://")
+]
+
+
+class AppriseReceiver(ReceiverBase):
+    """Teams, Discord, Mattermost and others through Apprise: a URL of an allowed scheme."""
+
+    kind: Literal["apprise"]
+    url: AppriseUrl
+
+
+Repository = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$")]
+Label = Annotated[str, NulFree, Field(min_length=1, max_length=50)]
+
+
+class GitHubIssueReceiver(ReceiverBase):
+    """One GitHub issue per alert group in ``repository``, opened and then updated."""
+
+    kind: Literal["github_issue"]
+    repository: Repository
+    labels: Annotated[list[Label], Field(max_length=10)] = Field(default_factory=list)
+
+
+class FeedReceiver(ReceiverBase):
+    """An Atom feed of the subscription's notices at ``/feeds/<token>.atom``.
+
+    ``token`` is made when the receiver is (the feed needs no other credential: keep the URL
+    to yourself); left out on a change, the receiver keeps the one it had.
+    """
+
+    kind: Literal["feed"]
+    token: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{32,64}$")] | None = None
+
+
+Receiver = Annotated[
+    WebhookReceiver
+    | EmailReceiver
+    | SlackReceiver
+    | AppriseReceiver
+    | GitHubIssueReceiver
+    | FeedReceiver,
+    Field(discriminator="kind"),
+]
 Receivers = Annotated[list[Receiver], Field(min_length=1, max_length=20)]
 
 
