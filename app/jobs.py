@@ -10,6 +10,7 @@ the task names it sends. The names are those running workers and brokers already
 
 import logging
 import threading
+from importlib import import_module
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError, OperationalError
@@ -57,6 +58,29 @@ SWEEP_DETECTION = TASKS.add(
     job="app.anomalies.jobs:sweep_detection",
     config=lambda settings: {"overdue_s": settings.DETECTION_OVERDUE_S},
 )
+# Notices: the sweep plans reminders, sends what is due and queues deliveries (idempotent);
+# a delivery claims its row before it sends, so a duplicate message sends nothing.
+DISPATCH_NOTICES = TASKS.add(
+    "notifications.dispatch",
+    DEFAULT_QUEUE,
+    job="app.notifications.jobs:dispatch",
+    config=lambda settings: {"settings": settings},
+    acks_late=True,
+    autoretry_for=(OperationalError, IntegrityError),
+    retry_backoff=True,
+    max_retries=5,
+)
+DELIVER = TASKS.add(
+    "notifications.deliver",
+    DEFAULT_QUEUE,
+    job="app.notifications.jobs:deliver",
+    config=lambda settings: {"settings": settings},
+    # A worker lost mid-send leaves the delivery leased; the sweep queues it again when the
+    # lease ends (the receiver sees the same webhook-id).
+    acks_late=True,
+    reject_on_worker_lost=True,
+    soft_time_limit=300,
+)
 # Worker-only (workers/tasks/suite.py): they need torch and the machine they measure.
 START_SUITE = TASKS.add("bench.start_suite", machine_queue, acks_late=True)
 RUN_SHARD = TASKS.add(  # routed by the machine its sender names (its kwargs hold the shard)
@@ -68,25 +92,26 @@ REQUEUE_SHARDS = TASKS.add("bench.requeue_shards", machine_queue)
 
 
 class Sweeper:
-    """In process, what beat does with a broker: the detection sweep, now and every interval.
+    """In process, what beat does with a broker: a sweep task, now and every interval.
 
     A server killed with detections queued in its memory loses them; the sweep at the next
-    start queues them again.
+    start queues them again (and the notice sweep sends what fell due meanwhile).
     """
 
-    def __init__(self, publisher: queue.Publisher, every_s: float) -> None:
+    def __init__(self, publisher: queue.Publisher, task: str, every_s: float) -> None:
         self.publisher = publisher
+        self.task = task
         self.every_s = every_s
         self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self._loop, name="benchwatch-sweep", daemon=True)
+        self.thread = threading.Thread(target=self._loop, name=f"sweep-{task}", daemon=True)
         self.thread.start()
 
     def _loop(self) -> None:
         while True:
             try:
-                self.publisher.publish(SWEEP_DETECTION, {})
+                self.publisher.publish(self.task, {})
             except Exception:  # the publisher is closing: the next server's sweep catches up
-                log.exception("could not queue the detection sweep")
+                log.exception("could not queue the sweep %s", self.task)
             if self.stopped.wait(self.every_s):
                 return
 
@@ -101,6 +126,9 @@ def connect(settings: Settings) -> tuple[Database, queue.Publisher]:
 
     Celery when a broker is configured, else a runner in this process.
     """
+    # Notices are planned in the transactions that change alert groups, by a session listener
+    # that exists once its module is imported (lazily: this module imports no domain module).
+    import_module("app.notifications.planning")
     database = Database(settings.DATABASE_URL)
     publisher: queue.Publisher
     if settings.BROKER_URL:

@@ -29,7 +29,10 @@ from app.dashboard import router as dashboard
 from app.dashboard.router import FRONTEND
 from app.dashboard.sign_in import SignInRequired, to_sign_in
 from app.health.router import router as health_router
-from app.jobs import Sweeper, connect, disconnect
+from app.jobs import DISPATCH_NOTICES, SWEEP_DETECTION, Sweeper, connect, disconnect
+from app.notifications import config_file
+from app.notifications.router import feeds as feeds_router
+from app.notifications.service import check_receivers
 
 log = logging.getLogger(__name__)
 
@@ -85,15 +88,26 @@ def create_app(config: Settings | None = None) -> FastAPI:
     refuse_development_secrets(config)
     read_thresholds(config.DETECTOR_THRESHOLDS)  # a bad mapping stops the server at start
     database, publisher = connect(config)
+    subscriptions_file = config.SUBSCRIPTIONS_FILE
+    if subscriptions_file is not None:
+        config_file.read(subscriptions_file)  # a bad file stops the server at start
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         tune_garbage_collector()
+        if subscriptions_file is not None:
+            targets = check_receivers(config.RECEIVER_ALLOW, config.APPRISE_SCHEMES)
+            with database.session_scope() as session:
+                config_file.load(session, subscriptions_file, targets)
         # With a broker, beat sweeps; in process, this server does (and first at start-up).
-        in_process = isinstance(publisher, InProcessPublisher) and config.DETECTION_SWEEP_S > 0
-        sweeper = Sweeper(publisher, config.DETECTION_SWEEP_S) if in_process else None
+        in_process = isinstance(publisher, InProcessPublisher)
+        sweeps = [
+            (SWEEP_DETECTION, config.DETECTION_SWEEP_S),
+            (DISPATCH_NOTICES, config.NOTIFY_SWEEP_S),
+        ]
+        sweepers = [Sweeper(publisher, t, every) for t, every in sweeps if in_process and every > 0]
         yield
-        if sweeper is not None:
+        for sweeper in sweepers:
             sweeper.stop()
         disconnect(database, publisher)  # queued in-process jobs finish first
 
@@ -122,6 +136,7 @@ def create_app(config: Settings | None = None) -> FastAPI:
     application.include_router(health_router)
     application.include_router(docs_router(application))
     application.include_router(api_router)
+    application.include_router(feeds_router)
     application.include_router(dashboard.assets)
     application.mount("/static", StaticFiles(directory=FRONTEND / "static"), name="static")
     application.include_router(dashboard.pages)

@@ -10,7 +10,7 @@ from app.benchmarks.models import (
     Series,
 )
 from app.core.db import Base
-from app.notifications.models import Subscription
+from app.notifications.models import Delivery, DeliveryAttempt, Notice, Silence, Subscription
 from app.runs.models import Environment, Result, Run
 from app.suite_runs.models import SuiteRun, SuiteShard
 from app.tokens.models import ApiToken
@@ -22,14 +22,18 @@ __all__ = [
     "Benchmark",
     "CatalogGeneration",
     "CompilerConfig",
+    "Delivery",
+    "DeliveryAttempt",
     "Environment",
     "Machine",
     "Metric",
+    "Notice",
     "Regression",
     "Result",
     "Run",
     "RunAnomaly",
     "Series",
+    "Silence",
     "Subscription",
     "SuiteRun",
     "SuiteShard",

@@ -15,14 +15,21 @@ from celery.schedules import crontab
 
 from app.benchmarks.vocabulary import SUITE_TIERS
 from app.core.config import Schedule, Settings, settings
-from app.jobs import DEFAULT_QUEUE, REQUEUE_SHARDS, START_SUITE, SWEEP_DETECTION, TASKS
+from app.jobs import (
+    DEFAULT_QUEUE,
+    DISPATCH_NOTICES,
+    REQUEUE_SHARDS,
+    START_SUITE,
+    SWEEP_DETECTION,
+    TASKS,
+)
 
 REQUEUE_EVERY_S = 300.0
 TaskDecorator = Callable[[Callable[..., Any]], CeleryTask[Any, Any]]
 
 
 def beat_schedule(config: Settings) -> dict[str, dict[str, Any]]:
-    """Beat's entries: the detection sweep, a suite run per configured machine, the shard sweep.
+    """Beat's entries: the detection and notice sweeps, each machine's suite runs, the shards'.
 
     Raises:
         ValueError: a schedule names a tier the suite does not have.
@@ -33,7 +40,10 @@ def beat_schedule(config: Settings) -> dict[str, dict[str, Any]]:
                 f"BENCHWATCH_SCHEDULES: machine {s.machine!r} has unknown tier {s.tier!r}; "
                 f"one of {', '.join(SUITE_TIERS)}"
             )
-    entries = {"sweep-detection": entry(SWEEP_DETECTION, config.DETECTION_SWEEP_S)}
+    entries = {
+        "sweep-detection": entry(SWEEP_DETECTION, config.DETECTION_SWEEP_S),
+        "dispatch-notices": entry(DISPATCH_NOTICES, config.NOTIFY_SWEEP_S),
+    }
     entries |= {
         f"suite-{s.machine}-{s.tier}": entry(
             START_SUITE, cron(s), machine=s.machine, tier=s.tier, channel=s.channel

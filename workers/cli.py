@@ -249,14 +249,14 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_beat(args: argparse.Namespace) -> int:
-    """Run Celery beat: the detection sweep and the suite schedules (BENCHWATCH_SCHEDULES)."""
+    """Run Celery beat: the detection and notice sweeps, the suite schedules (BENCHWATCH_SCHEDULES)."""
     from app.core.config import settings
 
     if not _has_broker("beat"):
         return 2
     if not settings.SCHEDULES:
         print(
-            "benchwatch beat: no suite schedules, only the detection sweep; set "
+            "benchwatch beat: no suite schedules, only the detection and notice sweeps; set "
             'BENCHWATCH_SCHEDULES, e.g. \'[{"machine": "h100-a", "tier": "daily", '
             '"cron": "0 */12 * * *"}]\'',
             file=sys.stderr,

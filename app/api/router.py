@@ -7,7 +7,9 @@ from app.anomalies.router import writes as anomalies_writes
 from app.api.responses import errors
 from app.api.validation import refuse_nul_in_query
 from app.benchmarks.router import router as benchmarks_router
+from app.notifications.router import deliveries as deliveries_router
 from app.notifications.router import router as notifications_router
+from app.notifications.router import silence_reads, silence_writes
 from app.runs.router import reads as runs_reads
 from app.runs.router import router as runs_router
 from app.suite_runs.router import router as suites_router
@@ -27,5 +29,8 @@ for router in (
     anomalies_writes,
     suites_router,
     notifications_router,
+    deliveries_router,
+    silence_reads,
+    silence_writes,
 ):
     api_router.include_router(router)

@@ -63,6 +63,9 @@ class Settings(BaseSettings):
     DELIVERY_TIMEOUT_S: float = 10.0  # per attempt: connect, send and read
     DELIVERY_BACKOFF_S: float = 30.0  # the first retry's delay; doubles, with jitter
     DELIVERY_GIVE_UP_S: float = 86400.0  # a notice not delivered this long is given up
+    # An attempt that has not reported back this long (its worker died) is made again; keep
+    # it above the longest send, a few DELIVERY_TIMEOUT_S.
+    DELIVERY_LEASE_S: float = 120.0
     SMTP_HOST: str = ""  # empty: email receivers fail with "no SMTP server configured"
     SMTP_PORT: int = 587
     SMTP_STARTTLS: bool = True

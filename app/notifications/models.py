@@ -1,9 +1,18 @@
-"""Subscriptions: who wants which findings, where and when (rules and receivers as JSON)."""
+"""Subscriptions, the notices they are sent (the outbox), their deliveries, and silences."""
 
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, Integer, String
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.db import Base, UTCDateTime, utcnow
@@ -13,7 +22,8 @@ class Subscription(Base):
     """A named subscription: match and exclude rules, receivers, timing; paused or not.
 
     ``revision`` starts at 1 and grows by one with every change, so that a notice can say
-    which version of the subscription sent it.
+    which version of the subscription sent it. ``source`` is ``api`` (made through the API
+    or the dashboard) or ``file`` (the YAML subscriptions file owns it: changed there only).
     """
 
     __tablename__ = "subscription"
@@ -27,5 +37,97 @@ class Subscription(Base):
     when: Mapped[Any] = mapped_column(JSON, default="immediate")  # "immediate" | {digest_hours}
     paused: Mapped[bool] = mapped_column(Boolean, default=False)
     revision: Mapped[int] = mapped_column(Integer, default=1)
+    source: Mapped[str] = mapped_column(String(16), default="api")
+    # Its feed receiver's token, if it has one: the feed is looked up by it.
+    feed_token: Mapped[str | None] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Notice(Base):
+    """One event of one alert group for one subscription: the outbox row.
+
+    Written in the transaction that caused it (a detection, a triage), so a rolled-back
+    detection leaves none. ``event_key`` names the event (``g7:opened``, ``g7:grew:12``,
+    ``g7:reminder:3``...): unique per subscription, so the same event planned twice, by a
+    retry or a restart, is one notice. ``state``: ``planned`` (waiting for its time),
+    ``sent`` (rendered; its deliveries carry it), ``silenced``, ``digested`` (carried by the
+    digest ``digest_id``) or ``cancelled`` (resolved before it was due).
+    """
+
+    __tablename__ = "notice"
+    __table_args__ = (UniqueConstraint("subscription_id", "event_key"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    subscription_id: Mapped[int] = mapped_column(
+        ForeignKey("subscription.id", ondelete="CASCADE"), index=True
+    )
+    revision: Mapped[int] = mapped_column(Integer)  # of the subscription, when it was sent
+    group_id: Mapped[int | None] = mapped_column(ForeignKey("alert_group.id"), index=True)
+    event: Mapped[str] = mapped_column(String(16))
+    event_key: Mapped[str] = mapped_column(String(64))
+    state: Mapped[str] = mapped_column(String(16), default="planned", index=True)
+    findings: Mapped[int] = mapped_column(Integer, default=0)  # selected when planned or sent
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    payload: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    digest_id: Mapped[int | None] = mapped_column(ForeignKey("notice.id"))
+
+
+class Delivery(Base):
+    """A sent notice on its way to one receiver of its subscription.
+
+    ``receiver_key`` names the receiver across revisions (its kind and a hash of where it
+    sends), so that a changed secret is used by the next attempt and a 410 switches off the
+    right receiver. ``state``: ``pending`` (due at ``next_attempt_at``), ``sending`` (an
+    attempt holds it until ``lease_until``), ``delivered``, ``failed`` (given up) or
+    ``cancelled`` (its receiver was removed or switched off).
+    """
+
+    __tablename__ = "delivery"
+    __table_args__ = (UniqueConstraint("notice_id", "receiver_key"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    notice_id: Mapped[int] = mapped_column(ForeignKey("notice.id", ondelete="CASCADE"), index=True)
+    receiver_key: Mapped[str] = mapped_column(String(64), index=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    target: Mapped[str] = mapped_column(String(300))  # where, shown in the log (no secrets)
+    state: Mapped[str] = mapped_column(String(16), default="pending", index=True)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+    lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_status: Mapped[int | None] = mapped_column(Integer)
+    last_error: Mapped[str] = mapped_column(Text, default="")
+    receipt: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class DeliveryAttempt(Base):
+    """One try of a delivery: when, the answer, how long it took, what went wrong."""
+
+    __tablename__ = "delivery_attempt"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    delivery_id: Mapped[int] = mapped_column(
+        ForeignKey("delivery.id", ondelete="CASCADE"), index=True
+    )
+    at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    ok: Mapped[bool] = mapped_column(Boolean)
+    status: Mapped[int | None] = mapped_column(Integer)
+    latency_ms: Mapped[float] = mapped_column(Float)
+    error: Mapped[str] = mapped_column(Text, default="")
+
+
+class Silence(Base):
+    """Findings that match ``matchers`` are held back from ``starts_at`` until ``ends_at``."""
+
+    __tablename__ = "silence"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    matchers: Mapped[dict[str, Any]] = mapped_column(JSON)  # a rule set (schemas.Rules)
+    starts_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    ends_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
+    comment: Mapped[str] = mapped_column(Text, default="")
+    created_by: Mapped[str] = mapped_column(String(200), default="")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

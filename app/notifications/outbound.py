@@ -292,12 +292,19 @@ def _check_addresses(host: str, addresses: Iterable[Address], allow: AllowList) 
         )
 
 
-def check_target(url: str, allow: AllowList, *, dns_timeout_s: float = DNS_TIMEOUT_S) -> None:
+def check_target(
+    url: str,
+    allow: AllowList,
+    *,
+    dns_timeout_s: float = DNS_TIMEOUT_S,
+    unresolved_ok: bool = False,
+) -> None:
     """Refuse a receiver URL that benchwatch must not send to (at creation; delivery rechecks).
 
     Refused: a scheme other than http(s), a user name or password in the URL, a host name
-    that does not resolve, or one address of the host (all are checked) that is not public
-    and not allowed by ``allow``.
+    that does not resolve (unless ``unresolved_ok``: nothing can be reached through it yet,
+    and every delivery resolves and checks again), or one address of the host (all are
+    checked) that is not public and not allowed by ``allow``.
 
     Raises:
         Refused: why, in a sentence for the URL's author.
@@ -306,6 +313,8 @@ def check_target(url: str, allow: AllowList, *, dns_timeout_s: float = DNS_TIMEO
     try:
         addresses = _resolve(target.host, target.port, dns_timeout_s)
     except DeliveryError as exc:
+        if unresolved_ok:
+            return
         raise Refused(f"{exc}: check the host name") from None
     _check_addresses(target.host, addresses, allow)
 

@@ -1,18 +1,33 @@
-"""Subscriptions to findings: list, create, read, change, delete (scope ``admin``)."""
+"""Subscriptions, their notices, deliveries and feeds; silences.
 
-from typing import Annotated, Any
+Subscriptions and deliveries need scope ``admin``; silences are read by every reader and
+made by ``triage``; a feed's URL holds its token, which is all a feed reader needs.
+"""
 
-from fastapi import APIRouter, Depends, Response
+from typing import Annotated, Any, Literal
 
-from app.api.deps import SessionDep
-from app.api.responses import WRITES, errors
+from fastapi import APIRouter, Depends, Path, Request, Response
+
+from app.api.deps import ReadAccess, SessionDep, TriageActor
+from app.api.responses import READS, WRITES, errors
 from app.api.validation import ApiRoute
 from app.core import queue
 from app.core.bounds import RowId
+from app.core.config import Settings
+from app.core.db import utcnow
 from app.core.errors import ErrorBody
 from app.core.pagination import Page, PageParams
-from app.notifications import service
-from app.notifications.schemas import SubscriptionCreate, SubscriptionRead, SubscriptionUpdate
+from app.notifications import feed, outbox, service, silences
+from app.notifications.schemas import (
+    DeliveryRead,
+    NoticeRead,
+    SilenceCreate,
+    SilenceRead,
+    SubscriptionCreate,
+    SubscriptionRead,
+    SubscriptionUpdate,
+    stored_values,
+)
 from app.tokens.auth import require_scope
 
 NAME_TAKEN: dict[int | str, dict[str, Any]] = {
@@ -30,26 +45,13 @@ ONE = errors(404)
 CHANGE = {**WRITES, **ONE, **NAME_TAKEN}
 
 
-def _stored(model: SubscriptionCreate | SubscriptionUpdate) -> dict[str, Any]:
-    """The fields to store, as the JSON columns hold them (rule fields left out are absent).
-
-    A new or replaced subscription gives every field (defaults for those left out); a PATCH
-    only those it sets to a value.
-    """
-    values = model.model_dump(mode="json", exclude_unset=isinstance(model, SubscriptionUpdate))
-    for field in ("match", "exclude"):
-        if field in values and values[field] is not None:
-            rules = values[field]
-            values[field] = (
-                {k: v for k, v in rules.items() if v is not None}
-                if isinstance(rules, dict)
-                else [{k: v for k, v in r.items() if v is not None} for r in rules]
-            )
-    return {field: value for field, value in values.items() if value is not None}
-
-
 def _read(subscription: Any) -> SubscriptionRead:
     return SubscriptionRead.model_validate(subscription)
+
+
+def _targets(request: Request) -> service.TargetCheck:
+    settings: Settings = request.app.state.settings
+    return service.check_receivers(settings.RECEIVER_ALLOW, settings.APPRISE_SCHEMES)
 
 
 @router.get("", response_model=Page[SubscriptionRead], response_model_exclude_none=True)
@@ -66,9 +68,16 @@ def list_subscriptions(session: SessionDep, paging: Paging) -> Page[Subscription
     response_model_exclude_none=True,
     responses={**WRITES, **NAME_TAKEN},
 )
-def create_subscription(body: SubscriptionCreate, session: SessionDep) -> SubscriptionRead:
-    """Subscribe receivers to the findings the rules select (delivery is not built yet)."""
-    subscription = service.create_subscription(session, _stored(body))
+def create_subscription(
+    body: SubscriptionCreate, session: SessionDep, request: Request
+) -> SubscriptionRead:
+    """Subscribe receivers to the findings the rules select.
+
+    A webhook without ``secrets`` gets a signing secret, a feed its token (both in the
+    answer). A receiver whose host resolves to a loopback, private, link-local or metadata
+    address is refused (422) unless the operator allows it (``BENCHWATCH_RECEIVER_ALLOW``).
+    """
+    subscription = service.create_subscription(session, stored_values(body), _targets(request))
     queue.commit(session)
     return _read(subscription)
 
@@ -91,10 +100,15 @@ def get_subscription(subscription_id: RowId, session: SessionDep) -> Subscriptio
     responses=CHANGE,
 )
 def update_subscription(
-    subscription_id: RowId, body: SubscriptionUpdate, session: SessionDep
+    subscription_id: RowId, body: SubscriptionUpdate, session: SessionDep, request: Request
 ) -> SubscriptionRead:
-    """Change the fields given; the revision grows by one if anything changed."""
-    subscription = service.update_subscription(session, subscription_id, _stored(body))
+    """Change the fields given; the revision grows by one if anything changed.
+
+    A subscription from the subscriptions file is changed there only (409).
+    """
+    subscription = service.update_subscription(
+        session, subscription_id, stored_values(body), _targets(request)
+    )
     queue.commit(session)
     return _read(subscription)
 
@@ -106,10 +120,12 @@ def update_subscription(
     responses=CHANGE,
 )
 def replace_subscription(
-    subscription_id: RowId, body: SubscriptionCreate, session: SessionDep
+    subscription_id: RowId, body: SubscriptionCreate, session: SessionDep, request: Request
 ) -> SubscriptionRead:
     """Replace the whole subscription (fields left out take their defaults)."""
-    subscription = service.update_subscription(session, subscription_id, _stored(body))
+    subscription = service.update_subscription(
+        session, subscription_id, stored_values(body), _targets(request)
+    )
     queue.commit(session)
     return _read(subscription)
 
@@ -120,3 +136,113 @@ def delete_subscription(subscription_id: RowId, session: SessionDep) -> Response
     service.delete_subscription(session, subscription_id)
     queue.commit(session)
     return Response(status_code=204)
+
+
+@router.post("/{subscription_id}/test", status_code=202, response_model=NoticeRead, responses=ONE)
+def send_test_notice(subscription_id: RowId, session: SessionDep, request: Request) -> NoticeRead:
+    """Send a made-up notice to every receiver now; its deliveries show how it went."""
+    settings: Settings = request.app.state.settings
+    notice = outbox.send_test_notice(session, subscription_id, settings.PUBLIC_URL)
+    queue.commit(session)
+    return NoticeRead(**outbox.notice_with_deliveries(session, notice))
+
+
+@router.get("/{subscription_id}/notices", response_model=Page[NoticeRead], responses=ONE)
+def list_notices(subscription_id: RowId, session: SessionDep, paging: Paging) -> Page[NoticeRead]:
+    """The subscription's notices, newest first, each with its deliveries (the delivery log)."""
+    items, total = outbox.list_notices(session, subscription_id, paging.offset, paging.limit)
+    return paging.of([NoticeRead(**n) for n in items], total)
+
+
+deliveries = APIRouter(
+    prefix="/deliveries",
+    tags=["subscriptions"],
+    dependencies=[Depends(require_scope("admin"))],
+    route_class=ApiRoute,
+    responses=errors(401, 403, 404, 422),
+)
+
+
+@deliveries.get("/{delivery_id}", response_model=DeliveryRead)
+def get_delivery(delivery_id: RowId, session: SessionDep) -> DeliveryRead:
+    """One delivery with its newest attempts: time, status, latency, error."""
+    return DeliveryRead(**outbox.get_delivery(session, delivery_id))
+
+
+@deliveries.post(
+    "/{delivery_id}/redeliver",
+    status_code=202,
+    response_model=DeliveryRead,
+    responses=errors(409),
+)
+def redeliver(delivery_id: RowId, session: SessionDep) -> DeliveryRead:
+    """Send the delivery again now (the same notice: the same webhook-id)."""
+    delivery = outbox.redeliver(session, delivery_id)
+    queue.commit(session)
+    return DeliveryRead(**outbox.describe_delivery(delivery))
+
+
+silence_reads = APIRouter(
+    prefix="/silences",
+    tags=["silences"],
+    dependencies=[ReadAccess],
+    route_class=ApiRoute,
+    responses=READS,
+)
+silence_writes = APIRouter(
+    prefix="/silences", tags=["silences"], route_class=ApiRoute, responses={**WRITES, **ONE}
+)
+SilenceState = Literal["pending", "active", "expired"]
+
+
+@silence_reads.get("", response_model=Page[SilenceRead])
+def list_silences(
+    session: SessionDep, paging: Paging, state: SilenceState | None = None
+) -> Page[SilenceRead]:
+    """Silences, those ending last first; filter by ``state``."""
+    items, total = silences.list_silences(session, state, paging.offset, paging.limit)
+    return paging.of([SilenceRead(**s) for s in items], total)
+
+
+@silence_writes.post("", status_code=201, response_model=SilenceRead)
+def create_silence(body: SilenceCreate, session: SessionDep, actor: TriageActor) -> SilenceRead:
+    """Hold back notices of the findings the matchers select until ``ends_at`` (``triage``)."""
+    silence = silences.create_silence(
+        session,
+        body.matchers.model_dump(mode="json", exclude_none=True),
+        body.starts_at,
+        body.ends_at,
+        body.comment,
+        actor.label,
+    )
+    queue.commit(session)
+    return SilenceRead(**silences.describe(silence, utcnow()))
+
+
+@silence_writes.delete("/{silence_id}", response_model=SilenceRead)
+def expire_silence(silence_id: RowId, session: SessionDep, actor: TriageActor) -> SilenceRead:
+    """End a silence now; it stays listed, expired (scope ``triage``)."""
+    silence = silences.expire_silence(session, silence_id)
+    queue.commit(session)
+    return SilenceRead(**silences.describe(silence, utcnow()))
+
+
+feeds = APIRouter(tags=["subscriptions"])
+FeedToken = Annotated[str, Path(pattern=r"^[A-Za-z0-9_-]{32,64}$")]
+
+
+@feeds.get(
+    "/feeds/{token}.atom",
+    response_class=Response,
+    responses={200: {"content": {"application/atom+xml": {}}}, 404: {}},
+)
+def subscription_feed(token: FeedToken, session: SessionDep, request: Request) -> Response:
+    """A subscription's notices as an Atom feed, at the URL of its feed receiver's token."""
+    found = outbox.feed_notices(session, token, feed.ENTRIES)
+    if found is None:
+        return Response(status_code=404, content="no such feed\n", media_type="text/plain")
+    subscription, notices = found
+    settings: Settings = request.app.state.settings
+    self_url = f"{settings.PUBLIC_URL.rstrip('/')}/feeds/{token}.atom"
+    body = feed.atom(subscription, notices, self_url, utcnow())
+    return Response(content=body, media_type="application/atom+xml; charset=utf-8")

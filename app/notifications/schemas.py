@@ -1,11 +1,12 @@
 """What a subscription holds: rules, receivers and timing, validated; and how it is read."""
 
 import base64
-from datetime import datetime
-from typing import Annotated, Literal
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
+    AwareDatetime,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -171,7 +172,15 @@ Receiver = Annotated[
     | FeedReceiver,
     Field(discriminator="kind"),
 ]
-Receivers = Annotated[list[Receiver], Field(min_length=1, max_length=20)]
+
+
+def _one_feed(receivers: list[Receiver]) -> list[Receiver]:
+    if sum(1 for r in receivers if r.kind == "feed") > 1:
+        raise ValueError("a subscription has at most one feed")
+    return receivers
+
+
+Receivers = Annotated[list[Receiver], Field(min_length=1, max_length=20), AfterValidator(_one_feed)]
 
 
 Hour = Annotated[int, Field(ge=0, le=23)]
@@ -243,5 +252,117 @@ class SubscriptionRead(BaseModel):
     when: When
     paused: bool
     revision: int
+    source: Literal["api", "file"] = Field(
+        description="`file`: the subscriptions file owns it, and the API does not change it"
+    )
     created_at: datetime
     updated_at: datetime
+
+
+MAX_SILENCE = timedelta(days=90)
+
+
+class SilenceCreate(BaseModel):
+    """Hold back notices of the findings ``matchers`` selects, for a time.
+
+    From ``starts_at`` (default: now) until ``ends_at``, at most 90 days; the comment says why.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    matchers: ExcludeRules
+    starts_at: AwareDatetime | None = None
+    ends_at: AwareDatetime
+    comment: Annotated[str, NulFree, Field(min_length=1, max_length=1_000)]
+
+    @model_validator(mode="after")
+    def _time_boxed(self) -> "SilenceCreate":
+        starts = self.starts_at or datetime.now(UTC)
+        if self.ends_at <= starts:
+            raise ValueError("ends_at must be after starts_at (and after now)")
+        if self.ends_at - starts > MAX_SILENCE:
+            raise ValueError(f"a silence lasts at most {MAX_SILENCE.days} days")
+        return self
+
+
+class SilenceRead(BaseModel):
+    """A silence, and whether it is ``pending``, ``active`` or ``expired`` now."""
+
+    id: int
+    matchers: Rules
+    starts_at: datetime
+    ends_at: datetime
+    comment: str
+    created_by: str
+    created_at: datetime
+    state: Literal["pending", "active", "expired"]
+
+
+class AttemptRead(BaseModel):
+    """One attempt of a delivery."""
+
+    at: datetime
+    ok: bool
+    status: int | None
+    latency_ms: float
+    error: str
+
+
+class DeliveryRead(BaseModel):
+    """A notice on its way to one receiver, and how it went.
+
+    ``state``: ``pending``, ``sending``, ``delivered``, ``failed`` (given up, or the receiver
+    answered 410) or ``cancelled``.
+    """
+
+    id: int
+    notice_id: int
+    kind: str
+    target: str = Field(description="Where it goes, without credentials")
+    state: str
+    attempts: int
+    next_attempt_at: datetime | None
+    delivered_at: datetime | None
+    last_status: int | None
+    last_error: str
+    receipt: dict[str, Any]
+    log: list[AttemptRead] | None = Field(default=None, description="The newest attempts")
+
+
+class NoticeRead(BaseModel):
+    """A notice of a subscription: the event, which revision sent it, its deliveries.
+
+    ``state``: ``planned``, ``sent``, ``silenced``, ``digested`` (sent in digest
+    ``digest_id``) or ``cancelled`` (resolved before it was due).
+    """
+
+    id: int
+    notice_id: str = Field(description="Its id on the wire: the payload's id, the webhook-id")
+    event: str
+    group_id: int | None
+    state: str
+    revision: int
+    findings: int
+    headline: str
+    created_at: datetime
+    sent_at: datetime | None
+    digest_id: int | None
+    deliveries: list[DeliveryRead]
+
+
+def stored_values(model: SubscriptionCreate | SubscriptionUpdate) -> dict[str, Any]:
+    """The fields to store, as the JSON columns hold them (rule fields left out are absent).
+
+    A new or replaced subscription gives every field (defaults for those left out); a PATCH
+    only those it sets to a value.
+    """
+    values = model.model_dump(mode="json", exclude_unset=isinstance(model, SubscriptionUpdate))
+    for field in ("match", "exclude"):
+        if field in values and values[field] is not None:
+            rules = values[field]
+            values[field] = (
+                {k: v for k, v in rules.items() if v is not None}
+                if isinstance(rules, dict)
+                else [{k: v for k, v in r.items() if v is not None} for r in rules]
+            )
+    return {field: value for field, value in values.items() if value is not None}

@@ -1,6 +1,6 @@
 """Subscriptions: create, read, change, delete; and which of them an alert group concerns."""
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import func, select
@@ -9,10 +9,13 @@ from sqlalchemy.orm import Session
 
 from app.anomalies.models import AlertGroup, Regression
 from app.core.db import utcnow
-from app.core.errors import Conflict, NotFound
+from app.core.errors import Conflict, InvalidInput, NotFound
+from app.notifications import outbound
 from app.notifications.matching import Finding, compile_subscription
 from app.notifications.models import Subscription
+from app.notifications.targets import feed_token, with_credentials
 
+TargetCheck = Callable[[Sequence[Mapping[str, Any]]], None]  # raises InvalidInput
 FIELDS = ("name", "owner", "match", "exclude", "receivers", "when", "paused")
 
 
@@ -54,24 +57,35 @@ def _flush(session: Session, name: str) -> None:
         raise _name_taken(name) from exc
 
 
-def create_subscription(session: Session, values: Mapping[str, Any]) -> Subscription:
+def create_subscription(
+    session: Session, values: Mapping[str, Any], targets: TargetCheck, source: str = "api"
+) -> Subscription:
     """A new subscription at revision 1 from validated values (``schemas.SubscriptionCreate``).
+
+    Webhooks without secrets get one, feeds their token; ``targets`` checks where each
+    receiver sends (``check_receivers``).
 
     Raises:
         Conflict: another subscription has the name.
+        InvalidInput: a receiver sends where it may not.
     """
     _check_name_free(session, values["name"])
+    receivers = with_credentials(values["receivers"])
+    targets(receivers)
     now = utcnow()
-    subscription = Subscription(
-        **{field: values[field] for field in FIELDS}, revision=1, created_at=now, updated_at=now
-    )
+    fields = {**{field: values[field] for field in FIELDS}, "receivers": receivers}
+    subscription = Subscription(**fields, revision=1, source=source, created_at=now, updated_at=now)
     session.add(subscription)
     _flush(session, subscription.name)
     return subscription
 
 
 def update_subscription(
-    session: Session, subscription_id: int, changes: Mapping[str, Any]
+    session: Session,
+    subscription_id: int,
+    changes: Mapping[str, Any],
+    targets: TargetCheck,
+    source: str = "api",
 ) -> Subscription:
     """Set the given fields; the revision grows by one when any stored value changes.
 
@@ -79,12 +93,21 @@ def update_subscription(
         session: the session to change it in (the caller commits).
         subscription_id: which subscription.
         changes: field to new value (validated; a field absent stays as it is).
+        targets: checks where the receivers send (``check_receivers``).
+        source: who changes it: ``api``, or ``file`` (the subscriptions file).
 
     Raises:
         NotFound: no subscription has this id.
-        Conflict: another subscription has the new name.
+        Conflict: another subscription has the new name, or the subscriptions file owns it.
+        InvalidInput: a receiver sends where it may not.
     """
     subscription = get_subscription(session, subscription_id)
+    _check_owned_by(subscription, source)
+    if "receivers" in changes:
+        receivers = with_credentials(changes["receivers"], subscription.receivers)
+        targets(receivers)
+        changes = {**changes, "receivers": receivers}
+        subscription.feed_token = feed_token(receivers)
     changed = {f: v for f, v in changes.items() if f in FIELDS and getattr(subscription, f) != v}
     if not changed:
         return subscription
@@ -98,10 +121,58 @@ def update_subscription(
     return subscription
 
 
-def delete_subscription(session: Session, subscription_id: int) -> None:
-    """Delete a subscription; NotFound if there is none with this id."""
-    session.delete(get_subscription(session, subscription_id))
+def delete_subscription(session: Session, subscription_id: int, source: str = "api") -> None:
+    """Delete a subscription and its notices.
+
+    Raises:
+        NotFound: no subscription has this id.
+        Conflict: the subscriptions file owns it.
+    """
+    subscription = get_subscription(session, subscription_id)
+    _check_owned_by(subscription, source)
+    session.delete(subscription)
     session.flush()
+
+
+def _check_owned_by(subscription: Subscription, source: str) -> None:
+    if subscription.source == "file" and source != "file":
+        raise Conflict(
+            f"subscription {subscription.name!r} comes from the subscriptions file "
+            "(BENCHWATCH_SUBSCRIPTIONS_FILE): change it there"
+        )
+
+
+def check_receivers(allow: str, apprise_schemes: str) -> TargetCheck:
+    """A check of receivers: each URL passes the SSRF guard, each Apprise URL its scheme list.
+
+    Run when a subscription is made or its receivers change, and again at every delivery
+    (a name can change what it points to). A name that does not resolve yet passes here.
+    """
+    allowed = outbound.AllowList.parse(allow)
+
+    def check(receivers: Sequence[Mapping[str, Any]]) -> None:
+        errors = []
+        for index, receiver in enumerate(receivers):
+            try:
+                if receiver["kind"] in ("webhook", "slack"):
+                    outbound.check_target(receiver["url"], allowed, unresolved_ok=True)
+                elif receiver["kind"] == "apprise":
+                    from app.notifications.receivers import apprise_receiver  # noqa: PLC0415
+
+                    apprise_receiver.check_scheme(receiver["url"], apprise_schemes)
+                    apprise_receiver.check_host(receiver["url"], allowed)
+            except ValueError as exc:
+                errors.append(
+                    {"loc": f"receivers[{index}].url", "field": "url", "message": str(exc)}
+                )
+        if errors:
+            raise InvalidInput("a receiver sends where it may not", errors=errors)
+
+    return check
+
+
+def accept_any(_: Sequence[Mapping[str, Any]]) -> None:
+    """No check of receivers (tests of what does not depend on where they send)."""
 
 
 def finding_of(regression: Regression) -> Finding:
@@ -135,10 +206,17 @@ def matching_subscriptions(
 
     In the order of the subscriptions' ids; a subscription that selects none is left out.
     """
-    findings = [(finding_of(r), r) for r in group.regressions]
     subscriptions = session.scalars(
         select(Subscription).where(Subscription.paused.is_(False)).order_by(Subscription.id)
     )
+    return selected_findings(subscriptions, group)
+
+
+def selected_findings(
+    subscriptions: Iterable[Subscription], group: AlertGroup
+) -> list[tuple[Subscription, list[Regression]]]:
+    """Each of ``subscriptions`` that selects findings of ``group``, with those findings."""
+    findings = [(finding_of(r), r) for r in group.regressions]
     selected = []
     for subscription in subscriptions:
         matcher = compile_subscription(subscription.match, subscription.exclude)

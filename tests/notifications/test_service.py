@@ -17,7 +17,8 @@ HOOK = [{"kind": "webhook", "url": "https://hooks.example/bw"}]
 
 def subscribe(session: Any, name: str, match: dict[str, Any], **fields: Any) -> Subscription:
     values = {"owner": "", "exclude": [], "receivers": HOOK, "when": "immediate", "paused": False}
-    return service.create_subscription(session, {**values, "name": name, "match": match, **fields})
+    values = {**values, "name": name, "match": match, **fields}
+    return service.create_subscription(session, values, service.accept_any)
 
 
 def test_matching_subscriptions_on_a_detected_regression(

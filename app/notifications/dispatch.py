@@ -1,0 +1,299 @@
+"""The notice sweep: plan reminders, send what is due, queue the deliveries that are due.
+
+Run by beat (or the in-process sweeper) every ``NOTIFY_SWEEP_S`` and after any transaction
+that planned a notice. Each step is idempotent, so two sweeps at once, or a sweep retried
+after a crash, send nothing twice:
+
+1. reminders (``NOTIFY_REMIND_S``) and an escalation (``NOTIFY_ESCALATE_S``) for groups whose
+   subscribers were told and that are still untriaged (``new``);
+2. planned notices whose time has come are rendered: a group's first and "grew" notices wait
+   ``NOTIFY_GROUP_WAIT_S`` after they were planned; a digest subscription's wait for its next
+   digest hour and go out together as one digest. Findings a silence matches are left out;
+   a notice left with none is ``silenced``. A sent notice gets one delivery per receiver;
+3. deliveries due (new, or a retry whose time has come, or one whose sender died and whose
+   lease ran out) are queued, one task each.
+"""
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from sqlalchemy import and_, func, or_, select
+from sqlalchemy.orm import Session
+
+from app.anomalies.models import AlertGroup, Regression
+from app.core.db import utcnow
+from app.core.queue import enqueue_after_commit
+from app.jobs import DELIVER
+from app.notifications import planning
+from app.notifications.matching import compile_subscription
+from app.notifications.models import Delivery, Notice, Silence, Subscription
+from app.notifications.render import Renderer
+from app.notifications.service import finding_of
+from app.notifications.targets import receiver_key, receiver_target
+
+DISPATCH_LOCK = 0x62770002  # the advisory lock class of the notice sweep ("bw", 2)
+BATCH = 500  # notices rendered, and deliveries queued, per sweep
+WAITING_EVENTS = ("opened", "grew")  # the events that wait for the group to settle
+
+
+class Timing(Protocol):
+    """The notice sweep's settings (``core.config.Settings`` has them)."""
+
+    PUBLIC_URL: str
+    NOTIFY_GROUP_WAIT_S: float
+    NOTIFY_REMIND_S: float
+    NOTIFY_ESCALATE_S: float
+
+
+@dataclass
+class Swept:
+    """What one sweep did."""
+
+    planned: int = 0
+    sent: int = 0
+    silenced: int = 0
+    queued: int = 0
+
+
+def sweep(session: Session, timing: Timing, now: datetime | None = None) -> Swept:
+    """One sweep (see the module's docstring); the caller commits, which queues the tasks."""
+    now = now or utcnow()
+    _one_at_a_time(session)
+    swept = Swept()
+    swept.planned = plan_reminders(session, timing, now)
+    renderer = Renderer(session, timing.PUBLIC_URL)
+    silences = active_silences(session, now)
+    subscriptions = {s.id: s for s in session.scalars(select(Subscription))}
+    due = _due_notices(session, subscriptions, timing, now)
+    for subscription_id, notices in due.items():
+        subscription = subscriptions[subscription_id]
+        if isinstance(subscription.when, dict):
+            sent = _send_digest(session, renderer, subscription, notices, silences, now)
+        else:
+            sent = [n for n in notices if _send(session, renderer, subscription, n, silences, now)]
+        swept.sent += len(sent)
+        swept.silenced += sum(1 for n in notices if n.state == "silenced")
+    session.flush()
+    swept.queued = queue_due_deliveries(session, max(now, utcnow()))  # those just added too
+    return swept
+
+
+def _one_at_a_time(session: Session) -> None:
+    """Sweeps take turns on Postgres (SQLite has one writer at a time anyway)."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(select(func.pg_advisory_xact_lock(DISPATCH_LOCK, 0)))
+
+
+def plan_reminders(session: Session, timing: Timing, now: datetime) -> int:
+    """Reminders and escalations for told groups that are still untriaged; how many planned.
+
+    The k-th reminder is due ``k * NOTIFY_REMIND_S`` after the group opened (its key holds
+    k, so each is planned once); the escalation once, ``NOTIFY_ESCALATE_S`` after.
+    """
+    told = (
+        select(Notice.subscription_id, Notice.group_id)
+        .where(Notice.state.in_(("sent", "digested")), Notice.group_id.is_not(None))
+        .distinct()
+    )
+    pairs = [(s, g) for s, g in session.execute(told) if g is not None]
+    if not pairs:
+        return 0
+    groups = {
+        g.id: g
+        for g in session.scalars(select(AlertGroup).where(AlertGroup.id.in_({g for _, g in pairs})))
+    }
+    subscriptions = {s.id: s for s in session.scalars(select(Subscription))}
+    planned = 0
+    for subscription_id, group_id in pairs:
+        subscription, group = subscriptions.get(subscription_id), groups.get(group_id)
+        if subscription is None or subscription.paused or group is None:
+            continue
+        untriaged = [r for r in group.regressions if r.status == "new" and not r.reverted]
+        if not untriaged:
+            continue
+        age = (now - group.created_at).total_seconds()
+        if timing.NOTIFY_REMIND_S > 0 and (k := int(age // timing.NOTIFY_REMIND_S)) >= 1:
+            planned += planning.add(
+                session, subscription, group.id, "reminder", len(untriaged), str(k)
+            )
+        if timing.NOTIFY_ESCALATE_S > 0 and age >= timing.NOTIFY_ESCALATE_S:
+            planned += planning.add(session, subscription, group.id, "escalation", len(untriaged))
+    return planned
+
+
+def active_silences(session: Session, now: datetime) -> list[Silence]:
+    """The silences in force at ``now``."""
+    query = select(Silence).where(Silence.starts_at <= now, Silence.ends_at > now)
+    return list(session.scalars(query.order_by(Silence.id)))
+
+
+def _due_notices(
+    session: Session, subscriptions: dict[int, Subscription], timing: Timing, now: datetime
+) -> dict[int, list[Notice]]:
+    """Planned notices whose time has come, per subscription, oldest first."""
+    settled = now - timedelta(seconds=timing.NOTIFY_GROUP_WAIT_S)
+    query = (
+        select(Notice)
+        .where(
+            Notice.state == "planned",
+            or_(Notice.event.not_in(WAITING_EVENTS), Notice.created_at <= settled),
+        )
+        .order_by(Notice.id)
+        .limit(BATCH)
+    )
+    due: dict[int, list[Notice]] = defaultdict(list)
+    for notice in session.scalars(query):
+        subscription = subscriptions.get(notice.subscription_id)
+        if subscription is None or subscription.paused:
+            continue
+        if isinstance(subscription.when, dict) and not _digest_hour_passed(
+            subscription, notice, now
+        ):
+            continue
+        due[notice.subscription_id].append(notice)
+    return due
+
+
+def digest_slot(hours: Sequence[int], now: datetime) -> datetime:
+    """The latest digest hour at or before ``now`` (UTC, on the hour)."""
+    today = now.replace(minute=0, second=0, microsecond=0)
+    for back in range(0, 25):
+        slot = today - timedelta(hours=back)
+        if slot.hour in hours:
+            return slot
+    raise ValueError("a digest needs at least one hour")
+
+
+def _digest_hour_passed(subscription: Subscription, notice: Notice, now: datetime) -> bool:
+    return notice.created_at <= digest_slot(subscription.when["digest_hours"], now)
+
+
+def _chosen(
+    subscription: Subscription, group: AlertGroup, silences: Sequence[Silence]
+) -> tuple[list[Regression], bool]:
+    """The group's findings the subscription selects, less the silenced; and whether any was."""
+    matcher = compile_subscription(subscription.match, subscription.exclude)
+    selected = [r for r in group.regressions if matcher.matches(finding_of(r))]
+    mutes = [compile_subscription(s.matchers) for s in silences]
+    loud = [r for r in selected if not any(mute.matches(finding_of(r)) for mute in mutes)]
+    return loud, len(loud) < len(selected)
+
+
+def _send(
+    session: Session,
+    renderer: Renderer,
+    subscription: Subscription,
+    notice: Notice,
+    silences: Sequence[Silence],
+    now: datetime,
+) -> bool:
+    """Render one notice and give it its deliveries; False when silenced (or emptied)."""
+    assert notice.group_id is not None
+    group = session.get_one(AlertGroup, notice.group_id)
+    chosen, _ = _chosen(subscription, group, silences)
+    if not chosen:
+        notice.state = "silenced"
+        return False
+    notice.revision = subscription.revision
+    notice.sent_at = now
+    notice.findings = len(chosen)
+    notice.payload = renderer.notice(notice, subscription, chosen)
+    notice.state = "sent"
+    add_deliveries(session, subscription, notice)
+    return True
+
+
+def _send_digest(
+    session: Session,
+    renderer: Renderer,
+    subscription: Subscription,
+    notices: Sequence[Notice],
+    silences: Sequence[Silence],
+    now: datetime,
+) -> list[Notice]:
+    """The due notices of a digest subscription as one digest notice (if any is left)."""
+    sections: list[tuple[AlertGroup, Sequence[Regression], str]] = []
+    carried = []
+    for notice in notices:
+        assert notice.group_id is not None
+        group = session.get_one(AlertGroup, notice.group_id)
+        chosen, _ = _chosen(subscription, group, silences)
+        if not chosen:
+            notice.state = "silenced"
+            continue
+        notice.findings = len(chosen)
+        sections.append((group, chosen, notice.event))
+        carried.append(notice)
+    if not carried:
+        return []
+    slot = digest_slot(subscription.when["digest_hours"], now)
+    digest = Notice(
+        subscription_id=subscription.id,
+        revision=subscription.revision,
+        group_id=None,
+        event="digest",
+        event_key=f"digest:{slot:%Y-%m-%dT%H}",
+        state="sent",
+        findings=sum(len(c) for _, c, _ in sections),
+        created_at=now,
+        sent_at=now,
+    )
+    taken = session.scalar(
+        select(Notice.id).where(
+            Notice.subscription_id == subscription.id, Notice.event_key == digest.event_key
+        )
+    )
+    if taken is not None:
+        return []  # this hour's digest went out: the late ones wait for the next
+    session.add(digest)
+    session.flush()
+    digest.payload = renderer.digest(digest, subscription, sections)
+    for notice in carried:
+        notice.state = "digested"
+        notice.digest_id = digest.id
+        notice.sent_at = now
+        notice.revision = subscription.revision
+    add_deliveries(session, subscription, digest)
+    return [digest]
+
+
+def add_deliveries(session: Session, subscription: Subscription, notice: Notice) -> int:
+    """One pending delivery of ``notice`` per switched-on receiver, due now; how many."""
+    now = utcnow()
+    added = 0
+    for receiver in subscription.receivers:
+        if receiver.get("disabled"):
+            continue
+        session.add(
+            Delivery(
+                notice_id=notice.id,
+                receiver_key=receiver_key(receiver),
+                kind=receiver["kind"],
+                target=receiver_target(receiver),
+                state="pending",
+                attempts=0,
+                next_attempt_at=now,
+                last_error="",
+                receipt={},
+                created_at=now,
+            )
+        )
+        added += 1
+    return added
+
+
+def queue_due_deliveries(session: Session, now: datetime) -> int:
+    """Queue a task for each delivery due now (after the commit); how many."""
+    due = select(Delivery.id).where(
+        or_(
+            and_(Delivery.state == "pending", Delivery.next_attempt_at <= now),
+            and_(Delivery.state == "sending", Delivery.lease_until < now),
+        )
+    )
+    ids = list(session.scalars(due.order_by(Delivery.next_attempt_at, Delivery.id).limit(BATCH)))
+    for delivery_id in ids:
+        enqueue_after_commit(session, DELIVER, delivery_id=delivery_id)
+    return len(ids)

@@ -1,0 +1,237 @@
+"""An alert group's notice as its payload (version 1, ``message``), rendered when it is sent.
+
+Rendering reads the group as it is then: a notice planned when the group opened and sent
+after the group wait tells of every finding the wait gathered.
+"""
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlencode
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.anomalies.models import AlertGroup, Regression
+from app.anomalies.triage import group_status
+from app.benchmarks.models import Machine
+from app.notifications.message import CHART_FINDINGS, MAX_FINDINGS, PAYLOAD_VERSION, percent
+from app.notifications.models import Notice, Subscription
+from app.runs.models import Result, Run
+
+CHART_POINTS = 30  # of a charted finding's series, around its step
+CHART_AFTER = 6  # of them from the first bad point on
+EVENT_WORDS = {
+    "opened": "",
+    "grew": "More: ",
+    "reminder": "Still untriaged: ",
+    "escalation": "Triage overdue: ",
+    "resolved": "Resolved: ",
+}
+
+
+def iso(moment: datetime | None) -> str | None:
+    """An aware time as ISO 8601 with ``Z``."""
+    return moment.isoformat().replace("+00:00", "Z") if moment is not None else None
+
+
+def notice_id(notice: Notice) -> str:
+    """The notice's id on the wire (the ``webhook-id``): the same on every attempt."""
+    return f"notice-{notice.id}"
+
+
+def subscription_of(subscription: Subscription, revision: int) -> dict[str, Any]:
+    """The payload's ``subscription``: who it is, and the revision that sent the notice."""
+    return {
+        "id": subscription.id,
+        "name": subscription.name,
+        "owner": subscription.owner,
+        "revision": revision,
+    }
+
+
+class Renderer:
+    """Renders notices against one public URL, caching what several notices share."""
+
+    def __init__(self, session: Session, public_url: str) -> None:
+        self.session = session
+        self.base = public_url.rstrip("/")
+
+    def group_url(self, group_id: int) -> str:
+        """The group on the alerts page."""
+        return f"{self.base}/alerts?group={group_id}"
+
+    def notice(
+        self, notice: Notice, subscription: Subscription, chosen: Sequence[Regression]
+    ) -> dict[str, Any]:
+        """The payload of a group's notice, telling of ``chosen`` (the selected findings)."""
+        assert notice.group_id is not None
+        group = self.session.get_one(AlertGroup, notice.group_id)
+        section = self.group_section(group, chosen, notice.event)
+        return {
+            "version": PAYLOAD_VERSION,
+            "id": notice_id(notice),
+            "event": notice.event,
+            "created_at": iso(notice.sent_at or notice.created_at),
+            "headline": section.pop("headline"),
+            "url": section["url"],
+            "subscription": subscription_of(subscription, notice.revision),
+            "group": {k: v for k, v in section.items() if k not in ("findings", "omitted")},
+            "findings": section["findings"],
+            "findings_omitted": section["omitted"],
+            "groups": [],
+        }
+
+    def digest(
+        self,
+        notice: Notice,
+        subscription: Subscription,
+        sections: Sequence[tuple[AlertGroup, Sequence[Regression], str]],
+    ) -> dict[str, Any]:
+        """The payload of a digest: one section per group (with the event that put it there)."""
+        groups = []
+        for group, chosen, event in sections:
+            section = self.group_section(group, chosen, event)
+            section["findings_omitted"] = section.pop("omitted")
+            section["event"] = event
+            groups.append(section)
+        findings = sum(len(g["findings"]) + g["findings_omitted"] for g in groups)
+        headline = (
+            f"Digest for {subscription.name!r}: {len(groups)} alert group(s), {findings} finding(s)"
+        )
+        return {
+            "version": PAYLOAD_VERSION,
+            "id": notice_id(notice),
+            "event": "digest",
+            "created_at": iso(notice.sent_at or notice.created_at),
+            "headline": headline,
+            "url": f"{self.base}/alerts",
+            "subscription": subscription_of(subscription, notice.revision),
+            "group": None,
+            "findings": [],
+            "findings_omitted": 0,
+            "groups": groups,
+        }
+
+    def group_section(
+        self, group: AlertGroup, chosen: Sequence[Regression], event: str
+    ) -> dict[str, Any]:
+        """A group as a notice tells of it: where, when, its worst selected findings."""
+        worst = sorted(chosen, key=lambda r: (-abs(r.rel_change), r.id))
+        listed = worst[:MAX_FINDINGS]
+        charts = self._charts(listed[:CHART_FINDINGS])
+        machine = self.session.get_one(Machine, group.machine_id)
+        findings = [self.finding(r, charts.get(r.id)) for r in listed]
+        return {
+            "headline": EVENT_WORDS.get(event, "") + headline(machine.name, group, worst),
+            "id": group.id,
+            "url": self.group_url(group.id),
+            "machine": machine.name,
+            "channel": group.channel,
+            "status": group_status(group),
+            "created_at": iso(group.created_at),
+            "findings_total": len(chosen),
+            "last_good_run": self.run(group.last_good_run_id),
+            "first_bad_run": self.run(group.first_bad_run_id),
+            "environment_diff": group.environment_diff,
+            "findings": findings,
+            "omitted": len(worst) - len(listed),
+        }
+
+    def run(self, run_id: int) -> dict[str, Any]:
+        """A run as a notice names it."""
+        run = self.session.get_one(Run, run_id)
+        return {
+            "id": run.id,
+            "url": f"{self.base}/runs/{run.id}",
+            "started_at": iso(run.started_at),
+            "commit": run.commit,
+        }
+
+    def finding(
+        self, regression: Regression, chart: tuple[list[float | None], int] | None
+    ) -> dict[str, Any]:
+        """One finding of the payload (with its series' recent values when charted)."""
+        series = regression.series
+        benchmark = series.benchmark
+        found: dict[str, Any] = {
+            "id": regression.id,
+            "kind": "improvement" if regression.direction == "improvement" else "regression",
+            "url": self.series_url(regression),
+            "suite": benchmark.suite,
+            "model": benchmark.model,
+            "category": benchmark.category,
+            "config": benchmark.config,
+            "precision": benchmark.precision,
+            "mode": benchmark.mode,
+            "metric": series.metric.name,
+            "unit": series.metric.unit,
+            "direction": regression.direction,
+            "before": regression.before,
+            "after": regression.after,
+            "rel_change": regression.rel_change,
+            "status": regression.status,
+            "reverted": regression.reverted,
+            "hints": list(regression.hints),
+        }
+        if chart is not None:
+            found["history"], found["first_bad_index"] = chart
+        return found
+
+    def series_url(self, regression: Regression) -> str:
+        """The finding's series on the series page, by config."""
+        series = regression.series
+        benchmark = series.benchmark
+        query = {
+            "machine": series.machine.name,
+            "channel": series.channel,
+            "model": benchmark.model,
+            "mode": benchmark.mode,
+            "precision": benchmark.precision,
+            "config": benchmark.config,
+            "metric": series.metric.name,
+            "by": "config",
+        }
+        return f"{self.base}/series?{urlencode(query)}"
+
+    def _charts(
+        self, regressions: Sequence[Regression]
+    ) -> dict[int, tuple[list[float | None], int]]:
+        """Per regression: its series' values around the step, and the step's index."""
+        return {r.id: chart for r in regressions if (chart := self._chart(r)) is not None}
+
+    def _chart(self, regression: Regression) -> tuple[list[float | None], int] | None:
+        at = self.session.scalar(
+            select(Result.measured_at).where(
+                Result.series_id == regression.series_id,
+                Result.run_id == regression.first_bad_run_id,
+            )
+        )
+        if at is None:
+            return None
+        point = select(Result.status, Result.value).where(Result.series_id == regression.series_id)
+        before = self.session.execute(
+            point.where(Result.measured_at < at)
+            .order_by(Result.measured_at.desc())
+            .limit(CHART_POINTS - CHART_AFTER)
+        ).all()
+        after = self.session.execute(
+            point.where(Result.measured_at >= at).order_by(Result.measured_at).limit(CHART_AFTER)
+        ).all()
+        values = [v if status == "ok" else None for status, v in [*reversed(before), *after]]
+        return values, len(before)
+
+
+def headline(machine: str, group: AlertGroup, worst: Sequence[Regression]) -> str:
+    """``3 regressions, 1 improvement on h100-a (nightly): worst +35.2% latency_ms resnet50``."""
+    counts: dict[str, int] = {}
+    for regression in worst:
+        kind = "improvement" if regression.direction == "improvement" else "regression"
+        counts[kind] = counts.get(kind, 0) + 1
+    parts = [f"{n} {kind}{'s' if n != 1 else ''}" for kind, n in sorted(counts.items())]
+    text = f"{', '.join(parts) or 'no findings'} on {machine} ({group.channel})"
+    if worst:
+        top = worst[0]
+        model = top.series.benchmark.model
+        text += f": worst {percent(top.rel_change)} {top.series.metric.name} {model}"
+    return text

@@ -1,0 +1,319 @@
+"""From a detected regression to the notice a receiver gets: the outbox, in process.
+
+Real detection on a real history (SQLite and Postgres), a real local HTTP receiver; the
+sweep is run by hand at chosen times where the test is about timing.
+"""
+
+import base64
+import hashlib
+import hmac
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+
+from app.anomalies.models import AlertGroup
+from app.core.config import Settings
+from app.core.db import Database, utcnow
+from app.core.queue import InProcessPublisher
+from app.main import create_app
+from app.notifications import dispatch, jobs
+from app.notifications.models import Delivery, DeliveryAttempt, Notice, Subscription
+from tests.anomalies.test_service import dynamic_bert_slower, post_history
+from tests.conftest import make_token
+from tests.notifications.receiver import Receiver, receiving
+
+
+@pytest.fixture
+def notify_settings(settings: Settings) -> Settings:
+    return settings.model_copy(
+        update={
+            "RECEIVER_ALLOW": "127.0.0.1",
+            "NOTIFY_GROUP_WAIT_S": 0.0,
+            "NOTIFY_SWEEP_S": 0.0,  # the tests sweep when they mean to
+            "DETECTION_SWEEP_S": 0.0,
+            "DELIVERY_BACKOFF_S": 0.0,
+            "PUBLIC_URL": "https://bw.example",
+        }
+    )
+
+
+@contextmanager
+def serving_app(settings: Settings) -> Iterator[TestClient]:
+    application = create_app(settings)
+    with TestClient(application) as test_client:
+        yield test_client
+    application.state.database.dispose()
+
+
+@pytest.fixture
+def app_client(notify_settings: Settings) -> Iterator[TestClient]:
+    with serving_app(notify_settings) as test_client:
+        yield test_client
+
+
+def admin(database: Database) -> dict[str, str]:
+    return {"Authorization": f"Bearer {make_token(database, 'admin', name='admin')}"}
+
+
+def subscribe(client: TestClient, database: Database, **fields: Any) -> dict[str, Any]:
+    body = {"name": "bert owners", "match": {"model": "bert"}, **fields}
+    response = client.post("/api/v1/subscriptions", json=body, headers=admin(database))
+    assert response.status_code == 201, response.text
+    created: dict[str, Any] = response.json()
+    return created
+
+
+def settle(client: TestClient) -> None:
+    """Let the in-process jobs (and the jobs they queue) finish."""
+    publisher = client.app.state.publisher  # type: ignore[attr-defined]
+    assert isinstance(publisher, InProcessPublisher)
+    for _ in range(4):
+        publisher.drain()
+
+
+def detect_bert_regression(client: TestClient, database: Database) -> None:
+    headers = {"Authorization": f"Bearer {make_token(database, 'ingest')}"}
+    post_history(client, headers, dynamic_bert_slower)
+    settle(client)
+
+
+def sweep(database: Database, settings: Settings, after_s: float = 0.0) -> dispatch.Swept:
+    with database.session_scope() as session:
+        return dispatch.sweep(session, settings, utcnow() + timedelta(seconds=after_s))
+
+
+def deliver_due(database: Database, settings: Settings) -> None:
+    """Attempt every delivery that is due, as the tasks the sweep queues would."""
+    with database.session_scope() as session:
+        due = list(session.scalars(select(Delivery.id).where(Delivery.state == "pending")))
+    for delivery_id in due:
+        jobs.deliver(database, settings, delivery_id=delivery_id)
+
+
+def signature_ok(secret: str, received: Any) -> bool:
+    """The Standard Webhooks signature, recomputed here from the spec."""
+    key = base64.b64decode(secret.removeprefix("whsec_"))
+    signed = f"{received.headers['webhook-id']}.{received.headers['webhook-timestamp']}."
+    digest = hmac.new(key, signed.encode() + received.body, hashlib.sha256).digest()
+    expected = "v1," + base64.b64encode(digest).decode()
+    return expected in received.headers["webhook-signature"].split(" ")
+
+
+def test_a_detected_regression_reaches_its_subscriber_once(
+    app_client: TestClient, database: Database, notify_settings: Settings
+) -> None:
+    with receiving() as hook:
+        created = subscribe(app_client, database, receivers=[{"kind": "webhook", "url": hook.url}])
+        subscribe(
+            app_client,
+            database,
+            name="resnet only",
+            match={"model": "resnet50"},
+            receivers=[{"kind": "webhook", "url": hook.url + "/other"}],
+        )
+        detect_bert_regression(app_client, database)
+        (notice,) = hook.wait_for(1)
+        body = notice.json()
+        assert body["version"] == 1
+        assert body["event"] == "opened"
+        assert body["id"] == notice.headers["webhook-id"]
+        assert body["subscription"] == {
+            "id": created["id"],
+            "name": "bert owners",
+            "owner": "",
+            "revision": 1,
+        }
+        assert [f["model"] for f in body["findings"]] == ["bert"]
+        assert body["findings"][0]["config"] == "dynamic"
+        assert body["findings"][0]["history"][body["findings"][0]["first_bad_index"]] > 10.5
+        assert body["group"]["machine"] == "h100-8"
+        assert body["url"] == f"https://bw.example/alerts?group={body['group']['id']}"
+        assert signature_ok(created["receivers"][0]["secrets"][0], notice)
+
+        for _ in range(2):  # more sweeps, a retried detection: nothing new
+            sweep(database, notify_settings)
+            deliver_due(database, notify_settings)
+        settle(app_client)
+        assert len(hook.received) == 1
+
+    log = app_client.get(
+        f"/api/v1/subscriptions/{created['id']}/notices", headers=admin(database)
+    ).json()
+    (listed,) = log["items"]
+    assert (listed["event"], listed["state"], listed["revision"]) == ("opened", "sent", 1)
+    (delivery,) = listed["deliveries"]
+    assert (delivery["state"], delivery["attempts"], delivery["last_status"]) == (
+        "delivered",
+        1,
+        200,
+    )
+    assert "/hook" not in delivery["target"]  # a URL's path can be its credential
+
+
+def test_the_first_notice_waits_for_the_group_to_settle(
+    database: Database, notify_settings: Settings
+) -> None:
+    waiting = notify_settings.model_copy(update={"NOTIFY_GROUP_WAIT_S": 600.0})
+    with receiving() as hook, serving_app(waiting) as app_client:
+        subscribe(app_client, database, receivers=[{"kind": "webhook", "url": hook.url}])
+        detect_bert_regression(app_client, database)
+        assert sweep(database, waiting, after_s=590).sent == 0
+        assert sweep(database, waiting, after_s=601).sent == 1
+        deliver_due(database, waiting)
+        assert [r.json()["event"] for r in hook.received] == ["opened"]
+
+
+def test_a_receiver_that_fails_three_times_gets_one_notice(
+    app_client: TestClient, database: Database, notify_settings: Settings
+) -> None:
+    with receiving(statuses=[500, 503, 429]) as hook:
+        created = subscribe(app_client, database, receivers=[{"kind": "webhook", "url": hook.url}])
+        detect_bert_regression(app_client, database)
+        for _ in range(6):
+            deliver_due(database, notify_settings)
+        received = hook.wait_for(4)
+        assert len({r.headers["webhook-id"] for r in received}) == 1  # one notice, 4 tries
+    with database.session_scope() as session:
+        (delivery,) = session.scalars(select(Delivery)).all()
+        assert (delivery.state, delivery.attempts) == ("delivered", 4)
+        statuses = session.scalars(
+            select(DeliveryAttempt.status).order_by(DeliveryAttempt.id)
+        ).all()
+        assert statuses == [500, 503, 429, 200]
+        assert session.get_one(Subscription, created["id"]).revision == 1
+
+
+def test_a_410_switches_the_receiver_off(
+    app_client: TestClient, database: Database, notify_settings: Settings
+) -> None:
+    with receiving(statuses=[410]) as hook:
+        created = subscribe(app_client, database, receivers=[{"kind": "webhook", "url": hook.url}])
+        detect_bert_regression(app_client, database)
+        hook.wait_for(1)
+        deliver_due(database, notify_settings)
+    stored = app_client.get(
+        f"/api/v1/subscriptions/{created['id']}", headers=admin(database)
+    ).json()
+    assert stored["revision"] == 2
+    assert stored["receivers"][0]["disabled"] is True
+    assert "410" in stored["receivers"][0]["disabled_reason"]
+    with database.session_scope() as session:
+        assert session.scalars(select(Delivery.state)).all() == ["failed"]
+
+
+def test_a_silence_holds_the_notice_back(
+    app_client: TestClient, database: Database, notify_settings: Settings
+) -> None:
+    triage = {"Authorization": f"Bearer {make_token(database, 'triage', name='oncall')}"}
+    silence = {
+        "matchers": {"model": "bert", "config": "dynamic"},
+        "ends_at": (utcnow() + timedelta(hours=4)).isoformat(),
+        "comment": "known-bad nightly, revert in flight",
+    }
+    made = app_client.post("/api/v1/silences", json=silence, headers=triage)
+    assert made.status_code == 201, made.text
+    assert made.json()["state"] == "active"
+    with receiving() as hook:
+        subscribe(app_client, database, receivers=[{"kind": "webhook", "url": hook.url}])
+        detect_bert_regression(app_client, database)
+        deliver_due(database, notify_settings)
+        assert hook.received == []
+    with database.session_scope() as session:
+        assert session.scalars(select(Notice.state)).all() == ["silenced"]
+    listed = app_client.get("/api/v1/silences", params={"state": "active"}).json()
+    assert [s["comment"] for s in listed["items"]] == [silence["comment"]]
+    expired = app_client.delete(f"/api/v1/silences/{made.json()['id']}", headers=triage)
+    assert expired.json()["state"] == "expired"
+
+
+def test_a_digest_gathers_the_groups_and_goes_at_its_hour(
+    app_client: TestClient, database: Database, notify_settings: Settings
+) -> None:
+    next_hour = (utcnow() + timedelta(hours=1)).hour
+    with receiving() as hook:
+        subscribe(
+            app_client,
+            database,
+            receivers=[{"kind": "webhook", "url": hook.url}],
+            when={"digest_hours": [next_hour]},
+        )
+        detect_bert_regression(app_client, database)
+        assert sweep(database, notify_settings).sent == 0  # before its hour
+        assert sweep(database, notify_settings, after_s=3600).sent == 1
+        assert sweep(database, notify_settings, after_s=3700).sent == 0
+        deliver_due(database, notify_settings)
+        (digest,) = hook.wait_for(1)
+    body = digest.json()
+    assert body["event"] == "digest"
+    assert [g["machine"] for g in body["groups"]] == ["h100-8"]
+    assert [f["model"] for f in body["groups"][0]["findings"]] == ["bert"]
+
+
+def test_reminders_escalation_and_the_fix_are_told_once_each(
+    app_client: TestClient, database: Database, notify_settings: Settings
+) -> None:
+    day = notify_settings.NOTIFY_REMIND_S
+    with receiving() as hook:
+        subscribe(app_client, database, receivers=[{"kind": "webhook", "url": hook.url}])
+        detect_bert_regression(app_client, database)
+        hook.wait_for(1)
+        for after in (day + 60, day + 120, 2 * day + 60, 2 * day + 120):
+            sweep(database, notify_settings, after_s=after)
+            deliver_due(database, notify_settings)
+        events = [r.json()["event"] for r in hook.received]
+        assert events == ["opened", "reminder", "reminder", "escalation"]
+        assert hook.received[1].json()["headline"].startswith("Still untriaged: ")
+
+        with database.session_scope() as session:
+            group_id = session.scalars(select(AlertGroup.id)).one()
+        triage = {"Authorization": f"Bearer {make_token(database, 'triage', name='oncall')}"}
+        for _ in range(2):
+            fixed = app_client.patch(
+                f"/api/v1/alert-groups/{group_id}", json={"status": "fixed"}, headers=triage
+            )
+            assert fixed.status_code == 200, fixed.text
+            settle(app_client)
+            sweep(database, notify_settings, after_s=3 * day)
+            deliver_due(database, notify_settings)
+        events = [r.json()["event"] for r in hook.received]
+        assert events == ["opened", "reminder", "reminder", "escalation", "resolved"]
+
+
+def test_a_test_notice_and_a_redelivery(
+    app_client: TestClient, database: Database, notify_settings: Settings
+) -> None:
+    with receiving() as hook:
+        created = subscribe(app_client, database, receivers=[{"kind": "webhook", "url": hook.url}])
+        sent = app_client.post(
+            f"/api/v1/subscriptions/{created['id']}/test", headers=admin(database)
+        )
+        assert sent.status_code == 202, sent.text
+        (first,) = hook.wait_for(1)
+        assert first.json()["event"] == "test"
+        (delivery,) = sent.json()["deliveries"]
+        again = app_client.post(
+            f"/api/v1/deliveries/{delivery['id']}/redeliver", headers=admin(database)
+        )
+        assert again.status_code == 202, again.text
+        second = hook.wait_for(2)[1]
+        assert second.headers["webhook-id"] == first.headers["webhook-id"]
+    shown = app_client.get(f"/api/v1/deliveries/{delivery['id']}", headers=admin(database))
+    assert [a["status"] for a in shown.json()["log"]] == [200, 200]
+
+
+def test_a_loopback_receiver_is_refused_unless_allowed(
+    client: TestClient, database: Database
+) -> None:
+    body = {"name": "local", "receivers": [{"kind": "webhook", "url": "http://127.0.0.1:9/x"}]}
+    refused = client.post("/api/v1/subscriptions", json=body, headers=admin(database))
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["errors"][0]["loc"] == "receivers[0].url"
+
+
+def received_events(hook: Receiver) -> list[str]:
+    return [r.json()["event"] for r in hook.received]
