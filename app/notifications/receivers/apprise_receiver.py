@@ -1,0 +1,198 @@
+"""Apprise receivers: Microsoft Teams, Discord, Mattermost and more, through Apprise.
+
+Only the URL schemes the operator lists (``BENCHWATCH_APPRISE_SCHEMES``) may be used. Apprise
+is imported inside ``send`` only: it loads some 260 plugins, and the API process, which checks
+these URLs when a subscription is made (``check_scheme``, ``check_host``), never sends one.
+
+The SSRF guard: a scheme whose URL names the host Apprise will contact (Mattermost, the
+generic ``json://``, Power Automate ``workflows://``, and any scheme this module does not know)
+has that host checked by ``outbound.check_target`` at creation and before each delivery;
+schemes that always post to their vendor's host (``FIXED_HOST_SCHEMES``) are not checked.
+Apprise is made to follow no redirect (whatever the URL says) and to try once (the delivery
+job retries, with its backoff). Apprise's own HTTP client looks the host up again, so a
+name whose answer changes between the check and the request is not caught here, as it is by
+``outbound.request``.
+"""
+
+import logging
+import re
+import time
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from app.notifications import outbound
+from app.notifications.message import Message
+from app.notifications.receivers import Outcome, SendContext
+from app.notifications.receivers.github_issue import markdown_body
+
+# Schemes whose plugin posts to a fixed vendor host, whatever the URL's "host" part holds
+# (read in Apprise's plugins): discord -> https://discord.com/api/webhooks/<id>/<token>;
+# msteams (Apprise 1.x; Microsoft retired its connectors, Apprise 2 has no such scheme) ->
+# https://<team>.webhook.office.com/...
+FIXED_HOST_SCHEMES = frozenset({"discord", "msteams"})
+TITLE_CHARS = 250  # Apprise's default title limit
+ERROR_CHARS = 300
+_HOST = re.compile(r"[A-Za-z0-9_.-]{1,253}|[0-9A-Fa-f:.]{2,45}")
+
+
+def scheme_of(url: str) -> str:
+    """The URL's scheme in lower case (``mmost`` of ``mmost://host/token``); empty if none."""
+    scheme, separator, _ = url.partition("://")
+    return scheme.lower() if separator else ""
+
+
+def schemes_of(schemes: str) -> frozenset[str]:
+    """``BENCHWATCH_APPRISE_SCHEMES`` as a set: comma-separated, spaces and case ignored."""
+    return frozenset(s.strip().lower() for s in schemes.split(",") if s.strip())
+
+
+def check_scheme(url: str, schemes: str) -> None:
+    """Refuse an Apprise URL whose scheme the operator does not allow.
+
+    Args:
+        url: the receiver's Apprise URL.
+        schemes: the allowed schemes, comma-separated (``SendContext.apprise_schemes``).
+
+    Raises:
+        ValueError: the scheme is not allowed (the message lists those that are).
+    """
+    allowed = schemes_of(schemes)
+    scheme = scheme_of(url)
+    if scheme not in allowed:
+        listed = ", ".join(f"{s}://" for s in sorted(allowed)) or "none"
+        raise ValueError(
+            f"{scheme or 'this'}:// URLs are not allowed here; the operator allows {listed}"
+            " (BENCHWATCH_APPRISE_SCHEMES)"
+        )
+
+
+def _check_host_name(host: str | None, allow: outbound.AllowList) -> None:
+    """Run the SSRF guard on the host Apprise will contact.
+
+    Raises:
+        outbound.Refused: not a plain host name or address, or one the guard refuses.
+    """
+    bare = (host or "").removeprefix("[").removesuffix("]")
+    if not _HOST.fullmatch(bare):
+        raise outbound.Refused(
+            f"the Apprise URL's host {host!r} is not a host name or an IP address"
+        )
+    outbound.check_target(f"https://[{bare}]/" if ":" in bare else f"https://{bare}/", allow)
+
+
+def check_host(url: str, allow: outbound.AllowList) -> None:
+    """Refuse an Apprise URL whose host the SSRF guard refuses (when a subscription is made).
+
+    This reads the URL as a URL; delivery checks again the host that Apprise itself reads
+    from it. A URL whose host part has two ``@`` (read differently by different parsers)
+    is refused.
+
+    Raises:
+        ValueError: the host is refused (``outbound.Refused``), or the URL cannot be read.
+    """
+    if scheme_of(url) in FIXED_HOST_SCHEMES:
+        return
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        raise ValueError("not a valid URL (check the host and the port)") from None
+    if parts.netloc.count("@") > 1:
+        raise ValueError("the URL's host part holds more than one @")
+    _check_host_name(host, allow)
+
+
+def _guard(scheme: str, host: object, allow: outbound.AllowList, started: float) -> Outcome | None:
+    """The outcome of a refused host, or None when Apprise may send."""
+    if scheme in FIXED_HOST_SCHEMES:
+        return None
+    try:
+        _check_host_name(host if isinstance(host, str) else None, allow)
+    except outbound.Refused as exc:
+        # A failed lookup is often brief: check_target reports it as a refusal, raised
+        # while handling the DeliveryError.
+        lookup_failed = isinstance(exc.__context__, outbound.DeliveryError)
+        outcome = outbound.failed(exc, started)
+        return Outcome(
+            ok=False, latency_ms=outcome.latency_ms, error=outcome.error, retry=lookup_failed
+        )
+    return None
+
+
+def _one_line(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+class _LastWarning(logging.Handler):
+    """Keeps the last warning Apprise logs: its one word on why a notice failed."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.last = ""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.last = record.getMessage()
+
+
+def _notify(plugin: Any, asset: Any, message: Message) -> tuple[bool, str]:
+    """Send through Apprise; whether it went, and the last thing Apprise warned about."""
+    import apprise
+
+    notifier = apprise.Apprise(asset=asset)
+    notifier.add(plugin)
+    warning = _LastWarning()
+    apprise_log = logging.getLogger("apprise")
+    apprise_log.addHandler(warning)
+    try:
+        sent = notifier.notify(
+            body=markdown_body(message),
+            title=_one_line(message.headline, TITLE_CHARS),
+            body_format=apprise.NotifyFormat.MARKDOWN,
+        )
+    finally:
+        apprise_log.removeHandler(warning)
+    return bool(sent), warning.last
+
+
+def send(receiver: Mapping[str, Any], message: Message, context: SendContext) -> Outcome:
+    """Notify through Apprise: the headline as title, the findings as Markdown.
+
+    Apprise says only whether it worked; a failure is retried, since most are a service
+    that is down or busy (a wrong token fails each time, until the retries run out).
+    """
+    started = time.monotonic()
+    url = str(receiver["url"])
+    scheme = scheme_of(url)
+    try:
+        check_scheme(url, context.apprise_schemes)
+    except ValueError as exc:
+        return Outcome(ok=False, error=str(exc))
+    try:
+        allow = outbound.AllowList.parse(context.receiver_allow)
+    except ValueError as exc:  # the operator's to fix; the notice waits for it
+        return Outcome(ok=False, error=str(exc), retry=True)
+
+    import apprise  # here, not at the top: only delivery jobs load Apprise
+
+    asset = apprise.AppriseAsset(storage_mode="memory", async_mode=False, http_redirects=False)
+    plugin = apprise.Apprise.instantiate(url, asset=asset)
+    if plugin is None:
+        return Outcome(ok=False, error=f"Apprise cannot read this {scheme}:// URL")
+    if (refused := _guard(scheme, getattr(plugin, "host", None), allow, started)) is not None:
+        return refused
+    # Whatever the URL asked for (?redirect=yes, ?retry=9, ?rto=600): a redirect could lead
+    # past the guard, and retries and time belong to the delivery job.
+    plugin.redirects = False
+    plugin.retry = 0
+    plugin.socket_connect_timeout = plugin.socket_read_timeout = context.timeout_s
+    try:
+        sent, warning = _notify(plugin, asset, message)
+    except Exception as exc:  # a bug in one of Apprise's plugins fails the attempt, not the job
+        sent, warning = False, f"{type(exc).__name__}: {exc}"
+    latency_ms = (time.monotonic() - started) * 1000
+    if sent:
+        return Outcome(ok=True, latency_ms=latency_ms)
+    error = _one_line(f"Apprise: {warning or 'the notice was not delivered'}", ERROR_CHARS)
+    return Outcome(ok=False, latency_ms=latency_ms, error=error, retry=True)
