@@ -31,6 +31,7 @@ from app.dashboard.sign_in import SignInRequired, to_sign_in
 from app.health.router import router as health_router
 from app.jobs import DISPATCH_NOTICES, SWEEP_DETECTION, Sweeper, connect, disconnect
 from app.notifications import config_file
+from app.notifications.outbound import AllowList
 from app.notifications.router import feeds as feeds_router
 from app.notifications.service import check_receivers
 
@@ -87,6 +88,7 @@ def create_app(config: Settings | None = None) -> FastAPI:
     configure_logging(config.LOG_LEVEL)
     refuse_development_secrets(config)
     read_thresholds(config.DETECTOR_THRESHOLDS)  # a bad mapping stops the server at start
+    AllowList.parse(config.RECEIVER_ALLOW)  # a bad entry stops the server at start
     database, publisher = connect(config)
     subscriptions_file = config.SUBSCRIPTIONS_FILE
     if subscriptions_file is not None:

@@ -74,8 +74,8 @@ class Settings(BaseSettings):
     SMTP_FROM: str = "benchwatch@localhost"
     GITHUB_API_URL: str = "https://api.github.com"
     GITHUB_TOKEN: SecretStr = SecretStr("")  # for GitHub issue receivers
-    # Apprise URL schemes a subscription may use (Teams, Discord, Mattermost by default).
-    APPRISE_SCHEMES: str = "msteams,discord,mmost,mmosts"
+    # Apprise URL schemes a subscription may use (Teams workflows, Discord, Mattermost).
+    APPRISE_SCHEMES: str = "workflows,discord,mmost,mmosts"
 
 
 settings = Settings()

@@ -13,6 +13,7 @@ from app.core.errors import Conflict, InvalidInput, NotFound
 from app.notifications import outbound
 from app.notifications.matching import Finding, compile_subscription
 from app.notifications.models import Subscription
+from app.notifications.receivers import apprise_receiver
 from app.notifications.targets import feed_token, with_credentials
 
 TargetCheck = Callable[[Sequence[Mapping[str, Any]]], None]  # raises InvalidInput
@@ -157,8 +158,6 @@ def check_receivers(allow: str, apprise_schemes: str) -> TargetCheck:
                 if receiver["kind"] in ("webhook", "slack"):
                     outbound.check_target(receiver["url"], allowed, unresolved_ok=True)
                 elif receiver["kind"] == "apprise":
-                    from app.notifications.receivers import apprise_receiver  # noqa: PLC0415
-
                     apprise_receiver.check_scheme(receiver["url"], apprise_schemes)
                     apprise_receiver.check_host(receiver["url"], allowed)
             except ValueError as exc:

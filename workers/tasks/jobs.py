@@ -8,6 +8,7 @@ from app.core.config import settings
 from app.core.db import Database
 from app.core.tasks import Task
 from app.jobs import TASKS, connect
+from app.notifications.outbound import AllowList
 from workers.celery_app import declared
 
 
@@ -29,6 +30,7 @@ def register(task: Task) -> None:
 
 
 read_thresholds(settings.DETECTOR_THRESHOLDS)  # a bad mapping stops the worker at start
+AllowList.parse(settings.RECEIVER_ALLOW)  # so does a bad receiver allow-list
 for task in TASKS:
     if task.job:
         register(task)

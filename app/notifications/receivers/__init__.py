@@ -58,7 +58,7 @@ class SendContext:
     smtp_from: str = "benchwatch@localhost"
     github_api_url: str = "https://api.github.com"
     github_token: str = ""
-    apprise_schemes: str = "msteams,discord,mmost,mmosts"
+    apprise_schemes: str = "workflows,discord,mmost,mmosts"
     previous_receipt: Mapping[str, Any] | None = None
 
 
