@@ -14,7 +14,9 @@ from app.core.db import Database
 from app.core.queue import CeleryPublisher
 from app.jobs import (
     DEFAULT_QUEUE,
+    DELIVER,
     DETECT_RUN,
+    DISPATCH_NOTICES,
     REQUEUE_SHARDS,
     RUN_SHARD,
     START_SUITE,
@@ -33,6 +35,8 @@ ON_THE_WIRE = {
     "bench.start_suite",
     "bench.run_shard",
     "bench.requeue_shards",
+    "notifications.dispatch",
+    "notifications.deliver",
 }
 AUTORETRY = {"autoretry_for", "dont_autoretry_for", "retry_kwargs", "retry_backoff"}
 
@@ -74,8 +78,19 @@ def test_celery_routes_each_call_to_its_declared_queue(
 
 def test_the_in_process_runner_has_every_job(database: Database, settings: Settings) -> None:
     jobs = TASKS.jobs(database, settings)
-    assert set(jobs) == {task.name for task in TASKS if task.job} == {DETECT_RUN, SWEEP_DETECTION}
+    assert (
+        set(jobs)
+        == {task.name for task in TASKS if task.job}
+        == {
+            DETECT_RUN,
+            SWEEP_DETECTION,
+            DISPATCH_NOTICES,
+            DELIVER,
+        }
+    )
     assert jobs[SWEEP_DETECTION]() == 0  # its job, bound to the database and its settings
+    assert jobs[DISPATCH_NOTICES]().sent == 0
+    assert jobs[DELIVER](delivery_id=1) == "skipped"  # no such delivery to claim
     with pytest.raises(LookupError, match="benchmark worker"):
         TASKS[RUN_SHARD].bind(database, settings)
 

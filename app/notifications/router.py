@@ -15,7 +15,7 @@ from app.core import queue
 from app.core.bounds import RowId
 from app.core.config import Settings
 from app.core.db import utcnow
-from app.core.errors import ErrorBody
+from app.core.errors import ErrorBody, NotFound
 from app.core.pagination import Page, PageParams
 from app.notifications import feed, outbox, service, silences
 from app.notifications.schemas import (
@@ -138,7 +138,12 @@ def delete_subscription(subscription_id: RowId, session: SessionDep) -> Response
     return Response(status_code=204)
 
 
-@router.post("/{subscription_id}/test", status_code=202, response_model=NoticeRead, responses=ONE)
+@router.post(
+    "/{subscription_id}/test",
+    status_code=202,
+    response_model=NoticeRead,
+    responses={**WRITES, **ONE},
+)
 def send_test_notice(subscription_id: RowId, session: SessionDep, request: Request) -> NoticeRead:
     """Send a made-up notice to every receiver now; its deliveries show how it went."""
     settings: Settings = request.app.state.settings
@@ -173,7 +178,7 @@ def get_delivery(delivery_id: RowId, session: SessionDep) -> DeliveryRead:
     "/{delivery_id}/redeliver",
     status_code=202,
     response_model=DeliveryRead,
-    responses=errors(409),
+    responses={**WRITES, **errors(409)},
 )
 def redeliver(delivery_id: RowId, session: SessionDep) -> DeliveryRead:
     """Send the delivery again now (the same notice: the same webhook-id)."""
@@ -227,20 +232,20 @@ def expire_silence(silence_id: RowId, session: SessionDep, actor: TriageActor) -
     return SilenceRead(**silences.describe(silence, utcnow()))
 
 
-feeds = APIRouter(tags=["subscriptions"])
+feeds = APIRouter(tags=["subscriptions"], route_class=ApiRoute, responses=errors(404, 422))
 FeedToken = Annotated[str, Path(pattern=r"^[A-Za-z0-9_-]{32,64}$")]
 
 
 @feeds.get(
     "/feeds/{token}.atom",
     response_class=Response,
-    responses={200: {"content": {"application/atom+xml": {}}}, 404: {}},
+    responses={200: {"content": {"application/atom+xml": {}}}},
 )
 def subscription_feed(token: FeedToken, session: SessionDep, request: Request) -> Response:
     """A subscription's notices as an Atom feed, at the URL of its feed receiver's token."""
     found = outbox.feed_notices(session, token, feed.ENTRIES)
     if found is None:
-        return Response(status_code=404, content="no such feed\n", media_type="text/plain")
+        raise NotFound("no feed has this token")
     subscription, notices = found
     settings: Settings = request.app.state.settings
     self_url = f"{settings.PUBLIC_URL.rstrip('/')}/feeds/{token}.atom"

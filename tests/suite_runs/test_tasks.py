@@ -86,6 +86,7 @@ def test_beat_schedules_a_suite_run_per_machine_on_its_cron() -> None:
     entries = beat_schedule(config)
     assert set(entries) == {
         "sweep-detection",
+        "dispatch-notices",
         "suite-h100-a-daily",
         "suite-mi300x-b-smoke",
         "requeue-shards",
@@ -100,7 +101,17 @@ def test_beat_schedules_a_suite_run_per_machine_on_its_cron() -> None:
     assert mi300x["kwargs"] == {"machine": "mi300x-b", "tier": "smoke", "channel": "rc"}
     assert mi300x["schedule"].day_of_week == {1, 2, 3, 4, 5}
     assert (mi300x["schedule"].hour, mi300x["schedule"].minute) == ({6}, {30})
-    assert set(beat_schedule(Settings(SCHEDULES=[]))) == {"sweep-detection", "requeue-shards"}
+    assert set(beat_schedule(Settings(SCHEDULES=[]))) == {
+        "sweep-detection",
+        "dispatch-notices",
+        "requeue-shards",
+    }
+    notices = entries["dispatch-notices"]
+    assert (notices["task"], notices["schedule"], notices["options"]) == (
+        "notifications.dispatch",
+        30.0,
+        {"queue": "default"},
+    )
     sweep = entries["sweep-detection"]
     assert (sweep["task"], sweep["schedule"], sweep["options"]) == (
         "anomalies.sweep_detection",
