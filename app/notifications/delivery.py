@@ -82,9 +82,9 @@ def delay_s(attempts: int, base_s: float) -> float:
 
 def deliver(database: Database, settings: Settings, delivery_id: int) -> str:
     """One attempt of a delivery; what became of it (``skipped`` when another holds it)."""
-    lease = timedelta(seconds=settings.DELIVERY_LEASE_S)
+    lease_until = utcnow() + timedelta(seconds=settings.DELIVERY_LEASE_S)
     with database.session_scope() as session:
-        if not claim(session, delivery_id, utcnow(), lease):
+        if not claim(session, delivery_id, lease_until):
             return "skipped"
         prepared = _prepare(session, settings, delivery_id)
     if prepared is None:
@@ -98,11 +98,16 @@ def deliver(database: Database, settings: Settings, delivery_id: int) -> str:
         elapsed = (time.perf_counter() - started) * 1000
         outcome = Outcome(ok=False, latency_ms=elapsed, error=f"sender error: {exc}", retry=True)
     with database.session_scope() as session:
-        return record(session, settings, delivery_id, outcome, utcnow())
+        return record(session, settings, delivery_id, outcome, utcnow(), lease_until)
 
 
-def claim(session: Session, delivery_id: int, now: datetime, lease: timedelta) -> bool:
-    """Take the delivery for one attempt if it is due and nobody holds it."""
+def claim(session: Session, delivery_id: int, lease_until: datetime) -> bool:
+    """Take the delivery for one attempt, until ``lease_until``, if it is due and free.
+
+    The lease is also the attempt's mark: ``record`` keeps the outcome for the delivery only
+    while the lease is still this one (an attempt that outlived it was superseded).
+    """
+    now = utcnow()
     taken = session.execute(
         update(Delivery)
         .where(
@@ -112,7 +117,7 @@ def claim(session: Session, delivery_id: int, now: datetime, lease: timedelta) -
                 and_(Delivery.state == "sending", Delivery.lease_until < now),
             ),
         )
-        .values(state="sending", lease_until=now + lease, attempts=Delivery.attempts + 1)
+        .values(state="sending", lease_until=lease_until, attempts=Delivery.attempts + 1)
         .execution_options(synchronize_session=False)
     )
     return bool(taken.rowcount)  # type: ignore[attr-defined]
@@ -163,9 +168,18 @@ def _previous_receipt(
 
 
 def record(
-    session: Session, settings: Settings, delivery_id: int, outcome: Outcome, now: datetime
+    session: Session,
+    settings: Settings,
+    delivery_id: int,
+    outcome: Outcome,
+    now: datetime,
+    lease_until: datetime,
 ) -> str:
-    """Log the attempt and move the delivery on: delivered, retried later, or failed."""
+    """Log the attempt and move the delivery on: delivered, retried later, or failed.
+
+    An attempt whose lease was taken over (it outlived it, and another attempt claimed the
+    delivery) is logged, and leaves the delivery to the newer attempt.
+    """
     delivery = session.get_one(Delivery, delivery_id)
     error = outcome.error[:ERROR_CHARS]
     session.add(
@@ -178,6 +192,9 @@ def record(
             error=error,
         )
     )
+    if delivery.state != "sending" or delivery.lease_until != lease_until:
+        log.warning("delivery %s: an attempt that outlived its lease reported back", delivery_id)
+        return delivery.state
     delivery.lease_until = None
     delivery.last_status = outcome.status
     delivery.last_error = error

@@ -31,7 +31,7 @@ from app.notifications import planning
 from app.notifications.matching import compile_subscription
 from app.notifications.models import Delivery, Notice, Silence, Subscription
 from app.notifications.render import Renderer
-from app.notifications.service import finding_of
+from app.notifications.service import finding_of, selected_findings
 from app.notifications.targets import receiver_key, receiver_target
 
 DISPATCH_LOCK = 0x62770002  # the advisory lock class of the notice sweep ("bw", 2)
@@ -91,37 +91,54 @@ def plan_reminders(session: Session, timing: Timing, now: datetime) -> int:
     """Reminders and escalations for told groups that are still untriaged; how many planned.
 
     The k-th reminder is due ``k * NOTIFY_REMIND_S`` after the group opened (its key holds
-    k, so each is planned once); the escalation once, ``NOTIFY_ESCALATE_S`` after.
+    k, so each is planned once); the escalation once, ``NOTIFY_ESCALATE_S`` after, in place
+    of the reminder of that moment. Only groups with an untriaged finding are read.
     """
+    untriaged_groups = select(Regression.group_id).where(
+        Regression.status == "new", Regression.reverted.is_(False)
+    )
     told = (
         select(Notice.subscription_id, Notice.group_id)
-        .where(Notice.state.in_(("sent", "digested")), Notice.group_id.is_not(None))
+        .where(Notice.state.in_(("sent", "digested")), Notice.group_id.in_(untriaged_groups))
         .distinct()
     )
     pairs = [(s, g) for s, g in session.execute(told) if g is not None]
     if not pairs:
         return 0
-    groups = {
-        g.id: g
-        for g in session.scalars(select(AlertGroup).where(AlertGroup.id.in_({g for _, g in pairs})))
-    }
+    ids = {g for _, g in pairs}
+    groups = {g.id: g for g in session.scalars(select(AlertGroup).where(AlertGroup.id.in_(ids)))}
     subscriptions = {s.id: s for s in session.scalars(select(Subscription))}
     planned = 0
-    for subscription_id, group_id in pairs:
+    for subscription_id, group_id in sorted(pairs):
         subscription, group = subscriptions.get(subscription_id), groups.get(group_id)
         if subscription is None or subscription.paused or group is None:
             continue
-        untriaged = [r for r in group.regressions if r.status == "new" and not r.reverted]
-        if not untriaged:
-            continue
-        age = (now - group.created_at).total_seconds()
-        if timing.NOTIFY_REMIND_S > 0 and (k := int(age // timing.NOTIFY_REMIND_S)) >= 1:
-            planned += planning.add(
-                session, subscription, group.id, "reminder", len(untriaged), str(k)
-            )
-        if timing.NOTIFY_ESCALATE_S > 0 and age >= timing.NOTIFY_ESCALATE_S:
-            planned += planning.add(session, subscription, group.id, "escalation", len(untriaged))
+        selected = selected_findings([subscription], group)
+        untriaged = [
+            r for _, found in selected for r in found if r.status == "new" and not r.reverted
+        ]
+        if untriaged:
+            planned += _remind(session, timing, subscription, group, len(untriaged), now)
     return planned
+
+
+def _remind(
+    session: Session,
+    timing: Timing,
+    subscription: Subscription,
+    group: AlertGroup,
+    untriaged: int,
+    now: datetime,
+) -> int:
+    age = (now - group.created_at).total_seconds()
+    escalated = 0
+    if timing.NOTIFY_ESCALATE_S > 0 and age >= timing.NOTIFY_ESCALATE_S:
+        escalated = planning.add(session, subscription, group.id, "escalation", untriaged)
+    if timing.NOTIFY_REMIND_S <= 0 or (k := int(age // timing.NOTIFY_REMIND_S)) < 1:
+        return escalated
+    state = "cancelled" if escalated else "planned"  # the escalation says it already
+    reminded = planning.add(session, subscription, group.id, "reminder", untriaged, str(k), state)
+    return escalated + (reminded if state == "planned" else 0)
 
 
 def active_silences(session: Session, now: datetime) -> list[Silence]:

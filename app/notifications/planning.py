@@ -131,8 +131,11 @@ def add(
     event_name: str,
     findings: int,
     suffix: str = "",
+    state: str = "planned",
 ) -> int:
-    """Write a planned notice unless its event is written already (1 if it was written).
+    """Write a notice (planned, unless told otherwise) unless its event is written already.
+
+    Returns 1 if it was written, else 0.
 
     ``INSERT ... ON CONFLICT DO NOTHING``: a concurrent transaction that plans the same event
     neither fails nor duplicates it.
@@ -144,7 +147,7 @@ def add(
         "group_id": group_id,
         "event": event_name,
         "event_key": key,
-        "state": "planned",
+        "state": state,
         "findings": findings,
         "created_at": utcnow(),
     }

@@ -21,8 +21,10 @@ from app.core.config import Settings
 from app.core.db import Database, utcnow
 from app.core.queue import InProcessPublisher
 from app.main import create_app
+from app.notifications import delivery as delivery_module
 from app.notifications import dispatch, jobs
 from app.notifications.models import Delivery, DeliveryAttempt, Notice, Subscription
+from app.notifications.receivers import Outcome
 from tests.anomalies.test_service import dynamic_bert_slower, post_history
 from tests.conftest import make_token
 from tests.notifications.receiver import Receiver, receiving
@@ -266,7 +268,7 @@ def test_reminders_escalation_and_the_fix_are_told_once_each(
             sweep(database, notify_settings, after_s=after)
             deliver_due(database, notify_settings)
         events = [r.json()["event"] for r in hook.received]
-        assert events == ["opened", "reminder", "reminder", "escalation"]
+        assert events == ["opened", "reminder", "escalation"]  # in place of reminder 2
         assert hook.received[1].json()["headline"].startswith("Still untriaged: ")
 
         with database.session_scope() as session:
@@ -281,7 +283,7 @@ def test_reminders_escalation_and_the_fix_are_told_once_each(
             sweep(database, notify_settings, after_s=3 * day)
             deliver_due(database, notify_settings)
         events = [r.json()["event"] for r in hook.received]
-        assert events == ["opened", "reminder", "reminder", "escalation", "resolved"]
+        assert events == ["opened", "reminder", "escalation", "resolved"]
 
 
 def test_a_test_notice_and_a_redelivery(
@@ -317,3 +319,40 @@ def test_a_loopback_receiver_is_refused_unless_allowed(
 
 def received_events(hook: Receiver) -> list[str]:
     return [r.json()["event"] for r in hook.received]
+
+
+def test_an_attempt_that_outlived_its_lease_leaves_the_delivery_to_the_newer_one(
+    app_client: TestClient, database: Database, notify_settings: Settings
+) -> None:
+    with receiving(statuses=[500]) as hook:
+        created = subscribe(app_client, database, receivers=[{"kind": "webhook", "url": hook.url}])
+        sent = app_client.post(
+            f"/api/v1/subscriptions/{created['id']}/test", headers=admin(database)
+        )
+        hook.wait_for(1)
+        settle(app_client)
+    (listed,) = sent.json()["deliveries"]
+    now = utcnow()
+    first, second = now + timedelta(minutes=5), now + timedelta(minutes=10)
+    with database.session_scope() as session:
+        delivery = session.get_one(Delivery, listed["id"])
+        delivery.next_attempt_at = now - timedelta(seconds=5)  # the retry is due
+    with database.session_scope() as session:
+        assert delivery_module.claim(session, listed["id"], first)
+    with database.session_scope() as session:  # held: nobody else sends it
+        assert not delivery_module.claim(session, listed["id"], second)
+    with database.session_scope() as session:  # the first attempt hangs past its lease
+        session.get_one(Delivery, listed["id"]).lease_until = now - timedelta(seconds=2)
+    with database.session_scope() as session:
+        assert delivery_module.claim(session, listed["id"], second)
+    ok = Outcome(ok=True, status=200)
+    with database.session_scope() as session:
+        late = delivery_module.record(session, notify_settings, listed["id"], ok, utcnow(), first)
+        assert late == "sending"  # the late report is logged, and changes nothing
+    with database.session_scope() as session:
+        done = delivery_module.record(session, notify_settings, listed["id"], ok, utcnow(), second)
+        assert done == "delivered"
+        attempts = session.scalars(
+            select(DeliveryAttempt.status).where(DeliveryAttempt.delivery_id == listed["id"])
+        ).all()
+        assert attempts == [500, 200, 200]
