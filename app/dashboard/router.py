@@ -19,10 +19,12 @@ from sqlalchemy.orm import Session
 
 from app.api.deps import SessionDep
 from app.api.validation import refuse_nul_in_query
-from app.core.bounds import in_id_range
+from app.core import queue
+from app.core.bounds import RowId, in_id_range
 from app.core.errors import DomainError, NotFound
 from app.core.urls import safe_href
 from app.dashboard import format as fmt
+from app.dashboard import subscriptions as subs
 from app.dashboard.alerts import AlertQuery, inbox
 from app.dashboard.compare import KINDS, CompareQuery, compare_page, csv_page
 from app.dashboard.figures import embed
@@ -38,6 +40,8 @@ from app.dashboard.sign_in import (
     safe_next,
     sign_in_url,
 )
+from app.notifications import outbox, silences
+from app.notifications import service as notifications_service
 from app.suite_runs import service as suite_runs_service
 from app.suite_runs.schemas import SuiteRunRead
 from app.tokens.auth import (
@@ -296,3 +300,169 @@ def compare_view(
             headers={"Content-Disposition": f'attachment; filename="compare-{query.kind}.csv"'},
         )
     return render(request, session, "compare.html", **compare_page(session, query))
+
+
+@pages.get("/subscriptions", response_class=HTMLResponse)
+def subscriptions_view(
+    request: Request, session: SessionDep, actor: subs.AdminPage, done: str | None = None
+) -> HTMLResponse:
+    """Subscriptions (scope ``admin``): who is told of which findings, where and when."""
+    return render(request, session, "subscriptions.html", **subs.list_context(session, done=done))
+
+
+@pages.post("/subscriptions", response_class=HTMLResponse, response_model=None)
+def create_subscription_form(
+    request: Request, session: SessionDep, actor: subs.AdminForm, form: subs.SubscriptionFields
+) -> Response:
+    """Create a subscription from the page's form; refused, the form again with why."""
+    created, errors = subs.save_subscription(session, form, request.app.state.settings, None)
+    if created is None:
+        context = subs.list_context(session, form, errors)
+        # 200, not 422, as /login does: the form again, with why (a browser logs a 4xx)
+        return render(request, session, "subscriptions.html", **context)
+    queue.commit(session)
+    return RedirectResponse(f"/subscriptions/{created.id}?done=created", status_code=303)
+
+
+@pages.get("/subscriptions/{subscription_id}", response_class=HTMLResponse)
+def subscription_view(
+    request: Request,
+    session: SessionDep,
+    actor: subs.AdminPage,
+    subscription_id: RowId,
+    notice: str | None = None,
+    delivery: str | None = None,
+    done: str | None = None,
+    follow: str | None = None,
+) -> HTMLResponse:
+    """One subscription: its secrets, its form, "send a test notice", its delivery log."""
+    shown = {
+        "notice": as_int(notice),
+        "delivery": as_int(delivery),
+        "done": done,
+        "follow": as_int(follow),
+    }
+    settings = request.app.state.settings
+    context = subs.detail_context(session, subscription_id, settings, shown=shown)
+    return render(request, session, "subscription.html", **context)
+
+
+@pages.post("/subscriptions/{subscription_id}", response_class=HTMLResponse, response_model=None)
+def update_subscription_form(
+    request: Request,
+    session: SessionDep,
+    actor: subs.AdminForm,
+    subscription_id: RowId,
+    form: subs.SubscriptionFields,
+) -> Response:
+    """Change a subscription from its form (its revision grows if anything changed)."""
+    settings = request.app.state.settings
+    saved, errors = subs.save_subscription(session, form, settings, subscription_id)
+    if saved is None:
+        context = subs.detail_context(session, subscription_id, settings, form, errors)
+        return render(request, session, "subscription.html", **context)
+    queue.commit(session)
+    return RedirectResponse(f"/subscriptions/{subscription_id}?done=saved", status_code=303)
+
+
+@pages.post("/subscriptions/{subscription_id}/pause")
+def pause_subscription_form(
+    request: Request,
+    session: SessionDep,
+    actor: subs.AdminForm,
+    subscription_id: RowId,
+    paused: Annotated[bool, Form()],
+) -> RedirectResponse:
+    """Pause or resume a subscription."""
+    check = subs.receiver_check(request.app.state.settings)
+    notifications_service.update_subscription(session, subscription_id, {"paused": paused}, check)
+    queue.commit(session)
+    done = "paused" if paused else "resumed"
+    return RedirectResponse(f"/subscriptions/{subscription_id}?done={done}", status_code=303)
+
+
+@pages.post(
+    "/subscriptions/{subscription_id}/delete", response_class=HTMLResponse, response_model=None
+)
+def delete_subscription_form(
+    request: Request,
+    session: SessionDep,
+    actor: subs.AdminForm,
+    subscription_id: RowId,
+    confirm: Annotated[str, Form(max_length=10)] = "",
+) -> Response:
+    """Delete a subscription and its delivery log, once the box saying so is ticked."""
+    if confirm != "yes":
+        errors = [{"top": "delete", "loc": "confirm", "message": "tick the box to delete"}]
+        settings = request.app.state.settings
+        context = subs.detail_context(session, subscription_id, settings, errors=errors)
+        return render(request, session, "subscription.html", **context)
+    notifications_service.delete_subscription(session, subscription_id)
+    queue.commit(session)
+    return RedirectResponse("/subscriptions?done=deleted", status_code=303)
+
+
+@pages.post("/subscriptions/{subscription_id}/test")
+def send_test_notice_form(
+    request: Request, session: SessionDep, actor: subs.AdminForm, subscription_id: RowId
+) -> RedirectResponse:
+    """Send a made-up notice to every receiver now; the page then follows its deliveries."""
+    settings = request.app.state.settings
+    notice = outbox.send_test_notice(session, subscription_id, settings.PUBLIC_URL)
+    queue.commit(session)
+    to = f"/subscriptions/{subscription_id}?notice={notice.id}&done=test#notice-{notice.id}"
+    return RedirectResponse(to, status_code=303)
+
+
+@pages.post("/subscriptions/{subscription_id}/deliveries/{delivery_id}/redeliver")
+def redeliver_form(
+    session: SessionDep, actor: subs.AdminForm, subscription_id: RowId, delivery_id: RowId
+) -> RedirectResponse:
+    """Send a delivery again now (the same notice, the same webhook-id)."""
+    if subs.subscription_of_delivery(session, delivery_id) != subscription_id:
+        raise NotFound(f"subscription {subscription_id} has no delivery {delivery_id}")
+    outbox.redeliver(session, delivery_id)
+    queue.commit(session)
+    to = f"/subscriptions/{subscription_id}?delivery={delivery_id}&done=redelivered"
+    return RedirectResponse(f"{to}#delivery-{delivery_id}", status_code=303)
+
+
+@pages.get("/silences", response_class=HTMLResponse)
+def silences_view(request: Request, session: SessionDep, done: str | None = None) -> HTMLResponse:
+    """Silences in force or to come, and those that ended last; triage adds and ends them."""
+    scopes = subs.scopes_of(request, session)
+    context = subs.silences_context(session, scopes, "/silences")
+    return render(request, session, "silences.html", done=subs.DONE.get(done or ""), **context)
+
+
+@pages.post("/silences", response_class=HTMLResponse, response_model=None)
+def create_silence_form(
+    request: Request,
+    session: SessionDep,
+    actor: subs.TriageForm,
+    form: subs.SilenceFields,
+    back: Annotated[str, Form(max_length=200)] = "/silences",
+) -> Response:
+    """Hold back notices of the findings the matchers select, for the hours given."""
+    silence, errors = subs.parse_silence(form)
+    if silence is None:
+        scopes = subs.scopes_of(request, session)
+        context = subs.silences_context(session, scopes, safe_next(back), form, errors)
+        return render(request, session, "silences.html", **context)
+    matchers = silence.matchers.model_dump(mode="json", exclude_none=True)
+    silences.create_silence(session, matchers, None, silence.ends_at, silence.comment, actor.label)
+    queue.commit(session)
+    return RedirectResponse(subs.with_done(safe_next(back), "silenced"), status_code=303)
+
+
+@pages.post("/silences/{silence_id}/expire")
+def expire_silence_form(
+    session: SessionDep,
+    actor: subs.TriageForm,
+    silence_id: RowId,
+    back: Annotated[str, Form(max_length=200)] = "/silences",
+) -> RedirectResponse:
+    """End a silence now (it stays listed, expired)."""
+    silences.expire_silence(session, silence_id)
+    queue.commit(session)
+    return RedirectResponse(subs.with_done(safe_next(back), "expired"), status_code=303)
