@@ -278,21 +278,26 @@ def _send_digest(
 
 
 def add_deliveries(session: Session, subscription: Subscription, notice: Notice) -> int:
-    """One pending delivery of ``notice`` per switched-on receiver, due now; how many."""
+    """One delivery of ``notice`` per switched-on receiver, due now; how many.
+
+    A feed's is delivered as it is written (the feed lists it from now on): no task.
+    """
     now = utcnow()
     added = 0
     for receiver in subscription.receivers:
         if receiver.get("disabled"):
             continue
+        in_feed = receiver["kind"] == "feed"
         session.add(
             Delivery(
                 notice_id=notice.id,
                 receiver_key=receiver_key(receiver),
                 kind=receiver["kind"],
                 target=receiver_target(receiver),
-                state="pending",
+                state="delivered" if in_feed else "pending",
                 attempts=0,
                 next_attempt_at=now,
+                delivered_at=now if in_feed else None,
                 last_error="",
                 receipt={},
                 created_at=now,

@@ -162,7 +162,10 @@ def send_test_notice(session: Session, subscription_id: int, public_url: str) ->
     )
     add_deliveries(session, subscription, notice)
     session.flush()
-    for delivery in session.scalars(select(Delivery.id).where(Delivery.notice_id == notice.id)):
+    pending = select(Delivery.id).where(
+        Delivery.notice_id == notice.id, Delivery.state == "pending"
+    )
+    for delivery in session.scalars(pending):
         enqueue_after_commit(session, DELIVER, delivery_id=delivery)
     return notice
 

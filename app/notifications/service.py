@@ -75,7 +75,14 @@ def create_subscription(
     targets(receivers)
     now = utcnow()
     fields = {**{field: values[field] for field in FIELDS}, "receivers": receivers}
-    subscription = Subscription(**fields, revision=1, source=source, created_at=now, updated_at=now)
+    subscription = Subscription(
+        **fields,
+        revision=1,
+        source=source,
+        feed_token=feed_token(receivers),
+        created_at=now,
+        updated_at=now,
+    )
     session.add(subscription)
     _flush(session, subscription.name)
     return subscription
