@@ -249,7 +249,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_beat(args: argparse.Namespace) -> int:
-    """Run Celery beat: the detection and notice sweeps, the suite schedules (BENCHWATCH_SCHEDULES)."""
+    """Run Celery beat: the detection and notice sweeps, the suites (BENCHWATCH_SCHEDULES)."""
     from app.core.config import settings
 
     if not _has_broker("beat"):

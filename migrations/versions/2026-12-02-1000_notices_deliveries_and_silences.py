@@ -133,9 +133,7 @@ def upgrade() -> None:
             sa.Column("source", sa.String(length=16), nullable=False, server_default="api")
         )
         batch_op.add_column(sa.Column("feed_token", sa.String(length=64), nullable=True))
-        batch_op.create_unique_constraint(
-            batch_op.f("uq_subscription_feed_token"), ["feed_token"]
-        )
+        batch_op.create_unique_constraint(batch_op.f("uq_subscription_feed_token"), ["feed_token"])
 
 
 def downgrade() -> None:

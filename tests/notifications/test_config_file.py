@@ -104,9 +104,8 @@ def test_a_bad_file_stops_the_start_and_says_where(
     path.write_text(FILE)
     with pytest.raises(FileError, match="BW_SECRET is not set"):
         read(path)
-    path.write_text(
-        "subscriptions: [{name: a, receivers: [{kind: feed}]}, {name: a, receivers: [{kind: feed}]}]"
-    )
+    twice = "{name: a, receivers: [{kind: feed}]}"
+    path.write_text(f"subscriptions: [{twice}, {twice}]")
     with pytest.raises(FileError, match="given twice: a"):
         read(path)
     path.write_text("- just a list")
