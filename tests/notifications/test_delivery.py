@@ -7,6 +7,7 @@ sweep is run by hand at chosen times where the test is about timing.
 import base64
 import hashlib
 import hmac
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -28,6 +29,7 @@ from app.notifications.receivers import Outcome
 from tests.anomalies.test_service import dynamic_bert_slower, post_history
 from tests.conftest import make_token
 from tests.notifications.receiver import Receiver, receiving
+from tests.notifications.test_email import Recorder, parse, smtp_server
 
 
 @pytest.fixture
@@ -356,3 +358,30 @@ def test_an_attempt_that_outlived_its_lease_leaves_the_delivery_to_the_newer_one
             select(DeliveryAttempt.status).where(DeliveryAttempt.delivery_id == listed["id"])
         ).all()
         assert attempts == [500, 200, 200]
+
+
+def test_a_detected_regression_is_mailed_through_a_real_smtp_server(
+    database: Database, notify_settings: Settings
+) -> None:
+    recorder = Recorder()
+    with smtp_server(recorder) as port:
+        mailing = notify_settings.model_copy(
+            update={"SMTP_HOST": "127.0.0.1", "SMTP_PORT": port, "SMTP_STARTTLS": False}
+        )
+        with serving_app(mailing) as app_client:
+            subscribe(app_client, database, receivers=[{"kind": "email", "to": ["nlp@bw.example"]}])
+            detect_bert_regression(app_client, database)
+            deadline = time.monotonic() + 20
+            while not recorder.received and time.monotonic() < deadline:
+                time.sleep(0.05)
+    (envelope,) = recorder.received
+    assert envelope.rcpt_tos == ["nlp@bw.example"]
+    mail = parse(envelope)
+    assert mail["Subject"].startswith("1 regression on h100-8 (nightly)")
+    text = mail.get_body(("plain",))
+    assert text is not None
+    assert "bert" in text.get_content()
+    images = [part for part in mail.walk() if part.get_content_type() == "image/png"]
+    assert len(images) == 1  # the step chart
+    with database.session_scope() as session:
+        assert session.scalars(select(Delivery.state)).all() == ["delivered"]
