@@ -22,6 +22,10 @@ from app.core.tasks import Registry
 
 log = logging.getLogger(__name__)
 DEFAULT_QUEUE = "default"  # the service's tasks, consumed by ``benchwatch worker``
+# Deliveries wait on receivers (up to their timeout each): a queue of their own, so that a
+# slow receiver never holds up detection (``benchwatch worker`` consumes both).
+NOTIFY_QUEUE = "notify"
+SERVICE_QUEUES = (DEFAULT_QUEUE, NOTIFY_QUEUE)
 
 
 def bench_queue(machine: str) -> str:
@@ -72,7 +76,7 @@ DISPATCH_NOTICES = TASKS.add(
 )
 DELIVER = TASKS.add(
     "notifications.deliver",
-    DEFAULT_QUEUE,
+    NOTIFY_QUEUE,
     job="app.notifications.jobs:deliver",
     config=lambda settings: {"settings": settings},
     # A worker lost mid-send leaves the delivery leased; the sweep queues it again when the
@@ -134,7 +138,8 @@ def connect(settings: Settings) -> tuple[Database, queue.Publisher]:
     if settings.BROKER_URL:
         publisher = queue.CeleryPublisher(settings.BROKER_URL, TASKS.queue_for)
     else:
-        publisher = queue.InProcessPublisher(TASKS.jobs(database, settings))
+        lane_of = TASKS.queue_for  # each queue a thread: deliveries beside detection
+        publisher = queue.InProcessPublisher(TASKS.jobs(database, settings), lane_of)
     database.set_publisher(publisher)
     return database, publisher
 

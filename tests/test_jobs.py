@@ -17,6 +17,7 @@ from app.jobs import (
     DELIVER,
     DETECT_RUN,
     DISPATCH_NOTICES,
+    NOTIFY_QUEUE,
     REQUEUE_SHARDS,
     RUN_SHARD,
     START_SUITE,
@@ -61,6 +62,8 @@ def test_celery_registers_every_task_with_its_declared_options() -> None:
     [
         (DETECT_RUN, {"run_id": 1}, DEFAULT_QUEUE),
         (SWEEP_DETECTION, {}, DEFAULT_QUEUE),
+        (DISPATCH_NOTICES, {}, DEFAULT_QUEUE),
+        (DELIVER, {"delivery_id": 1}, NOTIFY_QUEUE),
         (START_SUITE, {"machine": "h100-a", "tier": "daily"}, "bench.h100-a"),
         (REQUEUE_SHARDS, {}, DEFAULT_QUEUE),  # every machine's shards: the service's worker
         (REQUEUE_SHARDS, {"machine": "h100-a"}, "bench.h100-a"),

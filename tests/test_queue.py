@@ -1,5 +1,7 @@
 """Tasks are published after commit, never after a rollback."""
 
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -50,4 +52,30 @@ def test_in_process_runner_runs_jobs_and_survives_errors() -> None:
     runner.publish("unknown", {})
     runner.drain()
     assert done == [1, 3]
+    runner.close()
+
+
+def test_a_slow_lane_does_not_hold_up_another() -> None:
+    """A delivery waiting on its receiver runs beside detection, not in front of it."""
+    release = threading.Event()
+    done: list[str] = []
+
+    def slow() -> None:
+        release.wait(10)
+        done.append("slow")
+
+    def quick() -> None:
+        done.append("quick")
+
+    lanes = {"deliver": "notify", "detect": "default"}
+    runner = InProcessPublisher({"deliver": slow, "detect": quick}, lanes.__getitem__)
+    runner.publish("deliver", {})
+    runner.publish("detect", {})
+    deadline = time.monotonic() + 5
+    while "quick" not in done and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert done == ["quick"]  # the slow lane is still waiting
+    release.set()
+    runner.drain()
+    assert done == ["quick", "slow"]
     runner.close()

@@ -223,11 +223,11 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     if not _has_broker("worker"):
         return 2
-    from app.jobs import DEFAULT_QUEUE, bench_queue
+    from app.jobs import SERVICE_QUEUES, bench_queue
     from workers.tasks.suite import watch_machine
 
     queues = [bench_queue(args.machine)] if args.machine else []
-    queues += args.queues.split(",") if args.queues else ([] if args.machine else [DEFAULT_QUEUE])
+    queues += args.queues.split(",") if args.queues else ([] if args.machine else [*SERVICE_QUEUES])
     if args.machine:
         watch_machine(args.machine)
     from workers.celery_app import celery_app
@@ -520,7 +520,7 @@ def _worker_options(worker: argparse.ArgumentParser) -> None:
     worker.add_argument(
         "--queues",
         help="service queues to consume too, comma-separated "
-        "(default: 'default' without --machine, none with it)",
+        "(default: 'default,notify' without --machine, none with it)",
     )
     worker.add_argument(
         "--concurrency", type=int, default=1, help="worker processes (default: %(default)s)"

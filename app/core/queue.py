@@ -7,6 +7,7 @@ was rolled back, and a rolled-back transaction publishes nothing.
 """
 
 import logging
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
@@ -88,15 +89,34 @@ class CeleryPublisher:
 
 
 class InProcessPublisher:
-    """Runs tasks in this process, one at a time, on a background thread."""
+    """Runs tasks in this process: one background thread per queue (a lane), in order on each.
 
-    def __init__(self, jobs: dict[str, Callable[..., object]]) -> None:
+    ``lane_of(name)`` names a task's lane (its queue), so that slow work on one queue (a
+    receiver that takes its whole timeout to answer) does not hold up another's (detection).
+    """
+
+    def __init__(
+        self,
+        jobs: dict[str, Callable[..., object]],
+        lane_of: Callable[[str], str] = lambda _: "default",
+    ) -> None:
         self.jobs = jobs
-        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="benchwatch-job")
+        self.lane_of = lane_of
+        self.lanes: dict[str, ThreadPoolExecutor] = {}
+        self.lock = threading.Lock()
+
+    def _lane(self, name: str) -> ThreadPoolExecutor:
+        lane = self.lane_of(name)
+        with self.lock:
+            if lane not in self.lanes:
+                self.lanes[lane] = ThreadPoolExecutor(
+                    max_workers=1, thread_name_prefix=f"benchwatch-{lane}"
+                )
+            return self.lanes[lane]
 
     def publish(self, name: str, kwargs: dict[str, Any]) -> None:
-        """Schedule the job; errors are logged, never raised into the request."""
-        self.executor.submit(self._run, name, kwargs)
+        """Schedule the job on its lane; errors are logged, never raised into the request."""
+        self._lane(name).submit(self._run, name, kwargs)
 
     def _run(self, name: str, kwargs: dict[str, Any]) -> None:
         job = self.jobs.get(name)
@@ -109,9 +129,15 @@ class InProcessPublisher:
             log.exception("in-process job %s%s failed", name, kwargs)
 
     def drain(self) -> None:
-        """Wait for every scheduled job (tests, and a clean shutdown)."""
-        self.executor.submit(lambda: None).result()
+        """Wait for what every lane has scheduled so far (tests, and a clean shutdown)."""
+        with self.lock:
+            lanes = list(self.lanes.values())
+        for lane in lanes:
+            lane.submit(lambda: None).result()
 
     def close(self) -> None:
-        """Finish what is queued, then stop the thread."""
-        self.executor.shutdown(wait=True)
+        """Finish what is queued, then stop the threads."""
+        with self.lock:
+            lanes = list(self.lanes.values())
+        for lane in lanes:
+            lane.shutdown(wait=True)
