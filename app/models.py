@@ -1,6 +1,6 @@
 """Every domain's models, imported so that ``Base.metadata`` is complete (Alembic, tests)."""
 
-from app.anomalies.models import AlertGroup, Regression, RunAnomaly
+from app.anomalies.models import AlertGroup, CaseFailure, Regression, RunAnomaly
 from app.benchmarks.models import (
     Benchmark,
     CatalogGeneration,
@@ -20,6 +20,7 @@ __all__ = [
     "ApiToken",
     "Base",
     "Benchmark",
+    "CaseFailure",
     "CatalogGeneration",
     "CompilerConfig",
     "Delivery",

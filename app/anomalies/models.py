@@ -6,7 +6,7 @@ from typing import Any
 from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from app.benchmarks.models import Series
+from app.benchmarks.models import Benchmark, Machine, Series
 from app.core.db import Base, UTCDateTime, utcnow
 
 # Triage states, most pressing first (a group shows its most pressing member's).
@@ -39,6 +39,9 @@ class AlertGroup(Triaged, Base):
 
     regressions: Mapped[list["Regression"]] = relationship(
         back_populates="group", lazy="selectin", order_by="Regression.id"
+    )
+    failures: Mapped[list["CaseFailure"]] = relationship(
+        back_populates="group", lazy="selectin", order_by="CaseFailure.id"
     )
 
 
@@ -73,6 +76,47 @@ class Regression(Triaged, Base):
 
     series: Mapped[Series] = relationship(lazy="joined")
     group: Mapped[AlertGroup] = relationship(back_populates="regressions")
+
+
+class CaseFailure(Triaged, Base):
+    """A case (a benchmark on a machine and channel) that passed and now fails.
+
+    ``failure``: ``failed`` (a result failed: an error, OOM, a timeout; ``reason`` says which)
+    or ``accuracy`` (its accuracy check stopped passing; ``reason`` holds the outcome). It
+    ends by itself when the case passes again (``passing_again_run_id``); triage works as on
+    a regression. ``flaky``: the case flipped between passing and failing in its recent runs,
+    so it is reported once as flaky rather than at every flip.
+    """
+
+    __tablename__ = "case_failure"
+    __table_args__ = (
+        UniqueConstraint(
+            "benchmark_id",
+            "machine_id",
+            "channel",
+            "first_failing_run_id",
+            name="uq_case_failure_case_first_failing_run",  # the convention's is too long
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    group_id: Mapped[int] = mapped_column(ForeignKey("alert_group.id"), index=True)
+    benchmark_id: Mapped[int] = mapped_column(ForeignKey("benchmark.id"), index=True)
+    machine_id: Mapped[int] = mapped_column(ForeignKey("machine.id"))
+    channel: Mapped[str] = mapped_column(String(64))
+    last_passing_run_id: Mapped[int] = mapped_column(ForeignKey("run.id"))
+    first_failing_run_id: Mapped[int] = mapped_column(ForeignKey("run.id"), index=True)
+    passing_again_run_id: Mapped[int | None] = mapped_column(ForeignKey("run.id"))
+    failure: Mapped[str] = mapped_column(String(16))  # failed | accuracy
+    metric: Mapped[str] = mapped_column(String(128))  # the result that failed
+    reason: Mapped[str] = mapped_column(Text, default="")
+    flaky: Mapped[bool] = mapped_column(Boolean, default=False)
+    status: Mapped[str] = mapped_column(String(16), default="new", index=True)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+
+    benchmark: Mapped[Benchmark] = relationship(lazy="joined")
+    machine: Mapped[Machine] = relationship(lazy="joined")
+    group: Mapped[AlertGroup] = relationship(back_populates="failures")
 
 
 class RunAnomaly(Base):

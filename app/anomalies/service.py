@@ -11,7 +11,7 @@ or the detector that finds it, so an accepted step becomes the baseline.
 import zlib
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
-from app.anomalies import explain, outliers, registry
+from app.anomalies import explain, failures, outliers, registry
 from app.anomalies.detector_interface import (
     Detector,
     DetectorThresholds,
@@ -28,7 +28,7 @@ from app.anomalies.detector_interface import (
 )
 from app.anomalies.detectors import REFINE_RADIUS, ChangePoint
 from app.anomalies.history import History, load_histories, load_samples
-from app.anomalies.models import AlertGroup, Regression, RunAnomaly
+from app.anomalies.models import AlertGroup, CaseFailure, Regression, RunAnomaly
 from app.benchmarks.comparison import direction
 from app.benchmarks.models import Benchmark, Machine, Metric, Series
 from app.benchmarks.service import BenchmarkKey
@@ -52,6 +52,8 @@ class Detection:
     regressions: list[Regression]
     reverted: list[Regression]
     anomaly: RunAnomaly | None = None
+    failures: list[CaseFailure] = field(default_factory=list)  # cases that began failing
+    passing_again: list[CaseFailure] = field(default_factory=list)
 
 
 def detect_for_run(
@@ -68,6 +70,9 @@ def detect_for_run(
     series = _series_keys(session, select(Result.series_id).where(Result.run_id == run_id))
     histories = load_histories(session, [s.id for s in series], run.started_at, INCREMENTAL_POINTS)
     detection = _detect(session, series, histories, read)
+    judged = failures.judge_run(session, run)
+    detection.failures, detection.passing_again = judged.opened, judged.passing_again
+    _group_failures(session, judged.opened, run)
     detection.anomaly = _score_run(session, run, histories)
     for regression in detection.regressions:
         regression.found_by_run_id = run.id
@@ -271,7 +276,7 @@ def _group_and_explain(session: Session, regressions: list[Regression]) -> None:
         regression.environment_diff = explain.diff_environments(
             _environment(last_good), _environment(first_bad)
         )
-        regression.group = _group_for(session, regression, first_bad, last_good)
+        regression.group = _group_for(session, first_bad, last_good, regression.environment_diff)
         session.add(regression)  # only once grouped: group_id is required
         regression.hints = [*regression.hints, *_hints(session, values, regression)]
 
@@ -288,8 +293,18 @@ def _environment(run: Run) -> dict[str, Any]:
     return {**fields, "packages": env.packages, "compiler_options": env.compiler_options}
 
 
+def _group_failures(session: Session, opened: Sequence[CaseFailure], run: Run) -> None:
+    """Each new failure into the alert group of its run's window, as regressions are."""
+    runs: dict[int, Run] = {run.id: run}
+    for failure in opened:
+        last_passing = _run(session, runs, failure.last_passing_run_id)
+        diff = explain.diff_environments(_environment(last_passing), _environment(run))
+        failure.group = _group_for(session, run, last_passing, diff)
+        session.add(failure)  # only once grouped: group_id is required
+
+
 def _group_for(
-    session: Session, regression: Regression, first_bad: Run, last_good: Run
+    session: Session, first_bad: Run, last_good: Run, environment_diff: dict[str, Any]
 ) -> AlertGroup:
     query = (
         select(AlertGroup)
@@ -310,7 +325,7 @@ def _group_for(
         channel=first_bad.channel,
         first_bad_run_id=first_bad.id,
         last_good_run_id=last_good.id,
-        environment_diff=regression.environment_diff,
+        environment_diff=environment_diff,
     )
     session.add(group)
     return group

@@ -1,0 +1,158 @@
+"""Failure findings: a case that passed and now fails, judged after each run.
+
+A case is a benchmark on a machine and channel; in one run it *fails* when one of its results
+has status ``failed`` (an error, OOM, a timeout) or its accuracy result stops passing, and it
+*passes* when it has results and none fails (a case only skipped is not judged). Compared
+with the same case in the runs before (``HISTORY_RUNS`` of the machine and channel):
+
+- passing, then failing: a ``CaseFailure`` opens, with the last passing run and the reason;
+- failing, then passing: the open one ends (``passing_again_run_id``);
+- a case that flipped ``FLAKY_FLIPS`` times in its recent runs is flaky: its failure is
+  marked so, and while a flaky finding of the case is recent, a new flip opens nothing.
+
+Detection of one run is idempotent: a finding already opened at the run is not opened again.
+"""
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.anomalies.models import CaseFailure
+from app.benchmarks.models import Metric, Series
+from app.benchmarks.vocabulary import PASSING_ACCURACY
+from app.runs.models import Result, Run
+
+HISTORY_RUNS = 10  # earlier runs of the machine and channel a case is compared with
+FLAKY_FLIPS = 3  # pass/fail changes in them (and this run) that make a case flaky
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A case in one run: whether it passed; if not, how (``failed``/``accuracy``) and why."""
+
+    passed: bool
+    failure: str = ""
+    metric: str = ""
+    reason: str = ""
+
+
+def outcomes(
+    session: Session, run_ids: Sequence[int], benchmark_ids: Iterable[int] | None = None
+) -> dict[int, dict[int, Outcome]]:
+    """Per run, each case's outcome (by benchmark id); cases only skipped are left out."""
+    query = (
+        select(
+            Result.run_id,
+            Series.benchmark_id,
+            Metric.name,
+            Result.status,
+            Result.text_value,
+            Result.reason,
+        )
+        .join(Series, Result.series_id == Series.id)
+        .join(Metric, Series.metric_id == Metric.id)
+        .where(Result.run_id.in_(run_ids))
+        .order_by(Result.run_id, Series.benchmark_id, Metric.name)
+    )
+    if benchmark_ids is not None:
+        query = query.where(Series.benchmark_id.in_(list(benchmark_ids)))
+    found: dict[int, dict[int, Outcome]] = defaultdict(dict)
+    for run_id, benchmark_id, metric, status, text, reason in session.execute(query):
+        case = found[run_id]
+        if status == "skipped" or (benchmark_id in case and not case[benchmark_id].passed):
+            continue  # skipped says nothing; the first failure found is the one told
+        if status == "failed":
+            case[benchmark_id] = Outcome(False, "failed", metric, reason or "failed")
+        elif metric == "accuracy" and text is not None and text not in PASSING_ACCURACY:
+            case[benchmark_id] = Outcome(False, "accuracy", metric, f"accuracy: {text}")
+        else:
+            case.setdefault(benchmark_id, Outcome(True))
+    return found
+
+
+@dataclass
+class Judged:
+    """What judging one run's cases found."""
+
+    opened: list[CaseFailure]
+    passing_again: list[CaseFailure]
+
+
+def judge_run(session: Session, run: Run) -> Judged:
+    """Open failures for the run's newly failing cases and end those passing again.
+
+    The new findings are added to the session without a group (the caller groups them).
+    """
+    earlier = list(
+        session.scalars(
+            select(Run.id)
+            .where(
+                Run.machine_id == run.machine_id,
+                Run.channel == run.channel,
+                Run.started_at < run.started_at,
+            )
+            .order_by(Run.started_at.desc(), Run.id.desc())
+            .limit(HISTORY_RUNS)
+        )
+    )
+    now = outcomes(session, [run.id]).get(run.id, {})
+    if not now:
+        return Judged([], [])
+    before = outcomes(session, earlier, now) if earlier else {}
+    known = _findings(session, run, now)
+    judged = Judged([], [])
+    for benchmark_id, outcome in now.items():
+        history = [before[r][benchmark_id] for r in earlier if benchmark_id in before.get(r, {})]
+        previous = history[0] if history else None  # the newest earlier outcome
+        open_ = [f for f in known[benchmark_id] if f.passing_again_run_id is None]
+        if outcome.passed:
+            for finding in open_:
+                if finding.first_failing_run_id != run.id:
+                    finding.passing_again_run_id = run.id
+                    judged.passing_again.append(finding)
+            continue
+        if open_ or previous is None or not previous.passed:
+            continue  # still failing, never seen passing, or failing before too
+        flips = _flips([outcome, *history])
+        if flips >= FLAKY_FLIPS and any(f.flaky for f in known[benchmark_id]):
+            continue  # known flaky: told once
+        last_passing = next(
+            r for r in earlier if before[r].get(benchmark_id, Outcome(False)).passed
+        )
+        finding = CaseFailure(
+            benchmark_id=benchmark_id,
+            machine_id=run.machine_id,
+            channel=run.channel,
+            last_passing_run_id=last_passing,
+            first_failing_run_id=run.id,
+            failure=outcome.failure,
+            metric=outcome.metric,
+            reason=outcome.reason[:2000],
+            flaky=flips >= FLAKY_FLIPS,
+            status="new",
+        )
+        judged.opened.append(finding)
+    return judged
+
+
+def _flips(history: Sequence[Outcome]) -> int:
+    return sum(1 for a, b in pairwise(history) if a.passed != b.passed)
+
+
+def _findings(
+    session: Session, run: Run, cases: Mapping[int, Outcome]
+) -> dict[int, list[CaseFailure]]:
+    """The failures recorded for these cases of the run's machine and channel."""
+    found: dict[int, list[CaseFailure]] = defaultdict(list)
+    query = select(CaseFailure).where(
+        CaseFailure.machine_id == run.machine_id,
+        CaseFailure.channel == run.channel,
+        CaseFailure.benchmark_id.in_(list(cases)),
+    )
+    for finding in session.scalars(query.order_by(CaseFailure.id)):
+        found[finding.benchmark_id].append(finding)
+    return found

@@ -1,0 +1,90 @@
+"""Failure findings: cases that start failing open them, grouped per nightly; passing ends them."""
+
+from typing import Any
+
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+
+from app.anomalies.models import AlertGroup, CaseFailure
+from app.core.db import Database
+from app.core.queue import InProcessPublisher
+from tests.factories import result, run_payload
+
+MODELS = ("alexnet", "bert", "resnet50", "t5", "yolov3")
+
+
+def case(model: str, outcome: str) -> list[dict[str, Any]]:
+    """A case's results: ``pass``, ``oom`` (latency failed), ``accuracy`` (fail_accuracy)."""
+    latency = result(model=model, value=10.0, samples=[9.9, 10.0, 10.1])
+    accuracy = result(model=model, metric="accuracy", value=None, text_value="pass")
+    if outcome == "oom":
+        latency = result(model=model, value=None, status="failed", reason="CUDA out of memory")
+    if outcome == "accuracy":
+        accuracy["text_value"] = "fail_accuracy"
+    return [latency, accuracy]
+
+
+def nightly(
+    client: TestClient, headers: dict[str, str], index: int, outcomes: dict[str, str]
+) -> int:
+    rows = [row for model in MODELS for row in case(model, outcomes.get(model, "pass"))]
+    payload = run_payload(f"n-{index}", rows, index=index)
+    answer = client.post("/api/v1/runs", json=payload, headers=headers)
+    assert answer.status_code == 201, answer.text
+    publisher = client.app.state.publisher  # type: ignore[attr-defined]
+    assert isinstance(publisher, InProcessPublisher)
+    publisher.drain()
+    run_id: int = answer.json()["id"]
+    return run_id
+
+
+def failures(database: Database) -> list[CaseFailure]:
+    """By model, then id."""
+    with database.session_scope() as session:
+        found = session.scalars(select(CaseFailure).order_by(CaseFailure.id))
+        return sorted(found, key=lambda f: f.benchmark.model)
+
+
+def test_three_models_start_failing_in_one_group_and_end_when_they_pass(
+    client: TestClient, database: Database, ingest_headers: dict[str, str]
+) -> None:
+    runs = [nightly(client, ingest_headers, i, {}) for i in range(4)]
+    breaking = {"alexnet": "oom", "bert": "accuracy", "t5": "oom"}
+    runs.append(nightly(client, ingest_headers, 4, breaking))
+    runs.append(nightly(client, ingest_headers, 5, breaking))  # still failing: nothing new
+    found = failures(database)
+    assert [(f.benchmark.model, f.failure) for f in found] == [
+        ("alexnet", "failed"),
+        ("bert", "accuracy"),
+        ("t5", "failed"),
+    ]
+    assert {f.first_failing_run_id for f in found} == {runs[4]}
+    assert {f.last_passing_run_id for f in found} == {runs[3]}
+    assert found[0].reason == "CUDA out of memory"
+    assert found[1].reason == "accuracy: fail_accuracy"
+    assert len({f.group_id for f in found}) == 1
+    with database.session_scope() as session:
+        (group,) = session.scalars(select(AlertGroup)).all()
+        assert group.first_bad_run_id == runs[4]
+        assert sorted(f.id for f in group.failures) == sorted(f.id for f in found)
+
+    runs.append(nightly(client, ingest_headers, 6, {}))
+    assert [f.passing_again_run_id for f in failures(database)] == [runs[6]] * 3
+
+
+def test_a_flaky_case_is_told_once_as_flaky(
+    client: TestClient, database: Database, ingest_headers: dict[str, str]
+) -> None:
+    pattern = ["pass", "pass", "pass", "oom", "pass", "oom", "pass", "oom", "pass", "oom"]
+    for index, outcome in enumerate(pattern):
+        nightly(client, ingest_headers, index, {"yolov3": outcome})
+    found = failures(database)
+    assert [f.flaky for f in found] == [False, True]  # its first failure, then once as flaky
+
+
+def test_a_case_never_seen_passing_opens_nothing(
+    client: TestClient, database: Database, ingest_headers: dict[str, str]
+) -> None:
+    nightly(client, ingest_headers, 0, {"bert": "oom"})
+    nightly(client, ingest_headers, 1, {"bert": "oom"})
+    assert failures(database) == []
