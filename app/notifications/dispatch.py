@@ -20,18 +20,19 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import and_, func, or_, select, union
 from sqlalchemy.orm import Session
 
-from app.anomalies.models import AlertGroup, Regression
+from app.anomalies.models import AlertGroup, CaseFailure, Regression
 from app.core.db import utcnow
 from app.core.queue import enqueue_after_commit
 from app.jobs import DELIVER
 from app.notifications import planning
 from app.notifications.matching import compile_subscription
 from app.notifications.models import Delivery, Notice, Silence, Subscription
+from app.notifications.planning import is_open
 from app.notifications.render import Renderer
-from app.notifications.service import finding_of, selected_findings
+from app.notifications.service import Found, finding_of, findings_of, selected_findings
 from app.notifications.targets import receiver_key, receiver_target
 
 DISPATCH_LOCK = 0x62770002  # the advisory lock class of the notice sweep ("bw", 2)
@@ -94,8 +95,13 @@ def plan_reminders(session: Session, timing: Timing, now: datetime) -> int:
     k, so each is planned once); the escalation once, ``NOTIFY_ESCALATE_S`` after, in place
     of the reminder of that moment. Only groups with an untriaged finding are read.
     """
-    untriaged_groups = select(Regression.group_id).where(
-        Regression.status == "new", Regression.reverted.is_(False)
+    untriaged_groups = union(
+        select(Regression.group_id).where(
+            Regression.status == "new", Regression.reverted.is_(False)
+        ),
+        select(CaseFailure.group_id).where(
+            CaseFailure.status == "new", CaseFailure.passing_again_run_id.is_(None)
+        ),
     )
     told = (
         select(Notice.subscription_id, Notice.group_id)
@@ -115,7 +121,7 @@ def plan_reminders(session: Session, timing: Timing, now: datetime) -> int:
             continue
         selected = selected_findings([subscription], group)
         untriaged = [
-            r for _, found in selected for r in found if r.status == "new" and not r.reverted
+            f for _, chosen in selected for f in chosen if f.status == "new" and is_open(f)
         ]
         if untriaged:
             planned += _remind(session, timing, subscription, group, len(untriaged), now)
@@ -190,10 +196,10 @@ def _digest_hour_passed(subscription: Subscription, notice: Notice, now: datetim
 
 def _chosen(
     subscription: Subscription, group: AlertGroup, silences: Sequence[Silence]
-) -> tuple[list[Regression], bool]:
+) -> tuple[list[Found], bool]:
     """The group's findings the subscription selects, less the silenced; and whether any was."""
     matcher = compile_subscription(subscription.match, subscription.exclude)
-    selected = [r for r in group.regressions if matcher.matches(finding_of(r))]
+    selected = [f for f in findings_of(group) if matcher.matches(finding_of(f))]
     mutes = [compile_subscription(s.matchers) for s in silences]
     loud = [r for r in selected if not any(mute.matches(finding_of(r)) for mute in mutes)]
     return loud, len(loud) < len(selected)
@@ -232,7 +238,7 @@ def _send_digest(
     now: datetime,
 ) -> list[Notice]:
     """The due notices of a digest subscription as one digest notice (if any is left)."""
-    sections: list[tuple[AlertGroup, Sequence[Regression], str]] = []
+    sections: list[tuple[AlertGroup, Sequence[Found], str]] = []
     carried = []
     for notice in notices:
         assert notice.group_id is not None

@@ -1,7 +1,8 @@
 """Which notices an alert group's change calls for, written in the transaction that changed it.
 
-Detection adds regressions to groups; it reverts earlier ones; triage fixes them. Whatever
-path did it, a listener notes the groups whose regressions were added or changed, and just
+Detection adds findings to groups (steps, failing cases); it reverts earlier steps and sees
+failing cases pass again; triage fixes them. Whatever
+path did it, a listener notes the groups whose findings were added or changed, and just
 before that transaction commits it plans their notices (``Notice`` rows, the outbox), so a
 detection that rolls back leaves no notice and one that commits cannot lose its notices.
 
@@ -11,9 +12,9 @@ Per group and subscription that selects some of its findings (Alertmanager's ale
   findings arrive together;
 - ``grew``: the group now holds more selected findings than the last notice told of (one
   still waiting tells the newer state anyway, so nothing new is planned then);
-- ``resolved``: no selected finding is left open (each is fixed, expected, invalid or
-  reverted); once, and only to subscribers that were told of the group (waiting notices are
-  cancelled instead).
+- ``resolved``: no selected finding is left open (each is fixed, expected, invalid,
+  reverted, or passing again); once, and only to subscribers that were told of the group
+  (waiting notices are cancelled instead).
 
 Reminders and escalations are planned by the sweep (``dispatch``), which knows the time.
 A notice's ``event_key`` is unique per subscription, so planning the same event twice (a
@@ -26,39 +27,47 @@ from typing import Any
 
 from sqlalchemy import event, inspect, select
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import InstanceState, Session
 
-from app.anomalies.models import AlertGroup, Regression
+from app.anomalies.models import AlertGroup, CaseFailure, Regression
 from app.core.db import utcnow
 from app.core.queue import enqueue_after_commit
 from app.jobs import DISPATCH_NOTICES
 from app.notifications.models import Notice, Subscription
-from app.notifications.service import selected_findings
+from app.notifications.service import Found, selected_findings
 
 TOUCHED = "benchwatch.touched_groups"
 OPEN_STATUSES = ("new", "acknowledged")
 
 
-def is_open(regression: Regression) -> bool:
-    """Still to be acted on: neither triaged away (fixed, expected, invalid) nor reverted."""
-    return regression.status in OPEN_STATUSES and not regression.reverted
+def is_open(found: Found) -> bool:
+    """Still to be acted on: not triaged away, not reverted (a step), not passing again."""
+    if found.status not in OPEN_STATUSES:
+        return False
+    if isinstance(found, CaseFailure):
+        return found.passing_again_run_id is None
+    return not found.reverted
+
+
+# What, changed on a finding, can change what its group's subscribers are told.
+WATCHED = {Regression: ("status", "reverted"), CaseFailure: ("status", "passing_again_run_id")}
 
 
 @event.listens_for(Session, "before_flush")
 def _note_touched_groups(session: Session, _context: Any, _instances: Any) -> None:
-    """Remember the groups whose regressions are added, re-triaged or reverted."""
+    """Remember the groups whose findings are added, re-triaged, reverted or passing again."""
     touched: set[AlertGroup] = session.info.setdefault(TOUCHED, set())
-    for regression in session.new:
-        if isinstance(regression, Regression) and regression.group is not None:
-            touched.add(regression.group)
-    for regression in session.dirty:
-        if isinstance(regression, Regression) and _status_changed(regression):
-            touched.add(regression.group)
+    for found in session.new:
+        if isinstance(found, Regression | CaseFailure) and found.group is not None:
+            touched.add(found.group)
+    for found in session.dirty:
+        if isinstance(found, Regression | CaseFailure) and _changed(found):
+            touched.add(found.group)
 
 
-def _status_changed(regression: Regression) -> bool:
-    state = inspect(regression)
-    return any(state.attrs[name].history.has_changes() for name in ("status", "reverted"))
+def _changed(found: Found) -> bool:
+    state: InstanceState[Found] = inspect(found)
+    return any(state.attrs[name].history.has_changes() for name in WATCHED[type(found)])
 
 
 @event.listens_for(Session, "before_commit")
@@ -107,7 +116,7 @@ def _plan_one(
     session: Session,
     subscription: Subscription,
     group: AlertGroup,
-    chosen: Sequence[Regression],
+    chosen: Sequence[Found],
     notices: Sequence[Notice],
 ) -> int:
     still_open = [r for r in chosen if is_open(r)]

@@ -12,11 +12,12 @@ from urllib.parse import urlencode
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.anomalies.models import AlertGroup, Regression
+from app.anomalies.models import AlertGroup, CaseFailure, Regression
 from app.anomalies.triage import group_status
 from app.benchmarks.models import Machine
 from app.notifications.message import CHART_FINDINGS, MAX_FINDINGS, PAYLOAD_VERSION, percent
 from app.notifications.models import Notice, Subscription
+from app.notifications.service import Found
 from app.runs.models import Result, Run
 
 CHART_POINTS = 30  # of a charted finding's series, around its step
@@ -62,7 +63,7 @@ class Renderer:
         return f"{self.base}/alerts?group={group_id}"
 
     def notice(
-        self, notice: Notice, subscription: Subscription, chosen: Sequence[Regression]
+        self, notice: Notice, subscription: Subscription, chosen: Sequence[Found]
     ) -> dict[str, Any]:
         """The payload of a group's notice, telling of ``chosen`` (the selected findings)."""
         assert notice.group_id is not None
@@ -86,7 +87,7 @@ class Renderer:
         self,
         notice: Notice,
         subscription: Subscription,
-        sections: Sequence[tuple[AlertGroup, Sequence[Regression], str]],
+        sections: Sequence[tuple[AlertGroup, Sequence[Found], str]],
     ) -> dict[str, Any]:
         """The payload of a digest: one section per group (with the event that put it there)."""
         groups = []
@@ -114,16 +115,28 @@ class Renderer:
         }
 
     def group_section(
-        self, group: AlertGroup, chosen: Sequence[Regression], event: str
+        self, group: AlertGroup, chosen: Sequence[Found], event: str
     ) -> dict[str, Any]:
-        """A group as a notice tells of it: where, when, its worst selected findings."""
-        worst = sorted(chosen, key=lambda r: (-abs(r.rel_change), r.id))
+        """A group as a notice tells of it: where, when, its worst selected findings.
+
+        Failures come first (a case that no longer runs is worse than any step), then the
+        steps by the size of their change.
+        """
+        failing = sorted((f for f in chosen if isinstance(f, CaseFailure)), key=lambda f: f.id)
+        steps = sorted(
+            (r for r in chosen if isinstance(r, Regression)),
+            key=lambda r: (-abs(r.rel_change), r.id),
+        )
+        worst: list[Found] = [*failing, *steps]
         listed = worst[:MAX_FINDINGS]
-        charts = self._charts(listed[:CHART_FINDINGS])
+        charts = self._charts([r for r in listed if isinstance(r, Regression)][:CHART_FINDINGS])
         machine = self.session.get_one(Machine, group.machine_id)
-        findings = [self.finding(r, charts.get(r.id)) for r in listed]
+        findings = [
+            self.failure(f) if isinstance(f, CaseFailure) else self.finding(f, charts.get(f.id))
+            for f in listed
+        ]
         return {
-            "headline": EVENT_WORDS.get(event, "") + headline(machine.name, group, worst),
+            "headline": EVENT_WORDS.get(event, "") + headline(machine.name, group, failing, steps),
             "id": group.id,
             "url": self.group_url(group.id),
             "machine": machine.name,
@@ -178,6 +191,29 @@ class Renderer:
             found["history"], found["first_bad_index"] = chart
         return found
 
+    def failure(self, failure: CaseFailure) -> dict[str, Any]:
+        """A failing case of the payload: what fails, why, since when."""
+        benchmark = failure.benchmark
+        return {
+            "id": failure.id,
+            "kind": "failure",
+            "url": f"{self.base}/runs/{failure.first_failing_run_id}",
+            "suite": benchmark.suite,
+            "model": benchmark.model,
+            "category": benchmark.category,
+            "config": benchmark.config,
+            "precision": benchmark.precision,
+            "mode": benchmark.mode,
+            "metric": failure.metric,
+            "failure": failure.failure,
+            "reason": failure.reason,
+            "flaky": failure.flaky,
+            "last_passing_run": self.run(failure.last_passing_run_id),
+            "first_failing_run": self.run(failure.first_failing_run_id),
+            "passing_again_run_id": failure.passing_again_run_id,
+            "status": failure.status,
+        }
+
     def series_url(self, regression: Regression) -> str:
         """The finding's series on the series page, by config."""
         series = regression.series
@@ -222,16 +258,24 @@ class Renderer:
         return values, len(before)
 
 
-def headline(machine: str, group: AlertGroup, worst: Sequence[Regression]) -> str:
-    """``3 regressions, 1 improvement on h100-a (nightly): worst +35.2% latency_ms resnet50``."""
-    counts: dict[str, int] = {}
-    for regression in worst:
+def headline(
+    machine: str, group: AlertGroup, failing: Sequence[CaseFailure], steps: Sequence[Regression]
+) -> str:
+    """``2 failures, 3 regressions on h100-a (nightly): t5 fails (CUDA out of memory)``.
+
+    The worst is the first failure, else the largest step.
+    """
+    counts: dict[str, int] = {"failure": len(failing)} if failing else {}
+    for regression in steps:
         kind = "improvement" if regression.direction == "improvement" else "regression"
         counts[kind] = counts.get(kind, 0) + 1
     parts = [f"{n} {kind}{'s' if n != 1 else ''}" for kind, n in sorted(counts.items())]
     text = f"{', '.join(parts) or 'no findings'} on {machine} ({group.channel})"
-    if worst:
-        top = worst[0]
+    if failing:
+        first = failing[0]
+        text += f": {first.benchmark.model} fails ({first.reason[:80]})"
+    elif steps:
+        top = steps[0]
         model = top.series.benchmark.model
         text += f": worst {percent(top.rel_change)} {top.series.metric.name} {model}"
     return text

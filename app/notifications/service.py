@@ -1,5 +1,6 @@
 """Subscriptions: create, read, change, delete; and which of them an alert group concerns."""
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -7,7 +8,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.anomalies.models import AlertGroup, Regression
+from app.anomalies.models import AlertGroup, CaseFailure, Regression
 from app.core.db import utcnow
 from app.core.errors import Conflict, InvalidInput, NotFound
 from app.notifications import outbound
@@ -181,16 +182,41 @@ def accept_any(_: Sequence[Mapping[str, Any]]) -> None:
     """No check of receivers (tests of what does not depend on where they send)."""
 
 
-def finding_of(regression: Regression) -> Finding:
-    """A regression (or improvement) as subscription rules see it.
+Found = Regression | CaseFailure  # a finding of an alert group, as stored
+
+
+def findings_of(group: AlertGroup) -> list[Found]:
+    """Every finding of a group: its failures, then its steps."""
+    return [*group.failures, *group.regressions]
+
+
+def finding_of(found: Found) -> Finding:
+    """A stored finding as subscription rules see it.
 
     A step that helps is an ``improvement`` finding; one that hurts, or one of a metric
-    with no good direction (``direction`` ``change``), is a ``regression`` finding.
+    with no good direction (``direction`` ``change``), is a ``regression`` finding. A case
+    that started failing is a ``failure``: a change larger than any ``min_rel_change``.
     """
-    series = regression.series
+    if isinstance(found, CaseFailure):
+        benchmark = found.benchmark
+        return Finding(
+            kind="failure",
+            machine=found.machine.name,
+            channel=found.channel,
+            suite=benchmark.suite,
+            model=benchmark.model,
+            category=benchmark.category,
+            config=benchmark.config,
+            precision=benchmark.precision,
+            mode=benchmark.mode,
+            metric=found.metric,
+            direction="regression",
+            rel_change=math.inf,
+        )
+    series = found.series
     benchmark = series.benchmark
     return Finding(
-        kind="improvement" if regression.direction == "improvement" else "regression",
+        kind="improvement" if found.direction == "improvement" else "regression",
         machine=series.machine.name,
         channel=series.channel,
         suite=benchmark.suite,
@@ -200,14 +226,14 @@ def finding_of(regression: Regression) -> Finding:
         precision=benchmark.precision,
         mode=benchmark.mode,
         metric=series.metric.name,
-        direction=regression.direction,
-        rel_change=regression.rel_change,
+        direction=found.direction,
+        rel_change=found.rel_change,
     )
 
 
 def matching_subscriptions(
     session: Session, group: AlertGroup
-) -> list[tuple[Subscription, list[Regression]]]:
+) -> list[tuple[Subscription, list[Found]]]:
     """The unpaused subscriptions that select findings of ``group``, each with those findings.
 
     In the order of the subscriptions' ids; a subscription that selects none is left out.
@@ -220,9 +246,9 @@ def matching_subscriptions(
 
 def selected_findings(
     subscriptions: Iterable[Subscription], group: AlertGroup
-) -> list[tuple[Subscription, list[Regression]]]:
+) -> list[tuple[Subscription, list[Found]]]:
     """Each of ``subscriptions`` that selects findings of ``group``, with those findings."""
-    findings = [(finding_of(r), r) for r in group.regressions]
+    findings = [(finding_of(found), found) for found in findings_of(group)]
     selected = []
     for subscription in subscriptions:
         matcher = compile_subscription(subscription.match, subscription.exclude)

@@ -26,6 +26,7 @@ from app.notifications import delivery as delivery_module
 from app.notifications import dispatch, jobs
 from app.notifications.models import Delivery, DeliveryAttempt, Notice, Subscription
 from app.notifications.receivers import Outcome
+from tests.anomalies.test_failures import nightly as failing_nightly
 from tests.anomalies.test_service import dynamic_bert_slower, post_history
 from tests.conftest import make_token
 from tests.notifications.receiver import Receiver, receiving
@@ -385,3 +386,40 @@ def test_a_detected_regression_is_mailed_through_a_real_smtp_server(
     assert len(images) == 1  # the step chart
     with database.session_scope() as session:
         assert session.scalars(select(Delivery.state)).all() == ["delivered"]
+
+
+def test_cases_that_start_failing_are_one_notice_and_passing_again_resolves_it(
+    app_client: TestClient, database: Database, notify_settings: Settings
+) -> None:
+    headers = {"Authorization": f"Bearer {make_token(database, 'ingest')}"}
+    with receiving() as hook:
+        subscribe(
+            app_client,
+            database,
+            name="failures",
+            match={"kind": "failure", "min_rel_change": 0.05},
+            receivers=[{"kind": "webhook", "url": hook.url}],
+        )
+        for index in range(3):
+            failing_nightly(app_client, headers, index, {})
+        breaking = {"alexnet": "oom", "bert": "accuracy", "t5": "oom"}
+        failing_nightly(app_client, headers, 3, breaking)
+        settle(app_client)
+        (opened,) = hook.wait_for(1)
+        body = opened.json()
+        assert body["event"] == "opened"
+        assert body["headline"].startswith("3 failures on h100-8 (nightly): ")
+        assert sorted((f["model"], f["failure"]) for f in body["findings"]) == [
+            ("alexnet", "failed"),
+            ("bert", "accuracy"),
+            ("t5", "failed"),
+        ]
+        assert {f["kind"] for f in body["findings"]} == {"failure"}
+        oom = next(f for f in body["findings"] if f["model"] == "t5")
+        assert oom["reason"] == "CUDA out of memory"
+        assert oom["last_passing_run"]["url"].startswith("https://bw.example/runs/")
+
+        failing_nightly(app_client, headers, 4, {})
+        settle(app_client)
+        events = [r.json()["event"] for r in hook.wait_for(2)]
+        assert events == ["opened", "resolved"]
