@@ -51,6 +51,27 @@ def _check_name_free(session: Session, name: str, subscription_id: int | None = 
         raise _name_taken(name)
 
 
+def _check_feed_free(
+    session: Session, receivers: Sequence[Mapping[str, Any]], subscription_id: int | None = None
+) -> str | None:
+    """The receivers' feed token, unless another subscription's feed has it (Conflict)."""
+    token = feed_token(receivers)
+    if token is None:
+        return None
+    query = select(Subscription.id).where(Subscription.feed_token == token)
+    if subscription_id is not None:
+        query = query.where(Subscription.id != subscription_id)
+    with session.no_autoflush:
+        taken = session.scalar(query) is not None
+    if taken:
+        at = next(i for i, r in enumerate(receivers) if r["kind"] == "feed")
+        raise Conflict(
+            "another subscription's feed has this token: leave it out to get a new one",
+            errors=[{"loc": f"receivers[{at}].token", "field": "token", "message": "taken"}],
+        )
+    return token
+
+
 def _flush(session: Session, name: str) -> None:
     """Write the change; a name another transaction took meanwhile is a Conflict too."""
     try:
@@ -68,7 +89,7 @@ def create_subscription(
     receiver sends (``check_receivers``).
 
     Raises:
-        Conflict: another subscription has the name.
+        Conflict: another subscription has the name, or its feed the token.
         InvalidInput: a receiver sends where it may not.
     """
     _check_name_free(session, values["name"])
@@ -80,7 +101,7 @@ def create_subscription(
         **fields,
         revision=1,
         source=source,
-        feed_token=feed_token(receivers),
+        feed_token=_check_feed_free(session, receivers),
         created_at=now,
         updated_at=now,
     )
@@ -116,7 +137,7 @@ def update_subscription(
         receivers = with_credentials(changes["receivers"], subscription.receivers)
         targets(receivers)
         changes = {**changes, "receivers": receivers}
-        subscription.feed_token = feed_token(receivers)
+        subscription.feed_token = _check_feed_free(session, receivers, subscription.id)
     changed = {f: v for f, v in changes.items() if f in FIELDS and getattr(subscription, f) != v}
     if not changed:
         return subscription

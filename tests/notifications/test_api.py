@@ -158,3 +158,17 @@ def test_a_patch_is_validated_too(client: TestClient, admin: dict[str, str]) -> 
     assert_error(client.patch(one, json=bad, headers=admin), 422, "receivers[0].webhook.url")
     assert_error(client.patch(one, json={"when": {"digest_hours": [24]}}, headers=admin), 422)
     assert client.get(one, headers=admin).json()["revision"] == 1
+
+
+def test_a_feed_token_is_one_subscriptions_only(client: TestClient, admin: dict[str, str]) -> None:
+    first = client.post(URL, json=new("a", receivers=[{"kind": "feed"}]), headers=admin)
+    token = first.json()["receivers"][0]["token"]
+    taken = [{"kind": "feed", "token": token}]
+    created = client.post(URL, json=new("b", receivers=taken), headers=admin)
+    assert created.status_code == 409, created.text
+    assert created.json()["errors"][0]["loc"] == "receivers[0].token"
+    other = client.post(URL, json=new("c", receivers=[{"kind": "feed"}]), headers=admin)
+    changed = client.patch(f"{URL}/{other.json()['id']}", json={"receivers": taken}, headers=admin)
+    assert changed.status_code == 409, changed.text
+    same = client.patch(f"{URL}/{first.json()['id']}", json={"receivers": taken}, headers=admin)
+    assert same.status_code == 200, same.text  # its own token: kept
