@@ -62,6 +62,14 @@ SWEEP_DETECTION = TASKS.add(
     job="app.anomalies.jobs:sweep_detection",
     config=lambda settings: {"overdue_s": settings.DETECTION_OVERDUE_S},
 )
+SWEEP_SILENCE = TASKS.add(  # machines that stopped reporting
+    "anomalies.sweep_silence",
+    DEFAULT_QUEUE,
+    job="app.anomalies.jobs:sweep_silence",
+    autoretry_for=(OperationalError, IntegrityError),
+    retry_backoff=True,
+    max_retries=5,
+)
 # Notices: the sweep plans reminders, sends what is due and queues deliveries (idempotent);
 # a delivery claims its row before it sends, so a duplicate message sends nothing.
 DISPATCH_NOTICES = TASKS.add(

@@ -29,7 +29,14 @@ from app.dashboard import router as dashboard
 from app.dashboard.router import FRONTEND
 from app.dashboard.sign_in import SignInRequired, to_sign_in
 from app.health.router import router as health_router
-from app.jobs import DISPATCH_NOTICES, SWEEP_DETECTION, Sweeper, connect, disconnect
+from app.jobs import (
+    DISPATCH_NOTICES,
+    SWEEP_DETECTION,
+    SWEEP_SILENCE,
+    Sweeper,
+    connect,
+    disconnect,
+)
 from app.notifications import config_file
 from app.notifications.outbound import AllowList
 from app.notifications.router import feeds as feeds_router
@@ -105,6 +112,7 @@ def create_app(config: Settings | None = None) -> FastAPI:
         in_process = isinstance(publisher, InProcessPublisher)
         sweeps = [
             (SWEEP_DETECTION, config.DETECTION_SWEEP_S),
+            (SWEEP_SILENCE, config.SILENCE_SWEEP_S),
             (DISPATCH_NOTICES, config.NOTIFY_SWEEP_S),
         ]
         sweepers = [Sweeper(publisher, t, every) for t, every in sweeps if in_process and every > 0]

@@ -1,6 +1,6 @@
 """Every domain's models, imported so that ``Base.metadata`` is complete (Alembic, tests)."""
 
-from app.anomalies.models import AlertGroup, CaseFailure, Regression, RunAnomaly
+from app.anomalies.models import AlertGroup, CaseFailure, MachineSilence, Regression, RunAnomaly
 from app.benchmarks.models import (
     Benchmark,
     CatalogGeneration,
@@ -27,6 +27,7 @@ __all__ = [
     "DeliveryAttempt",
     "Environment",
     "Machine",
+    "MachineSilence",
     "Metric",
     "Notice",
     "Regression",

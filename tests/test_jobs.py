@@ -22,6 +22,7 @@ from app.jobs import (
     RUN_SHARD,
     START_SUITE,
     SWEEP_DETECTION,
+    SWEEP_SILENCE,
     TASKS,
 )
 from workers.celery_app import celery_app
@@ -33,6 +34,7 @@ REGISTRY = ROOT / "app" / "jobs.py"
 ON_THE_WIRE = {
     "anomalies.detect_run",
     "anomalies.sweep_detection",
+    "anomalies.sweep_silence",
     "bench.start_suite",
     "bench.run_shard",
     "bench.requeue_shards",
@@ -63,6 +65,7 @@ def test_celery_registers_every_task_with_its_declared_options() -> None:
         (DETECT_RUN, {"run_id": 1}, DEFAULT_QUEUE),
         (SWEEP_DETECTION, {}, DEFAULT_QUEUE),
         (DISPATCH_NOTICES, {}, DEFAULT_QUEUE),
+        (SWEEP_SILENCE, {}, DEFAULT_QUEUE),
         (DELIVER, {"delivery_id": 1}, NOTIFY_QUEUE),
         (START_SUITE, {"machine": "h100-a", "tier": "daily"}, "bench.h100-a"),
         (REQUEUE_SHARDS, {}, DEFAULT_QUEUE),  # every machine's shards: the service's worker
@@ -87,10 +90,12 @@ def test_the_in_process_runner_has_every_job(database: Database, settings: Setti
         == {
             DETECT_RUN,
             SWEEP_DETECTION,
+            SWEEP_SILENCE,
             DISPATCH_NOTICES,
             DELIVER,
         }
     )
+    assert jobs[SWEEP_SILENCE]() == 0
     assert jobs[SWEEP_DETECTION]() == 0  # its job, bound to the database and its settings
     assert jobs[DISPATCH_NOTICES]().sent == 0
     assert jobs[DELIVER](delivery_id=1) == "skipped"  # no such delivery to claim

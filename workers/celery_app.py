@@ -21,6 +21,7 @@ from app.jobs import (
     REQUEUE_SHARDS,
     START_SUITE,
     SWEEP_DETECTION,
+    SWEEP_SILENCE,
     TASKS,
 )
 
@@ -43,6 +44,7 @@ def beat_schedule(config: Settings) -> dict[str, dict[str, Any]]:
     entries = {
         "sweep-detection": entry(SWEEP_DETECTION, config.DETECTION_SWEEP_S),
         "dispatch-notices": entry(DISPATCH_NOTICES, config.NOTIFY_SWEEP_S),
+        "sweep-silence": entry(SWEEP_SILENCE, config.SILENCE_SWEEP_S),
     }
     entries |= {
         f"suite-{s.machine}-{s.tier}": entry(

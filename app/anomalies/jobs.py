@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from app.anomalies import service
+from app.anomalies import service, silence
 from app.anomalies.detector_interface import Thresholds
 from app.core.db import Database
 from app.core.queue import enqueue_after_commit
@@ -55,3 +55,18 @@ def sweep_detection(database: Database, *, overdue_s: float) -> int:
     if overdue:
         log.warning("detection overdue for %d run(s), queued again: %s", len(overdue), overdue)
     return len(overdue)
+
+
+def sweep_silence(database: Database) -> int:
+    """Open a finding for each machine and channel that stopped reporting; how many."""
+    with database.session_scope() as session:
+        opened = silence.open_silences(session)
+        for found in opened:
+            log.warning(
+                "machine %s (%s) silent since %s (runs every %s s)",
+                found.machine.name,
+                found.channel,
+                found.silent_since,
+                round(found.expected_every_s),
+            )
+    return len(opened)

@@ -43,6 +43,9 @@ class AlertGroup(Triaged, Base):
     failures: Mapped[list["CaseFailure"]] = relationship(
         back_populates="group", lazy="selectin", order_by="CaseFailure.id"
     )
+    silences: Mapped[list["MachineSilence"]] = relationship(
+        back_populates="group", lazy="selectin", order_by="MachineSilence.id"
+    )
 
 
 class Regression(Triaged, Base):
@@ -117,6 +120,32 @@ class CaseFailure(Triaged, Base):
     benchmark: Mapped[Benchmark] = relationship(lazy="joined")
     machine: Mapped[Machine] = relationship(lazy="joined")
     group: Mapped[AlertGroup] = relationship(back_populates="failures")
+
+
+class MachineSilence(Triaged, Base):
+    """A machine and channel that stopped reporting: no run for two of its usual intervals.
+
+    Its group holds it alone (both of the group's runs are the last run before the silence),
+    so that the findings of the runs after it are grouped as usual. It ends by itself when a
+    run arrives (``ended_by_run_id``).
+    """
+
+    __tablename__ = "machine_silence"
+    __table_args__ = (UniqueConstraint("machine_id", "channel", "last_run_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    group_id: Mapped[int] = mapped_column(ForeignKey("alert_group.id"), index=True)
+    machine_id: Mapped[int] = mapped_column(ForeignKey("machine.id"), index=True)
+    channel: Mapped[str] = mapped_column(String(64))
+    last_run_id: Mapped[int] = mapped_column(ForeignKey("run.id"))
+    expected_every_s: Mapped[float] = mapped_column(Float)  # learned from its runs
+    silent_since: Mapped[datetime] = mapped_column(UTCDateTime)  # the last run's start
+    ended_by_run_id: Mapped[int | None] = mapped_column(ForeignKey("run.id"))
+    status: Mapped[str] = mapped_column(String(16), default="new", index=True)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+
+    machine: Mapped[Machine] = relationship(lazy="joined")
+    group: Mapped[AlertGroup] = relationship(back_populates="silences")
 
 
 class RunAnomaly(Base):

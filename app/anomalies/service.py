@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
-from app.anomalies import explain, failures, outliers, registry
+from app.anomalies import explain, failures, outliers, registry, silence
 from app.anomalies.detector_interface import (
     Detector,
     DetectorThresholds,
@@ -28,7 +28,13 @@ from app.anomalies.detector_interface import (
 )
 from app.anomalies.detectors import REFINE_RADIUS, ChangePoint
 from app.anomalies.history import History, load_histories, load_samples
-from app.anomalies.models import AlertGroup, CaseFailure, Regression, RunAnomaly
+from app.anomalies.models import (
+    AlertGroup,
+    CaseFailure,
+    MachineSilence,
+    Regression,
+    RunAnomaly,
+)
 from app.benchmarks.comparison import direction
 from app.benchmarks.models import Benchmark, Machine, Metric, Series
 from app.benchmarks.service import BenchmarkKey
@@ -54,6 +60,7 @@ class Detection:
     anomaly: RunAnomaly | None = None
     failures: list[CaseFailure] = field(default_factory=list)  # cases that began failing
     passing_again: list[CaseFailure] = field(default_factory=list)
+    silences_ended: list[MachineSilence] = field(default_factory=list)
 
 
 def detect_for_run(
@@ -73,6 +80,7 @@ def detect_for_run(
     judged = failures.judge_run(session, run)
     detection.failures, detection.passing_again = judged.opened, judged.passing_again
     _group_failures(session, judged.opened, run)
+    detection.silences_ended = silence.end_silences(session, run)
     detection.anomaly = _score_run(session, run, histories)
     for regression in detection.regressions:
         regression.found_by_run_id = run.id
@@ -312,6 +320,7 @@ def _group_for(
         .where(
             AlertGroup.machine_id == first_bad.machine_id,
             AlertGroup.channel == first_bad.channel,
+            ~AlertGroup.silences.any(),  # a silence's group holds it alone
             Run.started_at.between(
                 first_bad.started_at - GROUP_WINDOW, first_bad.started_at + GROUP_WINDOW
             ),

@@ -47,6 +47,7 @@ class Settings(BaseSettings):
     # (its task was lost: broker down, worker killed); the sweep looks every DETECTION_SWEEP_S.
     DETECTION_OVERDUE_S: float = 600.0
     DETECTION_SWEEP_S: float = 300.0
+    SILENCE_SWEEP_S: float = 600.0  # how often machines that stopped reporting are looked for
     SHARD_TIMEOUT_S: float = 3600.0  # a shard's subprocess is killed after this long
     SHARD_LEASE_S: float = 60.0  # a worker renews its hold on a shard this often (x1/3)
     SHARD_ATTEMPTS: int = 3  # a crashed or hung shard runs at most this many times

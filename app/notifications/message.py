@@ -88,6 +88,9 @@ def finding_line(finding: Mapping[str, Any]) -> str:
         for field in ("suite", "model", "config", "precision", "mode")
         if finding.get(field)
     )
+    if finding.get("kind") == "machine_silent":
+        where = f"{finding.get('machine', '')} ({finding.get('channel', '')})"
+        return f"machine silent: {where}, no run since {finding.get('silent_since', '')}"
     if finding.get("kind") == "failure":
         flaky = " (flaky)" if finding.get("flaky") else ""
         return f"failure{flaky} {case}: {finding.get('reason', '')}".strip()

@@ -29,7 +29,7 @@ from sqlalchemy import event, inspect, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import InstanceState, Session
 
-from app.anomalies.models import AlertGroup, CaseFailure, Regression
+from app.anomalies.models import AlertGroup, CaseFailure, MachineSilence, Regression
 from app.core.db import utcnow
 from app.core.queue import enqueue_after_commit
 from app.jobs import DISPATCH_NOTICES
@@ -41,16 +41,23 @@ OPEN_STATUSES = ("new", "acknowledged")
 
 
 def is_open(found: Found) -> bool:
-    """Still to be acted on: not triaged away, not reverted (a step), not passing again."""
+    """Still to be acted on: not triaged away, nor reverted, passing or reporting again."""
     if found.status not in OPEN_STATUSES:
         return False
     if isinstance(found, CaseFailure):
         return found.passing_again_run_id is None
+    if isinstance(found, MachineSilence):
+        return found.ended_by_run_id is None
     return not found.reverted
 
 
 # What, changed on a finding, can change what its group's subscribers are told.
-WATCHED = {Regression: ("status", "reverted"), CaseFailure: ("status", "passing_again_run_id")}
+WATCHED: dict[type, tuple[str, ...]] = {
+    Regression: ("status", "reverted"),
+    CaseFailure: ("status", "passing_again_run_id"),
+    MachineSilence: ("status", "ended_by_run_id"),
+}
+FINDINGS = (Regression, CaseFailure, MachineSilence)
 
 
 @event.listens_for(Session, "before_flush")
@@ -58,10 +65,10 @@ def _note_touched_groups(session: Session, _context: Any, _instances: Any) -> No
     """Remember the groups whose findings are added, re-triaged, reverted or passing again."""
     touched: set[AlertGroup] = session.info.setdefault(TOUCHED, set())
     for found in session.new:
-        if isinstance(found, Regression | CaseFailure) and found.group is not None:
+        if isinstance(found, FINDINGS) and found.group is not None:
             touched.add(found.group)
     for found in session.dirty:
-        if isinstance(found, Regression | CaseFailure) and _changed(found):
+        if isinstance(found, FINDINGS) and _changed(found):
             touched.add(found.group)
 
 

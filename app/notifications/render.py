@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.anomalies.models import AlertGroup, CaseFailure, Regression
+from app.anomalies.models import AlertGroup, CaseFailure, MachineSilence, Regression
 from app.anomalies.triage import group_status
 from app.benchmarks.models import Machine
 from app.notifications.message import CHART_FINDINGS, MAX_FINDINGS, PAYLOAD_VERSION, percent
@@ -119,24 +119,23 @@ class Renderer:
     ) -> dict[str, Any]:
         """A group as a notice tells of it: where, when, its worst selected findings.
 
-        Failures come first (a case that no longer runs is worse than any step), then the
-        steps by the size of their change.
+        A silence comes first, then failures (a case that no longer runs is worse than any
+        step), then the steps by the size of their change.
         """
+        silent = [s for s in chosen if isinstance(s, MachineSilence)]
         failing = sorted((f for f in chosen if isinstance(f, CaseFailure)), key=lambda f: f.id)
         steps = sorted(
             (r for r in chosen if isinstance(r, Regression)),
             key=lambda r: (-abs(r.rel_change), r.id),
         )
-        worst: list[Found] = [*failing, *steps]
+        worst: list[Found] = [*silent, *failing, *steps]
         listed = worst[:MAX_FINDINGS]
         charts = self._charts([r for r in listed if isinstance(r, Regression)][:CHART_FINDINGS])
         machine = self.session.get_one(Machine, group.machine_id)
-        findings = [
-            self.failure(f) if isinstance(f, CaseFailure) else self.finding(f, charts.get(f.id))
-            for f in listed
-        ]
+        findings = [self.any_finding(f, charts) for f in listed]
         return {
-            "headline": EVENT_WORDS.get(event, "") + headline(machine.name, group, failing, steps),
+            "headline": EVENT_WORDS.get(event, "")
+            + headline(machine.name, group, silent, failing, steps),
             "id": group.id,
             "url": self.group_url(group.id),
             "machine": machine.name,
@@ -190,6 +189,31 @@ class Renderer:
         if chart is not None:
             found["history"], found["first_bad_index"] = chart
         return found
+
+    def any_finding(
+        self, found: Found, charts: dict[int, tuple[list[float | None], int]]
+    ) -> dict[str, Any]:
+        """A finding of the payload, whatever its kind."""
+        if isinstance(found, MachineSilence):
+            return self.silence(found)
+        if isinstance(found, CaseFailure):
+            return self.failure(found)
+        return self.finding(found, charts.get(found.id))
+
+    def silence(self, silence: MachineSilence) -> dict[str, Any]:
+        """A machine that stopped reporting: since when, and how often it used to."""
+        return {
+            "id": silence.id,
+            "kind": "machine_silent",
+            "url": f"{self.base}/runs/{silence.last_run_id}",
+            "machine": silence.machine.name,
+            "channel": silence.channel,
+            "last_run": self.run(silence.last_run_id),
+            "silent_since": iso(silence.silent_since),
+            "expected_every_s": silence.expected_every_s,
+            "ended_by_run_id": silence.ended_by_run_id,
+            "status": silence.status,
+        }
 
     def failure(self, failure: CaseFailure) -> dict[str, Any]:
         """A failing case of the payload: what fails, why, since when."""
@@ -259,12 +283,19 @@ class Renderer:
 
 
 def headline(
-    machine: str, group: AlertGroup, failing: Sequence[CaseFailure], steps: Sequence[Regression]
+    machine: str,
+    group: AlertGroup,
+    silent: Sequence[MachineSilence],
+    failing: Sequence[CaseFailure],
+    steps: Sequence[Regression],
 ) -> str:
     """``2 failures, 3 regressions on h100-a (nightly): t5 fails (CUDA out of memory)``.
 
-    The worst is the first failure, else the largest step.
+    A silence says since when; else the worst is the first failure, else the largest step.
     """
+    if silent:
+        since = silent[0].silent_since
+        return f"{machine} ({group.channel}) silent: no run since {since:%Y-%m-%d %H:%M} UTC"
     counts: dict[str, int] = {"failure": len(failing)} if failing else {}
     for regression in steps:
         kind = "improvement" if regression.direction == "improvement" else "regression"

@@ -8,7 +8,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.anomalies.models import AlertGroup, CaseFailure, Regression
+from app.anomalies.models import AlertGroup, CaseFailure, MachineSilence, Regression
 from app.core.db import utcnow
 from app.core.errors import Conflict, InvalidInput, NotFound
 from app.notifications import outbound
@@ -203,12 +203,12 @@ def accept_any(_: Sequence[Mapping[str, Any]]) -> None:
     """No check of receivers (tests of what does not depend on where they send)."""
 
 
-Found = Regression | CaseFailure  # a finding of an alert group, as stored
+Found = Regression | CaseFailure | MachineSilence  # a finding of an alert group, as stored
 
 
 def findings_of(group: AlertGroup) -> list[Found]:
-    """Every finding of a group: its failures, then its steps."""
-    return [*group.failures, *group.regressions]
+    """Every finding of a group: a silence, its failures, then its steps."""
+    return [*group.silences, *group.failures, *group.regressions]
 
 
 def finding_of(found: Found) -> Finding:
@@ -216,8 +216,17 @@ def finding_of(found: Found) -> Finding:
 
     A step that helps is an ``improvement`` finding; one that hurts, or one of a metric
     with no good direction (``direction`` ``change``), is a ``regression`` finding. A case
-    that started failing is a ``failure``: a change larger than any ``min_rel_change``.
+    that started failing is a ``failure``, a machine that stopped reporting is
+    ``machine_silent``: both a change larger than any ``min_rel_change``.
     """
+    if isinstance(found, MachineSilence):
+        return Finding(
+            kind="machine_silent",
+            machine=found.machine.name,
+            channel=found.channel,
+            direction="regression",
+            rel_change=math.inf,
+        )
     if isinstance(found, CaseFailure):
         benchmark = found.benchmark
         return Finding(

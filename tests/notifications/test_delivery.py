@@ -21,6 +21,7 @@ from app.anomalies.models import AlertGroup
 from app.core.config import Settings
 from app.core.db import Database, utcnow
 from app.core.queue import InProcessPublisher
+from app.jobs import SWEEP_SILENCE
 from app.main import create_app
 from app.notifications import delivery as delivery_module
 from app.notifications import dispatch, jobs
@@ -423,3 +424,31 @@ def test_cases_that_start_failing_are_one_notice_and_passing_again_resolves_it(
         settle(app_client)
         events = [r.json()["event"] for r in hook.wait_for(2)]
         assert events == ["opened", "resolved"]
+
+
+def test_a_silent_machine_is_told_and_its_return_resolves_it(
+    app_client: TestClient, database: Database, notify_settings: Settings
+) -> None:
+    headers = {"Authorization": f"Bearer {make_token(database, 'ingest')}"}
+    with receiving() as hook:
+        subscribe(
+            app_client,
+            database,
+            name="fleet",
+            match={"kind": "machine_silent"},
+            receivers=[{"kind": "webhook", "url": hook.url}],
+        )
+        for index in range(4):
+            failing_nightly(app_client, headers, index, {})
+        publisher = app_client.app.state.publisher  # type: ignore[attr-defined]
+        publisher.publish(SWEEP_SILENCE, {})  # as beat would: the runs are months old
+        settle(app_client)
+        (told,) = hook.wait_for(1)
+        body = told.json()
+        assert body["event"] == "opened"
+        assert body["headline"].startswith("h100-8 (nightly) silent: no run since 2026-01-02")
+        (finding,) = body["findings"]
+        assert (finding["kind"], finding["expected_every_s"]) == ("machine_silent", 43200.0)
+        failing_nightly(app_client, headers, 4, {})
+        settle(app_client)
+        assert [r.json()["event"] for r in hook.wait_for(2)] == ["opened", "resolved"]

@@ -87,6 +87,7 @@ def test_beat_schedules_a_suite_run_per_machine_on_its_cron() -> None:
     assert set(entries) == {
         "sweep-detection",
         "dispatch-notices",
+        "sweep-silence",
         "suite-h100-a-daily",
         "suite-mi300x-b-smoke",
         "requeue-shards",
@@ -104,6 +105,7 @@ def test_beat_schedules_a_suite_run_per_machine_on_its_cron() -> None:
     assert set(beat_schedule(Settings(SCHEDULES=[]))) == {
         "sweep-detection",
         "dispatch-notices",
+        "sweep-silence",
         "requeue-shards",
     }
     notices = entries["dispatch-notices"]

@@ -1,0 +1,61 @@
+"""Silent machines: a machine that misses two of its usual intervals opens a finding."""
+
+from datetime import timedelta
+
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+
+from app.anomalies import jobs, silence
+from app.anomalies.models import AlertGroup, MachineSilence
+from app.core.db import Database
+from app.runs.models import Run
+from tests.anomalies.test_failures import nightly
+
+
+def last_started(database: Database) -> Run:
+    with database.session_scope() as session:
+        return session.scalars(select(Run).order_by(Run.started_at.desc())).first()  # type: ignore[return-value]
+
+
+def silences(database: Database) -> list[MachineSilence]:
+    with database.session_scope() as session:
+        return list(session.scalars(select(MachineSilence).order_by(MachineSilence.id)))
+
+
+def test_two_missed_intervals_open_a_silence_and_the_next_run_ends_it(
+    client: TestClient, database: Database, ingest_headers: dict[str, str]
+) -> None:
+    for index in range(5):  # every 12 hours
+        nightly(client, ingest_headers, index, {})
+    last = last_started(database)
+    with database.session_scope() as session:
+        (cadence,) = silence.cadences(session)
+        assert cadence.every == timedelta(hours=12)
+        assert silence.open_silences(session, last.started_at + timedelta(hours=23)) == []
+        (opened,) = silence.open_silences(session, last.started_at + timedelta(hours=25))
+        assert (opened.last_run_id, opened.expected_every_s) == (last.id, 43200.0)
+        assert opened.silent_since == last.started_at
+        group = session.get_one(AlertGroup, opened.group_id)
+        assert (group.first_bad_run_id, group.last_good_run_id) == (last.id, last.id)
+    with database.session_scope() as session:  # once per silence
+        assert silence.open_silences(session, last.started_at + timedelta(days=3)) == []
+
+    back = nightly(client, ingest_headers, 7, {"bert": "oom"})  # back, with a failure
+    (ended,) = silences(database)
+    assert ended.ended_by_run_id == back
+    with database.session_scope() as session:
+        groups = session.scalars(select(AlertGroup).order_by(AlertGroup.id)).all()
+        assert len(groups) == 2  # the run's failure is not put in the silence's group
+        assert [len(g.silences) for g in groups] == [1, 0]
+        assert [len(g.failures) for g in groups] == [0, 1]
+
+
+def test_no_cadence_before_four_runs(
+    client: TestClient, database: Database, ingest_headers: dict[str, str]
+) -> None:
+    for index in range(3):
+        nightly(client, ingest_headers, index, {})
+    assert jobs.sweep_silence(database) == 0
+    nightly(client, ingest_headers, 3, {})
+    assert jobs.sweep_silence(database) == 1  # the runs are in January: long silent now
+    assert jobs.sweep_silence(database) == 0
