@@ -14,7 +14,7 @@ Detection of one run is idempotent: a finding already opened at the run is not o
 """
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -27,6 +27,7 @@ from app.benchmarks.vocabulary import PASSING_ACCURACY
 from app.runs.models import Result, Run
 
 HISTORY_RUNS = 10  # earlier runs of the machine and channel a case is compared with
+RESCAN_BATCH = 50  # runs whose outcomes a rescan reads at once
 FLAKY_FLIPS = 3  # pass/fail changes in them (and this run) that make a case flaky
 
 
@@ -85,7 +86,7 @@ class Judged:
 def judge_run(session: Session, run: Run) -> Judged:
     """Open failures for the run's newly failing cases and end those passing again.
 
-    The new findings are added to the session without a group (the caller groups them).
+    The new findings are not in the session yet: the caller groups them, and adds them.
     """
     earlier = list(
         session.scalars(
@@ -103,39 +104,62 @@ def judge_run(session: Session, run: Run) -> Judged:
     if not now:
         return Judged([], [])
     before = outcomes(session, earlier, now) if earlier else {}
-    known = _findings(session, run, now)
+    known = _findings(session, run.machine_id, run.channel, now)
+    return judge(run, now, [(r, before.get(r, {})) for r in earlier], known)
+
+
+def judge(
+    run: Run,
+    now: Mapping[int, Outcome],
+    earlier: Sequence[tuple[int, Mapping[int, Outcome]]],
+    known: Mapping[int, list[CaseFailure]],
+) -> Judged:
+    """The judgement of one run's cases (pure: no I/O).
+
+    Args:
+        run: the run judged.
+        now: its cases' outcomes, by benchmark id.
+        earlier: the runs before it (newest first, at most ``HISTORY_RUNS``), each with its
+            cases' outcomes.
+        known: the failures recorded for these cases of the machine and channel (a new one
+            is appended, so that a walk through a history sees its own findings).
+    """
     judged = Judged([], [])
     for benchmark_id, outcome in now.items():
-        history = [before[r][benchmark_id] for r in earlier if benchmark_id in before.get(r, {})]
+        history = [cases[benchmark_id] for _, cases in earlier if benchmark_id in cases]
         previous = history[0] if history else None  # the newest earlier outcome
-        open_ = [f for f in known[benchmark_id] if f.passing_again_run_id is None]
+        recorded = known.get(benchmark_id, [])
+        open_ = [f for f in recorded if f.passing_again_run_id is None]
         if outcome.passed:
             for finding in open_:
                 if finding.first_failing_run_id != run.id:
                     finding.passing_again_run_id = run.id
                     judged.passing_again.append(finding)
             continue
+        if any(f.first_failing_run_id == run.id for f in recorded):
+            continue  # judged before (a retried detection, a rescan)
         if open_ or previous is None or not previous.passed:
             continue  # still failing, never seen passing, or failing before too
         flips = _flips([outcome, *history])
-        if flips >= FLAKY_FLIPS and any(f.flaky for f in known[benchmark_id]):
+        if flips >= FLAKY_FLIPS and any(f.flaky for f in recorded):
             continue  # known flaky: told once
         last_passing = next(
-            r for r in earlier if before[r].get(benchmark_id, Outcome(False)).passed
+            r for r, cases in earlier if benchmark_id in cases and cases[benchmark_id].passed
         )
-        finding = CaseFailure(
-            benchmark_id=benchmark_id,
-            machine_id=run.machine_id,
-            channel=run.channel,
-            last_passing_run_id=last_passing,
-            first_failing_run_id=run.id,
-            failure=outcome.failure,
-            metric=outcome.metric,
-            reason=outcome.reason[:2000],
-            flaky=flips >= FLAKY_FLIPS,
-            status="new",
+        judged.opened.append(
+            CaseFailure(
+                benchmark_id=benchmark_id,
+                machine_id=run.machine_id,
+                channel=run.channel,
+                last_passing_run_id=last_passing,
+                first_failing_run_id=run.id,
+                failure=outcome.failure,
+                metric=outcome.metric,
+                reason=outcome.reason[:2000],
+                flaky=flips >= FLAKY_FLIPS,
+                status="new",
+            )
         )
-        judged.opened.append(finding)
     return judged
 
 
@@ -144,15 +168,42 @@ def _flips(history: Sequence[Outcome]) -> int:
 
 
 def _findings(
-    session: Session, run: Run, cases: Mapping[int, Outcome]
+    session: Session, machine_id: int, channel: str, cases: Iterable[int] | None = None
 ) -> dict[int, list[CaseFailure]]:
-    """The failures recorded for these cases of the run's machine and channel."""
+    """The failures recorded for a machine and channel's cases (these, or all)."""
     found: dict[int, list[CaseFailure]] = defaultdict(list)
     query = select(CaseFailure).where(
-        CaseFailure.machine_id == run.machine_id,
-        CaseFailure.channel == run.channel,
-        CaseFailure.benchmark_id.in_(list(cases)),
+        CaseFailure.machine_id == machine_id, CaseFailure.channel == channel
     )
+    if cases is not None:
+        query = query.where(CaseFailure.benchmark_id.in_(list(cases)))
     for finding in session.scalars(query.order_by(CaseFailure.id)):
         found[finding.benchmark_id].append(finding)
     return found
+
+
+def rescan_runs(session: Session, machine_id: int, channel: str) -> Iterator[tuple[Run, Judged]]:
+    """Judge every run of a machine and channel in time order, as if each had just arrived.
+
+    Outcomes are read in batches and kept for the last ``HISTORY_RUNS`` runs only. What a
+    run's judgement opens must be added to the session (grouped) before the next is judged.
+    """
+    runs = list(
+        session.scalars(
+            select(Run)
+            .where(Run.machine_id == machine_id, Run.channel == channel)
+            .order_by(Run.started_at, Run.id)
+        )
+    )
+    known = _findings(session, machine_id, channel)
+    window: list[tuple[int, Mapping[int, Outcome]]] = []  # newest first
+    for start in range(0, len(runs), RESCAN_BATCH):
+        batch = runs[start : start + RESCAN_BATCH]
+        read = outcomes(session, [r.id for r in batch])
+        for run in batch:
+            now = read.get(run.id, {})
+            judged = judge(run, now, window, known)
+            for finding in judged.opened:
+                known[finding.benchmark_id].append(finding)
+            yield run, judged
+            window = [(run.id, now), *window][:HISTORY_RUNS]

@@ -135,8 +135,26 @@ def rescan(
         found = _detect(session, chunk, histories, read)
         detection.regressions += found.regressions
         detection.reverted += found.reverted
+    detection.failures, detection.passing_again = _rescan_failures(session, machine)
     session.flush()
     return detection
+
+
+def _rescan_failures(
+    session: Session, machine: str | None
+) -> tuple[list[CaseFailure], list[CaseFailure]]:
+    """Every run of every machine and channel judged again for failing cases, in order."""
+    pairs = select(Run.machine_id, Run.channel).distinct().order_by(Run.machine_id, Run.channel)
+    if machine is not None:
+        pairs = pairs.join(Machine, Run.machine_id == Machine.id).where(Machine.name == machine)
+    opened: list[CaseFailure] = []
+    passing_again: list[CaseFailure] = []
+    for machine_id, channel in session.execute(pairs).all():
+        for run, judged in failures.rescan_runs(session, machine_id, channel):
+            _group_failures(session, judged.opened, run)
+            opened += judged.opened
+            passing_again += judged.passing_again
+    return opened, passing_again
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
+from app.anomalies import service
 from app.anomalies.models import AlertGroup, CaseFailure
 from app.core.db import Database
 from app.core.queue import InProcessPublisher
@@ -88,3 +89,29 @@ def test_a_case_never_seen_passing_opens_nothing(
     nightly(client, ingest_headers, 0, {"bert": "oom"})
     nightly(client, ingest_headers, 1, {"bert": "oom"})
     assert failures(database) == []
+
+
+def test_a_rescan_finds_the_same_failures_and_twice_adds_nothing(
+    client: TestClient, database: Database, ingest_headers: dict[str, str]
+) -> None:
+    pattern = [{}, {}, {}, {"bert": "oom"}, {"bert": "oom"}, {}, {"t5": "accuracy"}]
+    for index, outcomes in enumerate(pattern):
+        nightly(client, ingest_headers, index, outcomes)
+    found = [
+        (f.benchmark.model, f.first_failing_run_id, f.passing_again_run_id)
+        for f in failures(database)
+    ]
+    assert [model for model, _, _ in found] == ["bert", "t5"]
+    with database.session_scope() as session:
+        for failure in session.scalars(select(CaseFailure)):
+            session.delete(failure)
+    with database.session_scope() as session:
+        rescanned = service.rescan(session)
+        assert len(rescanned.failures) == 2
+    again = [
+        (f.benchmark.model, f.first_failing_run_id, f.passing_again_run_id)
+        for f in failures(database)
+    ]
+    assert again == found
+    with database.session_scope() as session:
+        assert service.rescan(session).failures == []
