@@ -1,14 +1,15 @@
-"""Regressions, alert groups and anomalous runs: list, read, triage."""
+"""Regressions, case failures, alert groups and anomalous runs: list, read, triage."""
 
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
 
 from app.anomalies import triage
-from app.anomalies.models import AlertGroup, Regression, RunAnomaly
+from app.anomalies.models import AlertGroup, CaseFailure, Regression, RunAnomaly
 from app.anomalies.schemas import (
     AlertGroupDetail,
     AlertGroupRead,
+    CaseFailureRead,
     RegressionRead,
     RunAnomalyRead,
     Status,
@@ -83,6 +84,51 @@ def update_regression(
     return regression
 
 
+def failure_filter(
+    status: Status | None = None,
+    machine: str | None = None,
+    channel: str | None = None,
+    suite: str | None = None,
+    group_id: RowId | None = None,
+    open: bool | None = None,
+    flaky: bool | None = None,
+) -> triage.FailureFilter:
+    """The failure listing's filters; ``open``: still failing (true) or passing again (false)."""
+    return triage.FailureFilter(status, machine, channel, suite, group_id, open, flaky)
+
+
+FailureWhere = Annotated[triage.FailureFilter, Depends(failure_filter)]
+
+
+@reads.get("/failures", response_model=Page[CaseFailureRead])
+def list_failures(
+    session: SessionDep, where: FailureWhere, paging: Paging
+) -> Page[CaseFailureRead]:
+    """Cases that passed and now fail, newest first; filter by status, machine, open, ..."""
+    items, total = triage.list_failures(session, where, paging.offset, paging.limit)
+    return paging.of([_failure(f) for f in items], total)
+
+
+@reads.get("/failures/{failure_id}", response_model=CaseFailureRead, responses=errors(404))
+def get_failure(failure_id: RowId, session: SessionDep) -> CaseFailureRead:
+    """One case failure."""
+    return _failure(triage.get_failure(session, failure_id))
+
+
+@writes.patch("/failures/{failure_id}", response_model=CaseFailureRead)
+def update_failure(
+    failure_id: RowId, update: TriageUpdate, session: SessionDep, actor: TriageActor
+) -> CaseFailureRead:
+    """Triage a case failure: status, assignee, note, bug link (scope `triage`)."""
+    failure = triage.triage_failure(session, failure_id, update, actor.label)
+    queue.commit(session)
+    return _failure(failure)
+
+
+def _failure(failure: CaseFailure) -> CaseFailureRead:
+    return CaseFailureRead(**triage.describe_failure(failure))
+
+
 @reads.get("/alert-groups", response_model=Page[AlertGroupRead])
 def list_alert_groups(
     session: SessionDep,
@@ -102,7 +148,7 @@ def list_alert_groups(
 
 @reads.get("/alert-groups/{group_id}", response_model=AlertGroupDetail, responses=errors(404))
 def get_alert_group(group_id: RowId, session: SessionDep) -> AlertGroupDetail:
-    """One alert group with its regressions."""
+    """One alert group with its regressions and failures."""
     return _detail(session, triage.get_group(session, group_id))
 
 
@@ -120,6 +166,7 @@ def _detail(session: SessionDep, group: AlertGroup) -> AlertGroupDetail:
     return AlertGroupDetail(
         **triage.describe_group(session, group),
         regressions=[RegressionRead.model_validate(r) for r in group.regressions],
+        failures=[_failure(f) for f in group.failures],
     )
 
 

@@ -1,4 +1,4 @@
-"""Read and update models of regressions, alert groups and run anomalies."""
+"""Read and update models of regressions, failures, alert groups and run anomalies."""
 
 from datetime import datetime
 from typing import Annotated, Any, Literal
@@ -50,6 +50,31 @@ class RegressionRead(TriageRead):
     updated_at: datetime
 
 
+class CaseFailureRead(TriageRead):
+    """A case that passed and now fails: where, which benchmark, why, its runs and triage."""
+
+    id: int
+    group_id: int
+    machine: str
+    channel: str
+    suite: str
+    model: str
+    category: str
+    config: str
+    precision: str
+    mode: str
+    batch_size: int | None
+    failure: str  # failed | accuracy
+    metric: str  # the result that failed
+    reason: str
+    flaky: bool
+    last_passing_run_id: int
+    first_failing_run_id: int
+    passing_again_run_id: int | None  # set once the case passes again: the failure ended
+    status: str
+    updated_at: datetime
+
+
 class TriageUpdate(BaseModel):
     """Fields a triager may change; absent fields stay as they are."""
 
@@ -62,7 +87,7 @@ class TriageUpdate(BaseModel):
 
 
 class AlertGroupRead(TriageRead):
-    """Regressions of one cause window, with what they span."""
+    """Regressions and failures of one cause window, with what they span."""
 
     id: int
     machine: str
@@ -70,7 +95,7 @@ class AlertGroupRead(TriageRead):
     first_bad_run_id: int
     last_good_run_id: int
     status: str
-    counts: dict[str, int]  # per direction
+    counts: dict[str, int]  # regressions per direction, and "failure": failing cases
     suites: list[str]
     configs: list[str]
     precisions: list[str]
@@ -79,9 +104,10 @@ class AlertGroupRead(TriageRead):
 
 
 class AlertGroupDetail(AlertGroupRead):
-    """A group with its regressions."""
+    """A group with its regressions and failures."""
 
     regressions: list[RegressionRead]
+    failures: list[CaseFailureRead]
 
 
 class RunAnomalyRead(BaseModel):

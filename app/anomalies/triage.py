@@ -1,4 +1,4 @@
-"""List and triage regressions and alert groups."""
+"""List and triage regressions, case failures and alert groups."""
 
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, and_, exists, func, or_, select
 from sqlalchemy.orm import Session
 
-from app.anomalies.models import STATUSES, AlertGroup, Regression, RunAnomaly
+from app.anomalies.models import STATUSES, AlertGroup, CaseFailure, Regression, RunAnomaly, Triaged
 from app.anomalies.schemas import TriageUpdate
 from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
 from app.core.db import utcnow
@@ -21,6 +21,13 @@ class RegressionNotFound(NotFound):
 
     def __init__(self, regression_id: int) -> None:
         super().__init__(f"regression {regression_id} does not exist")
+
+
+class FailureNotFound(NotFound):
+    """No case failure with this id."""
+
+    def __init__(self, failure_id: int) -> None:
+        super().__init__(f"failure {failure_id} does not exist")
 
 
 class AlertGroupNotFound(NotFound):
@@ -92,7 +99,7 @@ def get_regression(session: Session, regression_id: int) -> Regression:
     return regression
 
 
-def _apply(target: Regression | AlertGroup, update: TriageUpdate, by: str) -> None:
+def _apply(target: Triaged, update: TriageUpdate, by: str) -> None:
     for field in ("assignee", "note", "bug_url"):
         if (value := getattr(update, field)) is not None:
             setattr(target, field, value)
@@ -100,16 +107,109 @@ def _apply(target: Regression | AlertGroup, update: TriageUpdate, by: str) -> No
     target.triaged_at = utcnow()
 
 
+def _apply_with_status(target: Regression | CaseFailure, update: TriageUpdate, by: str) -> None:
+    _apply(target, update, by)
+    if update.status is not None:
+        target.status = update.status
+
+
 def triage_regression(
     session: Session, regression_id: int, update: TriageUpdate, by: str
 ) -> Regression:
     """Change a regression's status, assignee, note or bug link; ``by`` names who did it."""
     regression = get_regression(session, regression_id)
-    _apply(regression, update, by)
-    if update.status is not None:
-        regression.status = update.status
+    _apply_with_status(regression, update, by)
     session.flush()
     return regression
+
+
+@dataclass(frozen=True)
+class FailureFilter:
+    """Filters of the failure listing; None means any."""
+
+    status: str | None = None
+    machine: str | None = None
+    channel: str | None = None
+    suite: str | None = None
+    group_id: int | None = None
+    open: bool | None = None  # True: still failing; False: passing again
+    flaky: bool | None = None
+
+
+def list_failures(
+    session: Session, where: FailureFilter, offset: int, limit: int
+) -> tuple[list[CaseFailure], int]:
+    """A page of case failures, newest first, and how many match."""
+    query = (
+        select(CaseFailure)
+        .join(Benchmark, CaseFailure.benchmark_id == Benchmark.id)
+        .join(Machine, CaseFailure.machine_id == Machine.id)
+    )
+    conditions = [
+        (CaseFailure.status, where.status),
+        (Machine.name, where.machine),
+        (CaseFailure.channel, where.channel),
+        (Benchmark.suite, where.suite),
+        (CaseFailure.group_id, where.group_id),
+        (CaseFailure.flaky, where.flaky),
+    ]
+    for column, wanted in conditions:
+        if wanted is not None:
+            query = query.where(column == wanted)
+    if where.open is not None:
+        ended = CaseFailure.passing_again_run_id.is_not(None)
+        query = query.where(~ended if where.open else ended)
+    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    page = query.order_by(CaseFailure.id.desc()).offset(offset).limit(limit)
+    return list(session.scalars(page)), total
+
+
+def get_failure(session: Session, failure_id: int) -> CaseFailure:
+    """One case failure by id."""
+    if (failure := session.get(CaseFailure, failure_id)) is None:
+        raise FailureNotFound(failure_id)
+    return failure
+
+
+def triage_failure(session: Session, failure_id: int, update: TriageUpdate, by: str) -> CaseFailure:
+    """Change a failure's status, assignee, note or bug link; ``by`` names who did it."""
+    failure = get_failure(session, failure_id)
+    _apply_with_status(failure, update, by)
+    session.flush()
+    return failure
+
+
+def describe_failure(failure: CaseFailure) -> dict[str, Any]:
+    """A failure's fields with its machine and benchmark spelled out, for the read model."""
+    benchmark = failure.benchmark
+    return {
+        "id": failure.id,
+        "group_id": failure.group_id,
+        "machine": failure.machine.name,
+        "channel": failure.channel,
+        "suite": benchmark.suite,
+        "model": benchmark.model,
+        "category": benchmark.category,
+        "config": benchmark.config,
+        "precision": benchmark.precision,
+        "mode": benchmark.mode,
+        "batch_size": benchmark.batch_size,
+        "failure": failure.failure,
+        "metric": failure.metric,
+        "reason": failure.reason,
+        "flaky": failure.flaky,
+        "last_passing_run_id": failure.last_passing_run_id,
+        "first_failing_run_id": failure.first_failing_run_id,
+        "passing_again_run_id": failure.passing_again_run_id,
+        "status": failure.status,
+        "assignee": failure.assignee,
+        "note": failure.note,
+        "bug_url": failure.bug_url,
+        "triaged_by": failure.triaged_by,
+        "triaged_at": failure.triaged_at,
+        "created_at": failure.created_at,
+        "updated_at": failure.updated_at,
+    }
 
 
 def get_group(session: Session, group_id: int) -> AlertGroup:
@@ -123,17 +223,16 @@ def triage_group(session: Session, group_id: int, update: TriageUpdate, by: str)
     """Triage a group: its status (and assignee, note, link) apply to every member."""
     group = get_group(session, group_id)
     _apply(group, update, by)
-    for regression in group.regressions:
-        _apply(regression, update, by)
-        if update.status is not None:
-            regression.status = update.status
+    members: list[Regression | CaseFailure] = [*group.regressions, *group.failures]
+    for member in members:
+        _apply_with_status(member, update, by)
     session.flush()
     return group
 
 
 def group_status(group: AlertGroup) -> str:
-    """The most pressing member status."""
-    present = {r.status for r in group.regressions}
+    """The most pressing status among its regressions and failures ("new" with none)."""
+    present = {r.status for r in group.regressions} | {f.status for f in group.failures}
     return next((s for s in STATUSES if s in present), "new")
 
 
@@ -164,21 +263,29 @@ def list_groups(
 def _status_is(status: str) -> ColumnElement[bool]:
     """``group_status(group) == status`` in SQL: the page alone is read, whatever the filter."""
 
-    def member_in(statuses: Sequence[str]) -> ColumnElement[bool]:
-        return exists().where(Regression.group_id == AlertGroup.id, Regression.status.in_(statuses))
+    def member_in(statuses: Sequence[str] | None) -> ColumnElement[bool]:
+        """A regression or failure of the group (with one of these statuses, unless None)."""
+        found = []
+        for kind in (Regression, CaseFailure):
+            query = exists().where(kind.group_id == AlertGroup.id)
+            found.append(query if statuses is None else query.where(kind.status.in_(statuses)))
+        return or_(*found)
 
     more_pressing = STATUSES[: STATUSES.index(status)]
     if not more_pressing:  # "new": a new member, or no member at all
-        return or_(member_in([status]), ~exists().where(Regression.group_id == AlertGroup.id))
+        return or_(member_in([status]), ~member_in(None))
     return and_(member_in([status]), ~member_in(more_pressing))
 
 
 def describe_group(session: Session, group: AlertGroup) -> dict[str, Any]:
     """A group's fields with what it spans, for the read model."""
-    members = group.regressions
+    members, failures = group.regressions, group.failures
     counts: dict[str, int] = {}
     for regression in members:
         counts[regression.direction] = counts.get(regression.direction, 0) + 1
+    if failures:
+        counts["failure"] = len(failures)
+    benchmarks = [r.series.benchmark for r in members] + [f.benchmark for f in failures]
     machine = session.get(Machine, group.machine_id)
     return {
         "id": group.id,
@@ -188,10 +295,10 @@ def describe_group(session: Session, group: AlertGroup) -> dict[str, Any]:
         "last_good_run_id": group.last_good_run_id,
         "status": group_status(group),
         "counts": counts,
-        "suites": sorted({r.series.benchmark.suite for r in members}),
-        "configs": sorted({r.series.benchmark.config for r in members}),
-        "precisions": sorted({r.series.benchmark.precision for r in members}),
-        "metrics": sorted({r.series.metric.name for r in members}),
+        "suites": sorted({b.suite for b in benchmarks}),
+        "configs": sorted({b.config for b in benchmarks}),
+        "precisions": sorted({b.precision for b in benchmarks}),
+        "metrics": sorted({r.series.metric.name for r in members} | {f.metric for f in failures}),
         "environment_diff": group.environment_diff,
         "assignee": group.assignee,
         "note": group.note,

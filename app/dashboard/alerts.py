@@ -1,4 +1,4 @@
-"""The alerts page: the triage inbox of alert groups, their steps, explanations and actions."""
+"""The alerts page: the triage inbox of alert groups, their steps, failing cases and actions."""
 
 from dataclasses import dataclass
 from datetime import timedelta
@@ -8,7 +8,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.anomalies import triage
-from app.anomalies.models import STATUSES, AlertGroup, Regression, RunAnomaly
+from app.anomalies.models import STATUSES, AlertGroup, CaseFailure, Regression, RunAnomaly
 from app.dashboard import figures
 from app.dashboard.queries import machine_names
 from app.runs.models import Run
@@ -27,7 +27,7 @@ class AlertQuery:
     status: str = "new"
     machine: str | None = None
     channel: str | None = None
-    direction: str | None = None
+    direction: str | None = None  # a kind of member: regression, improvement, failure
     group: int | None = None
 
 
@@ -53,6 +53,11 @@ def inbox(session: Session, query: AlertQuery) -> dict[str, Any]:
 
 def _group(session: Session, group: AlertGroup, charts: bool) -> dict[str, Any]:
     members = sorted(group.regressions, key=lambda r: -abs(r.rel_change))
+    # Still failing first, then by case.
+    failures = sorted(
+        group.failures,
+        key=lambda f: (f.passing_again_run_id is not None, f.benchmark.model, f.id),
+    )
     first_bad = session.get(Run, group.first_bad_run_id)
     anomaly = session.scalar(select(RunAnomaly).where(RunAnomaly.run_id == group.first_bad_run_id))
     return {
@@ -62,6 +67,8 @@ def _group(session: Session, group: AlertGroup, charts: bool) -> dict[str, Any]:
         "anomaly": anomaly,
         "regressions": [_regression(r) for r in members[:SHOWN_PER_GROUP]],
         "more": max(len(members) - SHOWN_PER_GROUP, 0),
+        "failures": [_failure(f) for f in failures[:SHOWN_PER_GROUP]],
+        "more_failures": max(len(failures) - SHOWN_PER_GROUP, 0),
         "charts": [_chart(session, r) for r in members[:CHARTS_PER_GROUP]] if charts else [],
     }
 
@@ -86,6 +93,26 @@ def _regression(regression: Regression) -> dict[str, Any]:
         "status": regression.status,
         "reverted": regression.reverted,
         "series_link": _series_link(regression),
+    }
+
+
+def _failure(failure: CaseFailure) -> dict[str, Any]:
+    benchmark = failure.benchmark
+    return {
+        "id": failure.id,
+        "model": benchmark.model,
+        "suite": benchmark.suite,
+        "config": benchmark.config,
+        "precision": benchmark.precision,
+        "mode": benchmark.mode,
+        "failure": failure.failure,
+        "metric": failure.metric,
+        "reason": failure.reason,
+        "flaky": failure.flaky,
+        "status": failure.status,
+        "last_passing_run_id": failure.last_passing_run_id,
+        "first_failing_run_id": failure.first_failing_run_id,
+        "passing_again_run_id": failure.passing_again_run_id,
     }
 
 
