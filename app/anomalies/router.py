@@ -10,6 +10,7 @@ from app.anomalies.schemas import (
     AlertGroupDetail,
     AlertGroupRead,
     CaseFailureRead,
+    MachineSilenceRead,
     RegressionRead,
     RunAnomalyRead,
     Status,
@@ -167,6 +168,7 @@ def _detail(session: SessionDep, group: AlertGroup) -> AlertGroupDetail:
         **triage.describe_group(session, group),
         regressions=[RegressionRead.model_validate(r) for r in group.regressions],
         failures=[_failure(f) for f in group.failures],
+        silences=[MachineSilenceRead.model_validate(s) for s in group.silences],
     )
 
 

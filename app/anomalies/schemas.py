@@ -103,11 +103,28 @@ class AlertGroupRead(TriageRead):
     environment_diff: dict[str, Any]
 
 
+class MachineSilenceRead(BaseModel):
+    """A machine and channel that stopped reporting; ended by its next run."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    group_id: int
+    channel: str
+    last_run_id: int
+    expected_every_s: float = Field(description="How often it ran: the median interval")
+    silent_since: datetime = Field(description="When its last run started")
+    ended_by_run_id: int | None
+    status: str
+    created_at: datetime
+
+
 class AlertGroupDetail(AlertGroupRead):
-    """A group with its regressions and failures."""
+    """A group with its regressions, failures and (in a group of its own) a silence."""
 
     regressions: list[RegressionRead]
     failures: list[CaseFailureRead]
+    silences: list[MachineSilenceRead]
 
 
 class RunAnomalyRead(BaseModel):

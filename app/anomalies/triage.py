@@ -8,7 +8,15 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, and_, exists, func, or_, select
 from sqlalchemy.orm import Session
 
-from app.anomalies.models import STATUSES, AlertGroup, CaseFailure, Regression, RunAnomaly, Triaged
+from app.anomalies.models import (
+    STATUSES,
+    AlertGroup,
+    CaseFailure,
+    MachineSilence,
+    Regression,
+    RunAnomaly,
+    Triaged,
+)
 from app.anomalies.schemas import TriageUpdate
 from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
 from app.core.db import utcnow
@@ -107,7 +115,9 @@ def _apply(target: Triaged, update: TriageUpdate, by: str) -> None:
     target.triaged_at = utcnow()
 
 
-def _apply_with_status(target: Regression | CaseFailure, update: TriageUpdate, by: str) -> None:
+def _apply_with_status(
+    target: Regression | CaseFailure | MachineSilence, update: TriageUpdate, by: str
+) -> None:
     _apply(target, update, by)
     if update.status is not None:
         target.status = update.status
@@ -223,7 +233,11 @@ def triage_group(session: Session, group_id: int, update: TriageUpdate, by: str)
     """Triage a group: its status (and assignee, note, link) apply to every member."""
     group = get_group(session, group_id)
     _apply(group, update, by)
-    members: list[Regression | CaseFailure] = [*group.regressions, *group.failures]
+    members: list[Regression | CaseFailure | MachineSilence] = [
+        *group.regressions,
+        *group.failures,
+        *group.silences,
+    ]
     for member in members:
         _apply_with_status(member, update, by)
     session.flush()
@@ -231,8 +245,13 @@ def triage_group(session: Session, group_id: int, update: TriageUpdate, by: str)
 
 
 def group_status(group: AlertGroup) -> str:
-    """The most pressing status among its regressions and failures ("new" with none)."""
-    present = {r.status for r in group.regressions} | {f.status for f in group.failures}
+    """The most pressing status among its findings ("new" with none)."""
+    members: list[Regression | CaseFailure | MachineSilence] = [
+        *group.regressions,
+        *group.failures,
+        *group.silences,
+    ]
+    present = {member.status for member in members}
     return next((s for s in STATUSES if s in present), "new")
 
 
@@ -264,9 +283,9 @@ def _status_is(status: str) -> ColumnElement[bool]:
     """``group_status(group) == status`` in SQL: the page alone is read, whatever the filter."""
 
     def member_in(statuses: Sequence[str] | None) -> ColumnElement[bool]:
-        """A regression or failure of the group (with one of these statuses, unless None)."""
+        """A finding of the group (with one of these statuses, unless None)."""
         found = []
-        for kind in (Regression, CaseFailure):
+        for kind in (Regression, CaseFailure, MachineSilence):
             query = exists().where(kind.group_id == AlertGroup.id)
             found.append(query if statuses is None else query.where(kind.status.in_(statuses)))
         return or_(*found)
@@ -285,6 +304,8 @@ def describe_group(session: Session, group: AlertGroup) -> dict[str, Any]:
         counts[regression.direction] = counts.get(regression.direction, 0) + 1
     if failures:
         counts["failure"] = len(failures)
+    if group.silences:
+        counts["machine_silent"] = len(group.silences)
     benchmarks = [r.series.benchmark for r in members] + [f.benchmark for f in failures]
     machine = session.get(Machine, group.machine_id)
     return {

@@ -67,6 +67,7 @@ def _group(session: Session, group: AlertGroup, charts: bool) -> dict[str, Any]:
         "anomaly": anomaly,
         "regressions": [_regression(r) for r in members[:SHOWN_PER_GROUP]],
         "more": max(len(members) - SHOWN_PER_GROUP, 0),
+        "silences": group.silences,
         "failures": [_failure(f) for f in failures[:SHOWN_PER_GROUP]],
         "more_failures": max(len(failures) - SHOWN_PER_GROUP, 0),
         "charts": [_chart(session, r) for r in members[:CHARTS_PER_GROUP]] if charts else [],

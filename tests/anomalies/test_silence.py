@@ -10,6 +10,7 @@ from app.anomalies.models import AlertGroup, MachineSilence
 from app.core.db import Database
 from app.runs.models import Run
 from tests.anomalies.test_failures import nightly
+from tests.conftest import make_token
 
 
 def last_started(database: Database) -> Run:
@@ -59,3 +60,25 @@ def test_no_cadence_before_four_runs(
     nightly(client, ingest_headers, 3, {})
     assert jobs.sweep_silence(database) == 1  # the runs are in January: long silent now
     assert jobs.sweep_silence(database) == 0
+
+
+def test_a_silence_is_triaged_listed_and_shown_like_any_finding(
+    client: TestClient, database: Database, ingest_headers: dict[str, str]
+) -> None:
+    for index in range(4):
+        nightly(client, ingest_headers, index, {})
+    assert jobs.sweep_silence(database) == 1
+    (group,) = client.get("/api/v1/alert-groups", params={"status": "new"}).json()["items"]
+    assert group["counts"] == {"machine_silent": 1}
+    detail = client.get(f"/api/v1/alert-groups/{group['id']}").json()
+    (silent,) = detail["silences"]
+    assert (silent["expected_every_s"], silent["ended_by_run_id"]) == (43200.0, None)
+    page = client.get("/alerts", params={"group": group["id"]})
+    assert "machine silent" in page.text
+    assert "it ran every 12.0 h" in page.text
+    triage = {"Authorization": f"Bearer {make_token(database, 'triage', name='oncall')}"}
+    changed = client.patch(
+        f"/api/v1/alert-groups/{group['id']}", json={"status": "acknowledged"}, headers=triage
+    )
+    assert changed.json()["status"] == "acknowledged"
+    assert changed.json()["silences"][0]["status"] == "acknowledged"
