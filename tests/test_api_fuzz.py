@@ -19,10 +19,12 @@ import schemathesis
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck
 
+from app.anomalies.jobs import sweep_silence
 from app.core.config import Settings
 from app.core.db import Database
 from app.core.migrate import upgrade_database
 from app.main import create_app
+from tests.anomalies.test_failures import nightly as failing_nightly
 from tests.anomalies.test_service import dynamic_bert_slower, post_history
 from tests.conftest import PEPPER, make_token
 
@@ -71,8 +73,8 @@ schema = schemathesis.openapi.from_dict(
 
 @pytest.fixture(scope="module")
 def seeded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Settings, str]:
-    """A SQLite database holding a history with a regression and a subscription, and a token
-    that may write (the subscription routes need ``admin``)."""
+    """A SQLite database holding a history with a regression, failing cases, a silent machine
+    and a subscription, and a token that may write (the subscription routes need ``admin``)."""
     path: Path = tmp_path_factory.mktemp("fuzz") / "benchwatch.db"
     url = f"sqlite:///{path}"
     upgrade_database(url)
@@ -84,10 +86,16 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Settings, str]:
     with TestClient(application) as client:
         headers = {"Authorization": f"Bearer {token}"}
         post_history(client, headers, dynamic_bert_slower)
+        for index in range(100, 105):  # then three cases start failing
+            breaking = {"alexnet": "oom", "bert": "accuracy", "t5": "oom"} if index == 104 else {}
+            failing_nightly(client, headers, index, breaking)
         # A subscription to read, change and delete (their routes take an admin token).
         body = {"name": "seed", "receivers": [{"kind": "email", "to": ["a@b.example"]}]}
         assert client.post("/api/v1/subscriptions", json=body, headers=headers).status_code == 201
     application.state.database.dispose()
+    database = Database(url)
+    assert sweep_silence(database) == 1  # the history is months old: the machine is silent
+    database.dispose()
     return settings, token
 
 
