@@ -258,8 +258,12 @@ SILENT_DAYS = 5  # before the end of the history
 
 
 def points(days: int, now: datetime) -> list[Point]:
-    """Every run of the history, oldest first (runs at 00:00 and 12:00 UTC)."""
-    start = now.replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=days)
+    """Every run of the history, oldest first, at 00:00 and 12:00 UTC.
+
+    The newest is the last of these before ``now``, so that only the silent channel is silent.
+    """
+    slot = now.replace(hour=now.hour - now.hour % 12, minute=0, second=0, microsecond=0)
+    start = slot - timedelta(hours=12 * (2 * days - 1))
     every = [
         Point(machine, channel, index, start + timedelta(hours=12 * index))
         for index in range(2 * days)
