@@ -7,6 +7,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app.anomalies import triage
+from app.anomalies.models import CaseFailure
 from app.benchmarks.comparison import judge_values, threshold_for
 from app.benchmarks.service import list_machines
 from app.dashboard import format as fmt
@@ -113,6 +114,7 @@ def overview(
             for f in FAMILIES
         ],
         "groups": _open_groups(session, chosen.name, channel),
+        "failing": _newly_failing(session, chosen.name, channel),
     }
     return context
 
@@ -181,6 +183,15 @@ def _shown(family: Family, value: float | None, stats: GroupStats) -> str:
     if family.key == "pass_rate":
         return f"{text} ({stats.pass_count}/{stats.total_count})"
     return text
+
+
+NEWLY_FAILING = 10  # cases listed on top
+
+
+def _newly_failing(session: Session, machine: str, channel: str) -> tuple[list[CaseFailure], int]:
+    """Its cases that fail now, untriaged, newest first; and how many there are."""
+    where = triage.FailureFilter(status="new", machine=machine, channel=channel, open=True)
+    return triage.list_failures(session, where, 0, NEWLY_FAILING)
 
 
 def _open_groups(session: Session, machine: str, channel: str) -> list[dict[str, Any]]:

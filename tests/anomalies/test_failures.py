@@ -115,3 +115,20 @@ def test_a_rescan_finds_the_same_failures_and_twice_adds_nothing(
     assert again == found
     with database.session_scope() as session:
         assert service.rescan(session).failures == []
+
+
+def test_the_overview_lists_the_newly_failing_cases(
+    client: TestClient, database: Database, ingest_headers: dict[str, str]
+) -> None:
+    for index in range(3):
+        nightly(client, ingest_headers, index, {})
+    reason = "<b>CUDA</b> out of memory"
+    nightly(client, ingest_headers, 3, {"t5": "oom"})
+    with database.session_scope() as session:
+        (failure,) = session.scalars(select(CaseFailure)).all()
+        failure.reason = reason  # as an upload could say it
+    page = client.get("/", params={"machine": "h100-8"}).text
+    assert "Newly failing" in page
+    assert "1 case that passed before" in page
+    assert f'href="/alerts?group={failure.group_id}">t5</a>' in page
+    assert "&lt;b&gt;CUDA&lt;/b&gt; out of memory" in page
