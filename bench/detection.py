@@ -1,4 +1,4 @@
-"""Change-point detection quality and speed: benchwatch against Apache Otava and PyTorch's rule.
+"""Detection quality: steps (benchwatch against Apache Otava and PyTorch's rule), failures, silence.
 
 **Corpus.** A seeded, labelled set of synthetic benchmark series (600; ``--quick``: 120), each
 60-400 points long around a base level drawn log-uniformly in [0.1, 1000]. Series ``i`` of
@@ -79,6 +79,42 @@ d. oracle (a reference, not a contestant): knows the truth but where exactly eac
 **Speed.** benchwatch's detector alone over 10,000 series of 500 points from the same
 generator (``--quick``: 1,000), in this process, one core; target 60 s.
 
+**Failures and silent machines.** Two more kinds of finding, each on a seeded corpus of its
+own (``--seed``; the same in ``--quick``; together under a second), built and walked in
+``bench/finding_kinds.py`` without a database:
+
+- Failures, judged by ``app.anomalies.failures.judge``: 240 cases of one machine and channel
+  over 60 runs, 40 of each kind: *starts failing* (passes, then fails from a run in 13-55 on);
+  *fails, recovers* (fails for 1-10 runs from a run in 13-45, then passes); *flaky: alternating*
+  (from a run in 13-40, fails every other run); *flaky: random 30%* (fails at a run in 13-40,
+  then at each run with probability 0.3); *flaky, then starts failing* (alternates for 8-12
+  runs, then fails at every run); *stable* (always passes). A failure is an error (OOM, a
+  timeout) or a failed accuracy check; a non-flaky case is skipped (no outcome) in 3% of runs,
+  never at a true start. The runs are judged in order as ``failures.rescan_runs`` does: each
+  with the 10 runs before it and the findings opened so far. Case ``i`` is
+  ``finding_kinds.make_case(seed, i)``.
+- Silent machines, judged by ``app.anomalies.silence.Cadence.silent``: 60 machines and channels
+  over 30 days, 20 of each kind, half 12-hourly and half 24-hourly, each run within +-1 h of
+  its schedule: *regular*; *single missed runs* (1-3 runs left out, never two in a row: one
+  missed interval, which should not make it silent); *stops* (its last run on day 8-20, after
+  which it should be silent at 2 intervals). Sweeps every 10 minutes see the runs started by
+  then; the cadence comes from ``finding_kinds.cadence_of``, which mirrors
+  ``silence.cadences()`` for one machine, and there is one finding per last run, as in
+  ``open_silences``. Machine ``i`` is ``finding_kinds.make_machine(seed, i)``.
+
+Scoring. A failure finding inside a lasting failure (from its first failing run until the case
+passes again) is true, once per failure; its delay is the runs from the failure's first run.
+In a flaky phase, the first finding (nothing says flaky yet) and the first one marked
+``flaky`` are correct and any other is false: a flaky case is told at most twice. A silence
+finding is true on a stopped machine after its last run; its delay is the hours from that
+run's start to the first sweep that flags it. Precision = correct findings / findings; recall
+= lasting failures (stopped machines) found / all of them, but on rows with flaky phases only,
+flaky cases marked flaky / flaky cases, with the runs from the phase's first failure to its
+flaky finding as delay. The table has per kind: cases, findings, precision, recall, median and
+max delay, median and max findings per case; notes below it say how many lasting failures
+found end at the right run (passing again, or still open), how many flaky cases were marked
+flaky, and how many single runs were missed.
+
 Run ``.venv/bin/python bench/detection.py [--quick] [--seed N] [--step-mix MIX]`` from the
 repository root.
 """
@@ -87,16 +123,21 @@ import argparse
 import importlib
 import itertools
 import math
+import statistics
 import sys
 import time
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 from numpy.lib.stride_tricks import sliding_window_view
+
+if TYPE_CHECKING:
+    from bench.finding_kinds import KindScore
 
 Array = npt.NDArray[np.float64]
 
@@ -615,6 +656,49 @@ def print_examples(score: Score, count: int) -> None:
         print(errors[0].error)
 
 
+def finding_kind_scores(seed: int) -> list["KindScore"]:
+    """Failure and silence rows of the corpora of ``seed``."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from bench import finding_kinds
+
+    return [*finding_kinds.failure_scores(seed), *finding_kinds.silence_scores(seed)]
+
+
+def delay(values: tuple[float, ...], pick: Callable[[list[float]], float], unit: str) -> str:
+    """A median or max delay with its unit (``-`` when nothing was found)."""
+    if not values:
+        return "-"
+    return f"{pick(list(values)):.{0 if unit == 'runs' else 1}f} {unit}"
+
+
+def print_finding_kinds(rows: list["KindScore"], seconds: float) -> None:
+    """Per kind of failure or silence: counts, precision, recall, delay, findings per case."""
+    print(f"\n=== failure and silence findings ({seconds:.1f} s) ===\n")
+    header = [
+        "kind", "cases", "findings", "precision", "recall", "delay median", "delay max",
+        "findings/case median", "max",
+    ]  # fmt: skip
+    table = [
+        [
+            r.kind,
+            str(r.cases),
+            str(r.findings),
+            num(ratio(r.correct, r.findings)),
+            num(ratio(r.found, r.truths)),
+            delay(r.delays, statistics.median, r.unit),
+            delay(r.delays, max, r.unit),
+            f"{statistics.median(r.per_case):g}",
+            str(max(r.per_case)),
+        ]
+        for r in rows
+    ]
+    print_rows(header, table)
+    for r in rows:
+        if r.note:
+            print(f"  {r.kind}: {r.note}")
+
+
 # --- main -----------------------------------------------------------------------------------
 
 
@@ -682,6 +766,9 @@ def main() -> int:
     results = {mix: score_mix(args, mix) for mix in mixes}
     print(f"timing benchwatch on {timing_count:,} x {TIMING_LENGTH} points ...", flush=True)
     timing = time_benchwatch(args.seed, timing_count, args.min_rel_change)
+    kinds_began = time.perf_counter()
+    kinds = finding_kind_scores(args.seed)
+    kinds_seconds = time.perf_counter() - kinds_began
     for mix, scores in results.items():
         role = "the targets' corpus" if mix == TARGET_MIX else "a stress mix, no target"
         print(f"\n=== step mix {mix}: {role} ===\n")
@@ -691,6 +778,7 @@ def main() -> int:
     if TARGET_MIX in results:
         print_targets(results[TARGET_MIX], timing, timing_count)
         print_examples(results[TARGET_MIX][0], args.examples)
+    print_finding_kinds(kinds, kinds_seconds)
     print(f"\nelapsed {time.perf_counter() - began:.0f} s")
     return 0
 
