@@ -6,12 +6,10 @@ failures are judged by ``app.anomalies.failures.judge`` run by run, as ``rescan_
 and silences by ``app.anomalies.silence.Cadence.silent`` at each sweep.
 """
 
-import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from itertools import pairwise
 
 import numpy as np
 
@@ -286,13 +284,9 @@ def make_machine(seed: int, index: int) -> Machine:
 
 
 def cadence_of(machine_id: int, runs: Sequence[tuple[int, datetime]]) -> silence.Cadence | None:
-    """The cadence of runs ``(id, started_at)``: mirrors ``silence.cadences()`` for one pair."""
+    """The cadence of runs ``(id, started_at)``, as the sweep computes it."""
     newest = sorted(runs, key=lambda r: (r[1], r[0]), reverse=True)[: silence.CADENCE_RUNS]
-    intervals = [a[1] - b[1] for a, b in pairwise(newest) if a[1] - b[1] >= silence.MIN_INTERVAL]
-    if len(newest) < silence.MIN_RUNS or len(intervals) < silence.MIN_RUNS - 1:
-        return None
-    every = statistics.median(intervals)  # type: ignore[type-var]  # timedelta works, as there
-    return silence.Cadence(machine_id, CHANNEL, every, newest[0][0], newest[0][1])
+    return silence.cadence_of(machine_id, CHANNEL, newest)
 
 
 def walk_silence(machine: Machine) -> list[tuple[int, datetime]]:

@@ -7,8 +7,11 @@ with the same case in the runs before (``HISTORY_RUNS`` of the machine and chann
 
 - passing, then failing: a ``CaseFailure`` opens, with the last passing run and the reason;
 - failing, then passing: the open one ends (``passing_again_run_id``);
-- a case that flipped ``FLAKY_FLIPS`` times in its recent runs is flaky: its failure is
-  marked so, and while a flaky finding of the case is recent, a new flip opens nothing.
+- a case that flipped ``FLAKY_FLIPS`` times in its last ``HISTORY_RUNS`` runs is flaky: its
+  failure is marked so, and once a flaky finding of the case exists, a flip opens nothing
+  while the case keeps flipping that often (ten quiet runs, and it is judged afresh);
+- a case known to be flaky that now fails ``STEADY_FAILS`` runs in a row, with nothing open,
+  has stopped flipping and started failing: that opens a (not flaky) finding.
 
 Detection of one run is idempotent: a finding already opened at the run is not opened again.
 """
@@ -29,6 +32,7 @@ from app.runs.models import Result, Run
 HISTORY_RUNS = 10  # earlier runs of the machine and channel a case is compared with
 RESCAN_BATCH = 50  # runs whose outcomes a rescan reads at once
 FLAKY_FLIPS = 3  # pass/fail changes in them (and this run) that make a case flaky
+STEADY_FAILS = 5  # failing runs in a row that turn a flaky case into a failing one
 
 
 @dataclass(frozen=True)
@@ -138,14 +142,20 @@ def judge(
             continue
         if any(f.first_failing_run_id == run.id for f in recorded):
             continue  # judged before (a retried detection, a rescan)
-        if open_ or previous is None or not previous.passed:
-            continue  # still failing, never seen passing, or failing before too
+        if open_ or previous is None:
+            continue  # still failing, or never seen
+        flaky_before = any(f.flaky for f in recorded)
+        if not previous.passed and not _steadily_failing(outcome, history, flaky_before):
+            continue  # failing before too (or never seen passing)
         flips = _flips([outcome, *history])
-        if flips >= FLAKY_FLIPS and any(f.flaky for f in recorded):
+        if previous.passed and flips >= FLAKY_FLIPS and flaky_before:
             continue  # known flaky: told once
         last_passing = next(
-            r for r, cases in earlier if benchmark_id in cases and cases[benchmark_id].passed
+            (r for r, cases in earlier if benchmark_id in cases and cases[benchmark_id].passed),
+            None,
         )
+        if last_passing is None:
+            continue
         judged.opened.append(
             CaseFailure(
                 benchmark_id=benchmark_id,
@@ -156,11 +166,18 @@ def judge(
                 failure=outcome.failure,
                 metric=outcome.metric,
                 reason=outcome.reason[:2000],
-                flaky=flips >= FLAKY_FLIPS,
+                flaky=previous.passed and flips >= FLAKY_FLIPS,
                 status="new",
             )
         )
     return judged
+
+
+def _steadily_failing(outcome: Outcome, history: Sequence[Outcome], flaky: bool) -> bool:
+    """A flaky case whose last ``STEADY_FAILS`` runs (this one first) all failed, exactly."""
+    streak = [outcome, *history[:STEADY_FAILS]]
+    failing = [not o.passed for o in streak]
+    return flaky and len(streak) > STEADY_FAILS and failing == [True] * STEADY_FAILS + [False]
 
 
 def _flips(history: Sequence[Outcome]) -> int:

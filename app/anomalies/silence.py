@@ -3,12 +3,13 @@
 Each machine and channel's cadence is learned from its runs: the median interval between the
 starts of its last ``CADENCE_RUNS`` runs (at least ``MIN_RUNS`` runs, so a machine that ran
 twice has no cadence yet). It is silent when its newest run started more than
-``MISSED_INTERVALS`` intervals ago. The sweep (``jobs.sweep_silence``) opens one
-``MachineSilence`` per silence, in a group of its own; the machine's next run ends it
-(``end_silences``, from detection).
+``MISSED_INTERVALS`` intervals ago: two runs missed, not one. The sweep
+(``jobs.sweep_silence``) opens one ``MachineSilence`` per silence, in a group of its own;
+the machine's next run ends it (``end_silences``, from detection).
 """
 
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import pairwise
@@ -22,7 +23,9 @@ from app.runs.models import Run
 
 CADENCE_RUNS = 10  # the newest runs whose intervals give the cadence
 MIN_RUNS = 4  # fewer runs: no cadence, no silence
-MISSED_INTERVALS = 2.0  # silent after this many intervals without a run
+# Silent after this many intervals without a run: two missed runs, not one (one missed run
+# with a little jitter is already two intervals).
+MISSED_INTERVALS = 2.5
 MIN_INTERVAL = timedelta(minutes=5)  # runs closer together than this are one burst
 
 
@@ -54,16 +57,26 @@ def cadences(session: Session) -> list[Cadence]:
             .order_by(Run.started_at.desc(), Run.id.desc())
             .limit(CADENCE_RUNS)
         ).all()
-        intervals = [
-            a.started_at - b.started_at
-            for a, b in pairwise(newest)
-            if a.started_at - b.started_at >= MIN_INTERVAL
-        ]
-        if len(newest) < MIN_RUNS or len(intervals) < MIN_RUNS - 1:
-            continue
-        every = statistics.median(intervals)
-        found.append(Cadence(machine_id, channel, every, newest[0].id, newest[0].started_at))
+        cadence = cadence_of(machine_id, channel, [(r.id, r.started_at) for r in newest])
+        if cadence is not None:
+            found.append(cadence)
     return found
+
+
+def cadence_of(
+    machine_id: int, channel: str, newest: Sequence[tuple[int, datetime]]
+) -> Cadence | None:
+    """The cadence of a machine and channel from its newest runs (id, start), newest first.
+
+    None with fewer than ``MIN_RUNS`` runs, or too few intervals of ``MIN_INTERVAL`` or more.
+    """
+    intervals = [
+        a[1] - b[1] for a, b in pairwise(newest[:CADENCE_RUNS]) if a[1] - b[1] >= MIN_INTERVAL
+    ]
+    if len(newest) < MIN_RUNS or len(intervals) < MIN_RUNS - 1:
+        return None
+    every: timedelta = statistics.median(intervals)  # type: ignore[type-var]  # it sorts and averages
+    return Cadence(machine_id, channel, every, newest[0][0], newest[0][1])
 
 
 def open_silences(session: Session, now: datetime | None = None) -> list[MachineSilence]:

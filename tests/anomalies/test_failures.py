@@ -9,6 +9,7 @@ from app.anomalies import service
 from app.anomalies.models import AlertGroup, CaseFailure
 from app.core.db import Database
 from app.core.queue import InProcessPublisher
+from app.runs.models import Run
 from tests.factories import result, run_payload
 
 MODELS = ("alexnet", "bert", "resnet50", "t5", "yolov3")
@@ -81,6 +82,21 @@ def test_a_flaky_case_is_told_once_as_flaky(
         nightly(client, ingest_headers, index, {"yolov3": outcome})
     found = failures(database)
     assert [f.flaky for f in found] == [False, True]  # its first failure, then once as flaky
+
+
+def test_a_flaky_case_that_fails_for_good_is_told_again(
+    client: TestClient, database: Database, ingest_headers: dict[str, str]
+) -> None:
+    pattern = ["pass", "pass", "pass", "oom", "pass", "oom", "pass", "oom", "pass"]
+    pattern += ["oom"] * 6
+    for index, outcome in enumerate(pattern):
+        nightly(client, ingest_headers, index, {"yolov3": outcome})
+    found = failures(database)
+    assert [f.flaky for f in found] == [False, True, False]  # first, flaky, for good
+    steady = found[2]
+    with database.session_scope() as session:
+        first_failing = session.get_one(Run, steady.first_failing_run_id)
+        assert first_failing.key == "n-13"  # the fifth failing run in a row (9 to 13)
 
 
 def test_a_case_never_seen_passing_opens_nothing(
