@@ -123,7 +123,7 @@ class CaseFailure(Triaged, Base):
 
 
 class MachineSilence(Triaged, Base):
-    """A machine and channel that stopped reporting: no run for two of its usual intervals.
+    """A machine and channel that stopped reporting: two of its runs missed.
 
     Its group holds it alone (both of the group's runs are the last run before the silence),
     so that the findings of the runs after it are grouped as usual. It ends by itself when a
