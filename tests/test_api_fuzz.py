@@ -10,6 +10,7 @@ CI runs a fixed, derandomized budget. By hand, for longer and at random:
 """
 
 import os
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from hypothesis import HealthCheck
 
 from app.anomalies.jobs import sweep_silence
 from app.core.config import Settings
-from app.core.db import Database
+from app.core.db import Database, utcnow
 from app.core.migrate import upgrade_database
 from app.main import create_app
 from tests.anomalies.test_failures import nightly as failing_nightly
@@ -86,15 +87,16 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Settings, str]:
     with TestClient(application) as client:
         headers = {"Authorization": f"Bearer {token}"}
         post_history(client, headers, dynamic_bert_slower)
-        for index in range(100, 105):  # then three cases start failing
-            breaking = {"alexnet": "oom", "bert": "accuracy", "t5": "oom"} if index == 104 else {}
-            failing_nightly(client, headers, index, breaking)
+        start = utcnow() - timedelta(days=5)  # recent nightlies, the last 3 days ago
+        for index in range(5):  # then three cases start failing
+            breaking = {"alexnet": "oom", "bert": "accuracy", "t5": "oom"} if index == 4 else {}
+            failing_nightly(client, headers, index, breaking, start)
         # A subscription to read, change and delete (their routes take an admin token).
         body = {"name": "seed", "receivers": [{"kind": "email", "to": ["a@b.example"]}]}
         assert client.post("/api/v1/subscriptions", json=body, headers=headers).status_code == 201
     application.state.database.dispose()
     database = Database(url)
-    assert sweep_silence(database) == 1  # the history is months old: the machine is silent
+    assert sweep_silence(database) == 1  # no run for 3 days: the machine is silent
     database.dispose()
     return settings, token
 

@@ -27,6 +27,9 @@ MIN_RUNS = 4  # fewer runs: no cadence, no silence
 # with a little jitter is already two intervals).
 MISSED_INTERVALS = 2.5
 MIN_INTERVAL = timedelta(minutes=5)  # runs closer together than this are one burst
+# A machine whose last run is older than this is retired, not silent: an upgrade or a first
+# sweep over an old history does not open a silence for every machine ever seen.
+RETIRED_AFTER = timedelta(days=14)
 
 
 @dataclass(frozen=True)
@@ -40,8 +43,9 @@ class Cadence:
     last_started_at: datetime
 
     def silent(self, now: datetime) -> bool:
-        """Whether it has missed ``MISSED_INTERVALS`` of its runs by ``now``."""
-        return now - self.last_started_at > self.every * MISSED_INTERVALS
+        """Whether it has missed ``MISSED_INTERVALS`` of its runs by ``now``, not retired."""
+        quiet = now - self.last_started_at
+        return self.every * MISSED_INTERVALS < quiet <= RETIRED_AFTER
 
 
 def cadences(session: Session) -> list[Cadence]:

@@ -110,7 +110,7 @@ class InProcessPublisher:
         with self.lock:
             if lane not in self.lanes:
                 self.lanes[lane] = ThreadPoolExecutor(
-                    max_workers=1, thread_name_prefix=f"benchwatch-{lane}"
+                    max_workers=1, thread_name_prefix=f"benchwatch-job-{lane}"
                 )
             return self.lanes[lane]
 

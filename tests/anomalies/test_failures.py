@@ -1,5 +1,6 @@
 """Failure findings: cases that start failing open them, grouped per nightly; passing ends them."""
 
+from datetime import datetime, timedelta
 from typing import Any
 
 from fastapi.testclient import TestClient
@@ -27,10 +28,17 @@ def case(model: str, outcome: str) -> list[dict[str, Any]]:
 
 
 def nightly(
-    client: TestClient, headers: dict[str, str], index: int, outcomes: dict[str, str]
+    client: TestClient,
+    headers: dict[str, str],
+    index: int,
+    outcomes: dict[str, str],
+    start: datetime | None = None,
 ) -> int:
+    """The ``index``-th nightly (12-hourly from ``start``, default January 2026)."""
     rows = [row for model in MODELS for row in case(model, outcomes.get(model, "pass"))]
     payload = run_payload(f"n-{index}", rows, index=index)
+    if start is not None:
+        payload["started_at"] = (start + timedelta(hours=12 * index)).isoformat()
     answer = client.post("/api/v1/runs", json=payload, headers=headers)
     assert answer.status_code == 201, answer.text
     publisher = client.app.state.publisher  # type: ignore[attr-defined]

@@ -1,13 +1,13 @@
 """Silent machines: a machine that misses two of its usual intervals opens a finding."""
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from app.anomalies import jobs, silence
 from app.anomalies.models import AlertGroup, MachineSilence
-from app.core.db import Database
+from app.core.db import Database, utcnow
 from app.runs.models import Run
 from tests.anomalies.test_failures import nightly
 from tests.conftest import make_token
@@ -55,19 +55,34 @@ def test_two_missed_intervals_open_a_silence_and_the_next_run_ends_it(
 def test_no_cadence_before_four_runs(
     client: TestClient, database: Database, ingest_headers: dict[str, str]
 ) -> None:
+    start = recently()
     for index in range(3):
-        nightly(client, ingest_headers, index, {})
+        nightly(client, ingest_headers, index, {}, start)
     assert jobs.sweep_silence(database) == 0
-    nightly(client, ingest_headers, 3, {})
-    assert jobs.sweep_silence(database) == 1  # the runs are in January: long silent now
+    nightly(client, ingest_headers, 3, {}, start)
+    assert jobs.sweep_silence(database) == 1  # its last run was 3 days ago
+    assert jobs.sweep_silence(database) == 0
+
+
+def recently(runs: int = 4) -> datetime:
+    """When to start 12-hourly runs so that the last of ``runs`` is 3 days old."""
+    return utcnow() - timedelta(days=3, hours=12 * (runs - 1))
+
+
+def test_a_machine_quiet_for_weeks_is_retired_not_silent(
+    client: TestClient, database: Database, ingest_headers: dict[str, str]
+) -> None:
+    for index in range(4):  # January: long before the retirement age
+        nightly(client, ingest_headers, index, {})
     assert jobs.sweep_silence(database) == 0
 
 
 def test_a_silence_is_triaged_listed_and_shown_like_any_finding(
     client: TestClient, database: Database, ingest_headers: dict[str, str]
 ) -> None:
+    start = recently()
     for index in range(4):
-        nightly(client, ingest_headers, index, {})
+        nightly(client, ingest_headers, index, {}, start)
     assert jobs.sweep_silence(database) == 1
     (group,) = client.get("/api/v1/alert-groups", params={"status": "new"}).json()["items"]
     assert group["counts"] == {"machine_silent": 1}

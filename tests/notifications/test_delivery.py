@@ -438,17 +438,18 @@ def test_a_silent_machine_is_told_and_its_return_resolves_it(
             match={"kind": "machine_silent"},
             receivers=[{"kind": "webhook", "url": hook.url}],
         )
+        start = utcnow() - timedelta(days=3, hours=36)  # the last of 4 runs: 3 days ago
         for index in range(4):
-            failing_nightly(app_client, headers, index, {})
+            failing_nightly(app_client, headers, index, {}, start)
         publisher = app_client.app.state.publisher  # type: ignore[attr-defined]
-        publisher.publish(SWEEP_SILENCE, {})  # as beat would: the runs are months old
+        publisher.publish(SWEEP_SILENCE, {})  # as beat would
         settle(app_client)
         (told,) = hook.wait_for(1)
         body = told.json()
         assert body["event"] == "opened"
-        assert body["headline"].startswith("h100-8 (nightly) silent: no run since 2026-01-02")
+        assert body["headline"].startswith("h100-8 (nightly) silent: no run since ")
         (finding,) = body["findings"]
         assert (finding["kind"], finding["expected_every_s"]) == ("machine_silent", 43200.0)
-        failing_nightly(app_client, headers, 4, {})
+        failing_nightly(app_client, headers, 4, {}, start + timedelta(days=3))
         settle(app_client)
         assert [r.json()["event"] for r in hook.wait_for(2)] == ["opened", "resolved"]
