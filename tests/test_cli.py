@@ -133,7 +133,11 @@ def test_migrate_upgrades_postgres(postgres_url: str) -> None:
 
 
 def slow_files(count: int = 12, rows: int = 24_000) -> list[tuple[str, tuple[str, bytes]]]:
-    """Torchbench CSVs within every cap whose reading takes several times the 3 s deadline."""
+    """Torchbench CSVs within every cap whose reading takes several times a 1 s deadline.
+
+    (About 3 s on this project's 2-core machine, with the server's garbage-collector settings;
+    a 3 s deadline was too close: some runs finished reading in time.)
+    """
     header = "dev,name,batch_size,speedup,abs_latency,compilation_latency,compression_ratio\n"
     files = []
     names = [
@@ -153,7 +157,7 @@ def test_sigterm_during_a_slow_upload_stops_the_server_promptly(
     embedded_env: dict[str, str], tmp_path: Path
 ) -> None:
     """The parse runs off the event loop under its deadline, and shutdown waits for no more."""
-    env = {**embedded_env, "BENCHWATCH_PARSE_TIMEOUT_S": "3"}
+    env = {**embedded_env, "BENCHWATCH_PARSE_TIMEOUT_S": "1"}
     assert cli(env, "migrate").returncode == 0
     token = cli(env, "token", "create", "--name", "ci", "--scope", "ingest").stdout.strip()
     answers: list[httpx.Response] = []
@@ -172,7 +176,7 @@ def test_sigterm_during_a_slow_upload_stops_the_server_promptly(
 
         poster = threading.Thread(target=post)
         poster.start()
-        time.sleep(1.0)  # the files are sent and being read
+        time.sleep(0.5)  # the files are sent and being read
         started = time.monotonic()
         assert httpx.get(f"{url}/healthz", timeout=5).status_code == 200
         assert time.monotonic() - started < 1.0, "the parse held the event loop"

@@ -17,16 +17,17 @@ Detection of one run is idempotent: a finding already opened at the run is not o
 """
 
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
-from sqlalchemy import select
+from sqlalchemy import Select, or_, select
 from sqlalchemy.orm import Session
 
 from app.anomalies.models import CaseFailure
 from app.benchmarks.models import Metric, Series
 from app.benchmarks.vocabulary import PASSING_ACCURACY
+from app.core.bulk import member_of
 from app.runs.models import Result, Run
 
 HISTORY_RUNS = 10  # earlier runs of the machine and channel a case is compared with
@@ -46,9 +47,12 @@ class Outcome:
 
 
 def outcomes(
-    session: Session, run_ids: Sequence[int], benchmark_ids: Iterable[int] | None = None
+    session: Session, run_ids: Sequence[int], benchmark_ids: Sequence[int] | None = None
 ) -> dict[int, dict[int, Outcome]]:
-    """Per run, each case's outcome (by benchmark id); cases only skipped are left out."""
+    """Per run, each case's outcome (by benchmark id); cases only skipped are left out.
+
+    ``benchmark_ids``: only these cases (read in chunks: a run may hold 100,000s).
+    """
     query = (
         select(
             Result.run_id,
@@ -63,20 +67,38 @@ def outcomes(
         .where(Result.run_id.in_(run_ids))
         .order_by(Result.run_id, Series.benchmark_id, Metric.name)
     )
-    if benchmark_ids is not None:
-        query = query.where(Series.benchmark_id.in_(list(benchmark_ids)))
+    queries = (
+        [query]
+        if benchmark_ids is None
+        else [
+            query.where(condition)
+            for condition in member_of(session, Series.benchmark_id, sorted(benchmark_ids))
+        ]
+    )
     found: dict[int, dict[int, Outcome]] = defaultdict(dict)
-    for run_id, benchmark_id, metric, status, text, reason in session.execute(query):
-        case = found[run_id]
-        if status == "skipped" or (benchmark_id in case and not case[benchmark_id].passed):
-            continue  # skipped says nothing; the first failure found is the one told
-        if status == "failed":
-            case[benchmark_id] = Outcome(False, "failed", metric, reason or "failed")
-        elif metric == "accuracy" and text is not None and text not in PASSING_ACCURACY:
-            case[benchmark_id] = Outcome(False, "accuracy", metric, f"accuracy: {text}")
-        else:
-            case.setdefault(benchmark_id, Outcome(True))
+    for one in queries:
+        for run_id, benchmark_id, metric, status, text, reason in session.execute(one):
+            _note(found[run_id], benchmark_id, metric, status, text, reason)
     return found
+
+
+def _note(
+    case: dict[int, Outcome],
+    benchmark_id: int,
+    metric: str,
+    status: str,
+    text: str | None,
+    reason: str,
+) -> None:
+    """One result into its case's outcome: the first failure found is the one told."""
+    if status == "skipped" or (benchmark_id in case and not case[benchmark_id].passed):
+        return  # skipped says nothing
+    if status == "failed":
+        case[benchmark_id] = Outcome(False, "failed", metric, reason or "failed")
+    elif metric == "accuracy" and text is not None and text not in PASSING_ACCURACY:
+        case[benchmark_id] = Outcome(False, "accuracy", metric, f"accuracy: {text}")
+    else:
+        case.setdefault(benchmark_id, Outcome(True))
 
 
 @dataclass
@@ -107,8 +129,10 @@ def judge_run(session: Session, run: Run) -> Judged:
     now = outcomes(session, [run.id]).get(run.id, {})
     if not now:
         return Judged([], [])
-    before = outcomes(session, earlier, now) if earlier else {}
-    known = _findings(session, run.machine_id, run.channel, now)
+    # History matters only for the cases failing now (did they pass before? flaky?).
+    failing = [b for b, outcome in now.items() if not outcome.passed]
+    before = outcomes(session, earlier, failing) if earlier and failing else {}
+    known = _relevant_findings(session, run)
     return judge(run, now, [(r, before.get(r, {})) for r in earlier], known)
 
 
@@ -184,16 +208,38 @@ def _flips(history: Sequence[Outcome]) -> int:
     return sum(1 for a, b in pairwise(history) if a.passed != b.passed)
 
 
-def _findings(
-    session: Session, machine_id: int, channel: str, cases: Iterable[int] | None = None
-) -> dict[int, list[CaseFailure]]:
-    """The failures recorded for a machine and channel's cases (these, or all)."""
-    found: dict[int, list[CaseFailure]] = defaultdict(list)
-    query = select(CaseFailure).where(
-        CaseFailure.machine_id == machine_id, CaseFailure.channel == channel
+def _findings(session: Session, machine_id: int, channel: str) -> dict[int, list[CaseFailure]]:
+    """Every failure recorded for a machine and channel, by case."""
+    return _by_case(
+        select(CaseFailure).where(
+            CaseFailure.machine_id == machine_id, CaseFailure.channel == channel
+        ),
+        session,
     )
-    if cases is not None:
-        query = query.where(CaseFailure.benchmark_id.in_(list(cases)))
+
+
+def _relevant_findings(session: Session, run: Run) -> dict[int, list[CaseFailure]]:
+    """The failures of the run's machine and channel that judging it can depend on.
+
+    Those still open (they may end), the flaky ones (a flaky case is told once), and those
+    opened at this run (judged already): not the many that ended long ago.
+    """
+    return _by_case(
+        select(CaseFailure).where(
+            CaseFailure.machine_id == run.machine_id,
+            CaseFailure.channel == run.channel,
+            or_(
+                CaseFailure.passing_again_run_id.is_(None),
+                CaseFailure.flaky.is_(True),
+                CaseFailure.first_failing_run_id == run.id,
+            ),
+        ),
+        session,
+    )
+
+
+def _by_case(query: Select[CaseFailure], session: Session) -> dict[int, list[CaseFailure]]:
+    found: dict[int, list[CaseFailure]] = defaultdict(list)
     for finding in session.scalars(query.order_by(CaseFailure.id)):
         found[finding.benchmark_id].append(finding)
     return found
