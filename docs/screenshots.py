@@ -19,6 +19,8 @@ PAGES = {
     "compare-machines": "/compare?kind=machines&machine=demo-h100&new_machine=demo-mi300x",
     "compare-channels": "/compare?kind=channels&machine=demo-h100",
     "alerts": "/alerts?machine=demo-h100",
+    "newly-failing": "/?machine=demo-mi300x&channel=nightly",
+    "alerts-failures": "/alerts?machine=demo-mi300x&direction=failure",
     "run": "/runs/{run_id}",
 }
 OUT = Path(__file__).parent / "screenshots"
