@@ -209,9 +209,10 @@ def record(
         seconds=settings.DELIVERY_GIVE_UP_S
     ):
         delivery.state = "pending"
-        delivery.next_attempt_at = now + timedelta(
-            seconds=delay_s(delivery.attempts, settings.DELIVERY_BACKOFF_S)
-        )
+        wait = delay_s(delivery.attempts, settings.DELIVERY_BACKOFF_S)
+        if outcome.retry_after_s is not None:  # what the receiver asked, within reason
+            wait = max(wait, min(outcome.retry_after_s, MAX_DELAY_S))
+        delivery.next_attempt_at = now + timedelta(seconds=wait)
     else:
         delivery.state = "failed"
     return delivery.state

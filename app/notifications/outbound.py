@@ -27,6 +27,8 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -543,7 +545,27 @@ def outcome_of(response: Response) -> Outcome:
         error=error,
         retry=status in (408, 429) or status >= 500,
         disable=status == 410,
+        retry_after_s=retry_after(response.headers.get("retry-after")),
     )
+
+
+def retry_after(value: str | None, now: datetime | None = None) -> float | None:
+    """Seconds a ``Retry-After`` header asks for: a number of seconds, or an HTTP date.
+
+    None when absent or unreadable; never negative.
+    """
+    if not value:
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max((when - (now or datetime.now(UTC))).total_seconds(), 0.0)
 
 
 def failed(exc: Refused | DeliveryError, started: float) -> Outcome:

@@ -10,7 +10,7 @@ import hmac
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -24,7 +24,7 @@ from app.core.queue import InProcessPublisher
 from app.jobs import SWEEP_SILENCE
 from app.main import create_app
 from app.notifications import delivery as delivery_module
-from app.notifications import dispatch, jobs
+from app.notifications import dispatch, jobs, outbound
 from app.notifications.models import Delivery, DeliveryAttempt, Notice, Subscription
 from app.notifications.receivers import Outcome
 from tests.anomalies.test_failures import nightly as failing_nightly
@@ -453,3 +453,39 @@ def test_a_silent_machine_is_told_and_its_return_resolves_it(
         failing_nightly(app_client, headers, 4, {}, start + timedelta(days=3))
         settle(app_client)
         assert [r.json()["event"] for r in hook.wait_for(2)] == ["opened", "resolved"]
+
+
+def test_a_receiver_that_asks_to_wait_is_left_alone_that_long(
+    app_client: TestClient, database: Database, notify_settings: Settings
+) -> None:
+    with receiving(statuses=[503]) as hook:
+        created = subscribe(app_client, database, receivers=[{"kind": "webhook", "url": hook.url}])
+        sent = app_client.post(
+            f"/api/v1/subscriptions/{created['id']}/test", headers=admin(database)
+        )
+        hook.wait_for(1)
+        settle(app_client)
+    (listed,) = sent.json()["deliveries"]
+    lease = utcnow() + timedelta(minutes=5)
+    with database.session_scope() as session:
+        session.get_one(Delivery, listed["id"]).next_attempt_at = utcnow()
+    with database.session_scope() as session:
+        assert delivery_module.claim(session, listed["id"], lease)
+    asked = Outcome(ok=False, status=429, retry=True, retry_after_s=600.0)
+    now = utcnow()
+    with database.session_scope() as session:
+        assert (
+            delivery_module.record(session, notify_settings, listed["id"], asked, now, lease)
+            == "pending"
+        )
+        waits = session.get_one(Delivery, listed["id"]).next_attempt_at - now
+        assert timedelta(seconds=600) <= waits < timedelta(seconds=601)
+
+
+def test_retry_after_reads_seconds_and_dates() -> None:
+    now = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+    assert outbound.retry_after("120", now) == 120.0
+    assert outbound.retry_after("Tue, 01 Dec 2026 12:01:30 GMT", now) == 90.0
+    assert outbound.retry_after("Tue, 01 Dec 2026 11:00:00 GMT", now) == 0.0  # past: now
+    assert outbound.retry_after("soon", now) is None
+    assert outbound.retry_after(None, now) is None

@@ -4,6 +4,7 @@ would (method, path, headers, JSON fields) and keeps the issues it is sent."""
 import json
 import re
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -13,8 +14,9 @@ import pytest
 from markdown_it import MarkdownIt
 
 from app.notifications import message as notices
+from app.notifications import outbound
 from app.notifications.message import Message
-from app.notifications.receivers import SendContext
+from app.notifications.receivers import SendContext, github_issue
 from app.notifications.receivers.github_issue import NO_TOKEN, escape_markdown, send
 
 TOKEN = "ghp_test_token"
@@ -343,3 +345,16 @@ def test_a_dot_segment_repository_is_refused(github: FakeGitHub) -> None:
     assert not outcome.ok
     assert "not a GitHub repository" in outcome.error
     assert not github.seen
+
+
+def test_a_rate_limit_says_how_long_to_wait() -> None:
+    reset = str(int(time.time()) + 300)
+    limited = outbound.Response(
+        403, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": reset}, b"{}", 5.0
+    )
+    judged = github_issue._judge(limited)
+    assert judged.retry
+    assert judged.retry_after_s is not None
+    assert 290 < judged.retry_after_s <= 300
+    told = outbound.Response(429, {"retry-after": "42"}, b"{}", 5.0)
+    assert github_issue._judge(told).retry_after_s == 42.0

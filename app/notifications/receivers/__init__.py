@@ -27,6 +27,8 @@ class Outcome:
         disable: the receiver is gone for good (a 410): switch it off.
         receipt: what the receiver gave back that a later notice of the same group needs
             (a GitHub issue's number), stored with the delivery.
+        retry_after_s: how long the receiver asked to be left alone (``Retry-After``, a
+            rate limit's reset): the next attempt waits at least this long.
     """
 
     ok: bool
@@ -36,6 +38,7 @@ class Outcome:
     retry: bool = False
     disable: bool = False
     receipt: Mapping[str, Any] = field(default_factory=dict)
+    retry_after_s: float | None = None
 
 
 @dataclass(frozen=True)

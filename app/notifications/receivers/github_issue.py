@@ -152,8 +152,17 @@ def _judge(response: outbound.Response) -> Outcome:
             latency_ms=response.latency_ms,
             error=error[:300],
             retry=True,
+            retry_after_s=_rate_limit_wait(headers),
         )
     return outcome
+
+
+def _rate_limit_wait(headers: Mapping[str, str]) -> float | None:
+    """Seconds until GitHub takes requests again: ``retry-after``, else the limit's reset."""
+    if (seconds := outbound.retry_after(headers.get("retry-after"))) is not None:
+        return seconds
+    reset = headers.get("x-ratelimit-reset", "")
+    return max(float(reset) - time.time(), 0.0) if reset.isdigit() else None
 
 
 class _Api:
