@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import ColumnElement, Select, and_, exists, func, or_, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from app.anomalies.models import (
     STATUSES,
@@ -62,6 +62,16 @@ class RegressionFilter:
     found_by_run_id: int | None = None
 
 
+def _equal_where_given(
+    query: Select[Any], conditions: Sequence[tuple[InstrumentedAttribute[Any], Any]]
+) -> Select[Any]:
+    """``query`` narrowed to ``column == wanted`` for each filter that is given (not None)."""
+    for column, wanted in conditions:
+        if wanted is not None:
+            query = query.where(column == wanted)
+    return query
+
+
 def _filtered(query: Select[Any], where: RegressionFilter) -> Select[Any]:
     query = (
         query.join(Series, Regression.series_id == Series.id)
@@ -78,9 +88,7 @@ def _filtered(query: Select[Any], where: RegressionFilter) -> Select[Any]:
         (Regression.first_bad_run_id, where.first_bad_run_id),
         (Regression.found_by_run_id, where.found_by_run_id),
     ]
-    for column, wanted in conditions:
-        if wanted is not None:
-            query = query.where(column == wanted)
+    query = _equal_where_given(query, conditions)
     if where.config is not None:
         query = query.join(CompilerConfig).where(CompilerConfig.name == where.config)
     if where.metric is not None:
@@ -163,9 +171,7 @@ def list_failures(
         (CaseFailure.group_id, where.group_id),
         (CaseFailure.flaky, where.flaky),
     ]
-    for column, wanted in conditions:
-        if wanted is not None:
-            query = query.where(column == wanted)
+    query = _equal_where_given(query, conditions)
     if where.open is not None:
         ended = CaseFailure.passing_again_run_id.is_not(None)
         query = query.where(~ended if where.open else ended)

@@ -32,7 +32,7 @@ from app.notifications.matching import compile_subscription
 from app.notifications.models import Delivery, Notice, Silence, Subscription
 from app.notifications.planning import is_open
 from app.notifications.render import Renderer
-from app.notifications.service import Found, finding_of, findings_of, selected_findings
+from app.notifications.service import Found, finding_of, selected_findings
 from app.notifications.targets import receiver_key, receiver_target
 
 DISPATCH_LOCK = 0x62770002  # the advisory lock class of the notice sweep ("bw", 2)
@@ -199,13 +199,11 @@ def _digest_hour_passed(subscription: Subscription, notice: Notice, now: datetim
 
 def _chosen(
     subscription: Subscription, group: AlertGroup, silences: Sequence[Silence]
-) -> tuple[list[Found], bool]:
-    """The group's findings the subscription selects, less the silenced; and whether any was."""
-    matcher = compile_subscription(subscription.match, subscription.exclude)
-    selected = [f for f in findings_of(group) if matcher.matches(finding_of(f))]
+) -> list[Found]:
+    """The group's findings the subscription selects, less those a silence holds back."""
+    selected = [f for _, chosen in selected_findings([subscription], group) for f in chosen]
     mutes = [compile_subscription(s.matchers) for s in silences]
-    loud = [r for r in selected if not any(mute.matches(finding_of(r)) for mute in mutes)]
-    return loud, len(loud) < len(selected)
+    return [f for f in selected if not any(mute.matches(finding_of(f)) for mute in mutes)]
 
 
 def _send(
@@ -219,7 +217,7 @@ def _send(
     """Render one notice and give it its deliveries; False when silenced (or emptied)."""
     assert notice.group_id is not None
     group = session.get_one(AlertGroup, notice.group_id)
-    chosen, _ = _chosen(subscription, group, silences)
+    chosen = _chosen(subscription, group, silences)
     if not chosen:
         notice.state = "silenced"
         return False
@@ -246,7 +244,7 @@ def _send_digest(
     for notice in notices:
         assert notice.group_id is not None
         group = session.get_one(AlertGroup, notice.group_id)
-        chosen, _ = _chosen(subscription, group, silences)
+        chosen = _chosen(subscription, group, silences)
         if not chosen:
             notice.state = "silenced"
             continue

@@ -30,7 +30,7 @@ from app.notifications.receivers import Outcome
 from tests.anomalies.test_failures import nightly as failing_nightly
 from tests.anomalies.test_service import dynamic_bert_slower, post_history
 from tests.conftest import make_token
-from tests.notifications.receiver import Receiver, receiving
+from tests.notifications.receiver import Received, receiving
 from tests.notifications.test_email import Recorder, parse, smtp_server
 
 
@@ -99,6 +99,28 @@ def deliver_due(database: Database, settings: Settings) -> None:
         due = list(session.scalars(select(Delivery.id).where(Delivery.state == "pending")))
     for delivery_id in due:
         jobs.deliver(database, settings, delivery_id=delivery_id)
+
+
+def received_events(received: list[Received]) -> list[str]:
+    return [r.json()["event"] for r in received]
+
+
+def failed_test_delivery(
+    app_client: TestClient, database: Database, status: int, due: datetime
+) -> int:
+    """A test notice's delivery whose one attempt got ``status``; its retry due at ``due``."""
+    with receiving(statuses=[status]) as hook:
+        created = subscribe(app_client, database, receivers=[{"kind": "webhook", "url": hook.url}])
+        sent = app_client.post(
+            f"/api/v1/subscriptions/{created['id']}/test", headers=admin(database)
+        )
+        hook.wait_for(1)
+        settle(app_client)
+    (listed,) = sent.json()["deliveries"]
+    with database.session_scope() as session:
+        session.get_one(Delivery, listed["id"]).next_attempt_at = due
+    delivery_id: int = listed["id"]
+    return delivery_id
 
 
 def signature_ok(secret: str, received: Any) -> bool:
@@ -171,7 +193,7 @@ def test_the_first_notice_waits_for_the_group_to_settle(
         assert sweep(database, waiting, after_s=590).sent == 0
         assert sweep(database, waiting, after_s=601).sent == 1
         deliver_due(database, waiting)
-        assert [r.json()["event"] for r in hook.received] == ["opened"]
+        assert received_events(hook.received) == ["opened"]
 
 
 def test_a_receiver_that_fails_three_times_gets_one_notice(
@@ -271,7 +293,7 @@ def test_reminders_escalation_and_the_fix_are_told_once_each(
         for after in (day + 60, day + 120, 2 * day + 60, 2 * day + 120):
             sweep(database, notify_settings, after_s=after)
             deliver_due(database, notify_settings)
-        events = [r.json()["event"] for r in hook.received]
+        events = received_events(hook.received)
         assert events == ["opened", "reminder", "escalation"]  # in place of reminder 2
         assert hook.received[1].json()["headline"].startswith("Still untriaged: ")
 
@@ -286,7 +308,7 @@ def test_reminders_escalation_and_the_fix_are_told_once_each(
             settle(app_client)
             sweep(database, notify_settings, after_s=3 * day)
             deliver_due(database, notify_settings)
-        events = [r.json()["event"] for r in hook.received]
+        events = received_events(hook.received)
         assert events == ["opened", "reminder", "escalation", "resolved"]
 
 
@@ -321,43 +343,29 @@ def test_a_loopback_receiver_is_refused_unless_allowed(
     assert refused.json()["errors"][0]["loc"] == "receivers[0].url"
 
 
-def received_events(hook: Receiver) -> list[str]:
-    return [r.json()["event"] for r in hook.received]
-
-
 def test_an_attempt_that_outlived_its_lease_leaves_the_delivery_to_the_newer_one(
     app_client: TestClient, database: Database, notify_settings: Settings
 ) -> None:
-    with receiving(statuses=[500]) as hook:
-        created = subscribe(app_client, database, receivers=[{"kind": "webhook", "url": hook.url}])
-        sent = app_client.post(
-            f"/api/v1/subscriptions/{created['id']}/test", headers=admin(database)
-        )
-        hook.wait_for(1)
-        settle(app_client)
-    (listed,) = sent.json()["deliveries"]
     now = utcnow()
     first, second = now + timedelta(minutes=5), now + timedelta(minutes=10)
+    delivery_id = failed_test_delivery(app_client, database, 500, now - timedelta(seconds=5))
     with database.session_scope() as session:
-        delivery = session.get_one(Delivery, listed["id"])
-        delivery.next_attempt_at = now - timedelta(seconds=5)  # the retry is due
-    with database.session_scope() as session:
-        assert delivery_module.claim(session, listed["id"], first)
+        assert delivery_module.claim(session, delivery_id, first)
     with database.session_scope() as session:  # held: nobody else sends it
-        assert not delivery_module.claim(session, listed["id"], second)
+        assert not delivery_module.claim(session, delivery_id, second)
     with database.session_scope() as session:  # the first attempt hangs past its lease
-        session.get_one(Delivery, listed["id"]).lease_until = now - timedelta(seconds=2)
+        session.get_one(Delivery, delivery_id).lease_until = now - timedelta(seconds=2)
     with database.session_scope() as session:
-        assert delivery_module.claim(session, listed["id"], second)
+        assert delivery_module.claim(session, delivery_id, second)
     ok = Outcome(ok=True, status=200)
     with database.session_scope() as session:
-        late = delivery_module.record(session, notify_settings, listed["id"], ok, utcnow(), first)
+        late = delivery_module.record(session, notify_settings, delivery_id, ok, utcnow(), first)
         assert late == "sending"  # the late report is logged, and changes nothing
     with database.session_scope() as session:
-        done = delivery_module.record(session, notify_settings, listed["id"], ok, utcnow(), second)
+        done = delivery_module.record(session, notify_settings, delivery_id, ok, utcnow(), second)
         assert done == "delivered"
         attempts = session.scalars(
-            select(DeliveryAttempt.status).where(DeliveryAttempt.delivery_id == listed["id"])
+            select(DeliveryAttempt.status).where(DeliveryAttempt.delivery_id == delivery_id)
         ).all()
         assert attempts == [500, 200, 200]
 
@@ -422,7 +430,7 @@ def test_cases_that_start_failing_are_one_notice_and_passing_again_resolves_it(
 
         failing_nightly(app_client, headers, 4, {})
         settle(app_client)
-        events = [r.json()["event"] for r in hook.wait_for(2)]
+        events = received_events(hook.wait_for(2))
         assert events == ["opened", "resolved"]
 
 
@@ -452,33 +460,24 @@ def test_a_silent_machine_is_told_and_its_return_resolves_it(
         assert (finding["kind"], finding["expected_every_s"]) == ("machine_silent", 43200.0)
         failing_nightly(app_client, headers, 4, {}, start + timedelta(days=3))
         settle(app_client)
-        assert [r.json()["event"] for r in hook.wait_for(2)] == ["opened", "resolved"]
+        assert received_events(hook.wait_for(2)) == ["opened", "resolved"]
 
 
 def test_a_receiver_that_asks_to_wait_is_left_alone_that_long(
     app_client: TestClient, database: Database, notify_settings: Settings
 ) -> None:
-    with receiving(statuses=[503]) as hook:
-        created = subscribe(app_client, database, receivers=[{"kind": "webhook", "url": hook.url}])
-        sent = app_client.post(
-            f"/api/v1/subscriptions/{created['id']}/test", headers=admin(database)
-        )
-        hook.wait_for(1)
-        settle(app_client)
-    (listed,) = sent.json()["deliveries"]
     lease = utcnow() + timedelta(minutes=5)
+    delivery_id = failed_test_delivery(app_client, database, 503, utcnow())
     with database.session_scope() as session:
-        session.get_one(Delivery, listed["id"]).next_attempt_at = utcnow()
-    with database.session_scope() as session:
-        assert delivery_module.claim(session, listed["id"], lease)
+        assert delivery_module.claim(session, delivery_id, lease)
     asked = Outcome(ok=False, status=429, retry=True, retry_after_s=600.0)
     now = utcnow()
     with database.session_scope() as session:
         assert (
-            delivery_module.record(session, notify_settings, listed["id"], asked, now, lease)
+            delivery_module.record(session, notify_settings, delivery_id, asked, now, lease)
             == "pending"
         )
-        waits = session.get_one(Delivery, listed["id"]).next_attempt_at - now
+        waits = session.get_one(Delivery, delivery_id).next_attempt_at - now
         assert timedelta(seconds=600) <= waits < timedelta(seconds=601)
 
 
