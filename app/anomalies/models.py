@@ -11,6 +11,8 @@ from app.core.db import Base, UTCDateTime, utcnow
 
 # Triage states, most pressing first (a group shows its most pressing member's).
 STATUSES = ("new", "acknowledged", "fixed", "expected", "invalid")
+# How sure detection is of a step: reported early, confirmed by the test, or taken back.
+STEP_STATES = ("suspected", "confirmed", "withdrawn")
 
 
 class Triaged:
@@ -49,7 +51,14 @@ class AlertGroup(Triaged, Base):
 
 
 class Regression(Triaged, Base):
-    """A confirmed step in a series; ``direction`` says whether it hurts or helps."""
+    """A step in a series; ``direction`` says whether it hurts or helps.
+
+    ``state``: ``suspected`` when the newest points left the series' level by far more than
+    its noise, before the change-point test can judge them; ``confirmed`` when the test
+    agrees (every step the detectors find starts here); ``withdrawn`` when a suspected step
+    came back or the test disagreed. ``confirmation``: how it got there (the re-run of the
+    cases, the test's verdict), empty for a step found confirmed.
+    """
 
     __tablename__ = "regression"
     __table_args__ = (UniqueConstraint("series_id", "first_bad_run_id"),)
@@ -70,6 +79,8 @@ class Regression(Triaged, Base):
     environment_diff: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     hints: Mapped[list[str]] = mapped_column(JSON, default=list)
     status: Mapped[str] = mapped_column(String(16), default="new", index=True)
+    state: Mapped[str] = mapped_column(String(16), default="confirmed", index=True)
+    confirmation: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     reverted: Mapped[bool] = mapped_column(Boolean, default=False)
     reverted_by_run_id: Mapped[int | None] = mapped_column(ForeignKey("run.id"))
     # The run whose detection confirmed the step (None: a rescan); later than the first bad
