@@ -48,6 +48,9 @@ class AlertGroup(Triaged, Base):
     silences: Mapped[list["MachineSilence"]] = relationship(
         back_populates="group", lazy="selectin", order_by="MachineSilence.id"
     )
+    aggregates: Mapped[list["AggregateFinding"]] = relationship(
+        back_populates="group", lazy="selectin", order_by="AggregateFinding.id"
+    )
 
 
 class Regression(Triaged, Base):
@@ -171,3 +174,91 @@ class RunAnomaly(Base):
     features: Mapped[dict[str, float]] = mapped_column(JSON)
     history_runs: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class AggregatePoint(Base):
+    """One dashboard aggregate of one group of models in one run (DESIGN.md §9).
+
+    A group is a suite x config x precision x mode on the run's machine and channel; ``stat``
+    is ``pass_rate``, ``geomean_speedup``, ``mean_compile_time_s`` or
+    ``mean_compression_ratio``. Written when the run is detected, from its stored results, so
+    each aggregate is a series of its own without reading every model's results again.
+    ``model_count``: the models the value is over (all the group's models for the pass rate,
+    the passing models with a value for the others).
+    """
+
+    __tablename__ = "aggregate_point"
+    __table_args__ = (
+        UniqueConstraint(
+            "run_id",
+            "suite",
+            "config",
+            "precision",
+            "mode",
+            "stat",
+            name="uq_aggregate_point_run_group_stat",  # the convention's is too long
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("run.id"), index=True)
+    machine_id: Mapped[int] = mapped_column(ForeignKey("machine.id"))
+    channel: Mapped[str] = mapped_column(String(64))
+    suite: Mapped[str] = mapped_column(String(128))
+    config: Mapped[str] = mapped_column(String(128))
+    precision: Mapped[str] = mapped_column(String(16))
+    mode: Mapped[str] = mapped_column(String(16))
+    stat: Mapped[str] = mapped_column(String(32))
+    value: Mapped[float] = mapped_column(Float)
+    model_count: Mapped[int] = mapped_column(Integer)
+
+
+class AggregateFinding(Triaged, Base):
+    """A dashboard aggregate of a group of models that got worse.
+
+    ``rule``: ``step`` (the change-point detector on the aggregate's own series),
+    ``pass_rate_below`` (under 90% after a run at or above it), ``speedup_below_base`` or
+    ``compression_below_base`` (under 0.95x or 0.9x of the base: the previous run's value over
+    the models both runs have). It ends by itself when the aggregate recovers
+    (``resolved_run_id``). ``explained_by``: the per-model findings of the group's cases near
+    its first bad run, ``{"regressions": [ids], "failures": [ids]}``.
+    """
+
+    __tablename__ = "aggregate_finding"
+    __table_args__ = (
+        UniqueConstraint(
+            "machine_id",
+            "channel",
+            "suite",
+            "config",
+            "precision",
+            "mode",
+            "stat",
+            "rule",
+            "first_bad_run_id",
+            name="uq_aggregate_finding_series_rule_first_bad_run",
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    group_id: Mapped[int] = mapped_column(ForeignKey("alert_group.id"), index=True)
+    machine_id: Mapped[int] = mapped_column(ForeignKey("machine.id"), index=True)
+    channel: Mapped[str] = mapped_column(String(64))
+    suite: Mapped[str] = mapped_column(String(128))
+    config: Mapped[str] = mapped_column(String(128))
+    precision: Mapped[str] = mapped_column(String(16))
+    mode: Mapped[str] = mapped_column(String(16))
+    stat: Mapped[str] = mapped_column(String(32))
+    rule: Mapped[str] = mapped_column(String(32))
+    before: Mapped[float] = mapped_column(Float)
+    after: Mapped[float] = mapped_column(Float)
+    rel_change: Mapped[float] = mapped_column(Float)
+    last_good_run_id: Mapped[int] = mapped_column(ForeignKey("run.id"))
+    first_bad_run_id: Mapped[int] = mapped_column(ForeignKey("run.id"), index=True)
+    resolved_run_id: Mapped[int | None] = mapped_column(ForeignKey("run.id"))
+    explained_by: Mapped[dict[str, list[int]]] = mapped_column(JSON, default=dict)
+    status: Mapped[str] = mapped_column(String(16), default="new", index=True)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+
+    machine: Mapped[Machine] = relationship(lazy="joined")
+    group: Mapped[AlertGroup] = relationship(back_populates="aggregates")
