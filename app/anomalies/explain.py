@@ -100,3 +100,134 @@ def _with_change(text: str, reading: Reading) -> str:
 
 def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:g}"
+
+
+# Root causes of the seed's typical problems (issue 15, point 7). A hint needs every metric
+# it names to have moved by more than ROOT_CAUSE_MARGIN the hurting way, between the same two
+# runs as the regression: MOVED (5%) is within the run-to-run noise of timings and peak memory.
+ROOT_CAUSE_MARGIN = 0.10
+LAUNCH_METRICS = ("kernel_launch_latency", "host_time")  # launch latency, or the host's share
+PEAK_MEMORY_METRICS = ("dynamo_peak_mem", "peak_memory", "peak_reserved_memory")
+BANDWIDTH_METRIC = "allreduce_bus_bandwidth"  # workers/collective.py, nccl-tests' busbw
+COLLECTIVE_LATENCY_METRIC = "allreduce_latency"
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Where a regression is: its compiler config and the machine that measured it."""
+
+    config: str  # canonical name (``eager``, ``dynamic``, ...)
+    options: Mapping[str, Any]  # the config's compile options
+    gpu_count: int | None
+    collective: bool = False  # the benchmark measures a collective itself
+
+    @property
+    def compiled(self) -> bool:
+        """Compiled by a backend other than eager (a user config names its backend)."""
+        return self.config != "eager" and self.options.get("backend", "inductor") != "eager"
+
+    @property
+    def dynamic(self) -> bool:
+        """Compiled for dynamic shapes."""
+        return self.config == "dynamic" or bool(self.options.get("dynamic"))
+
+    @property
+    def distributed(self) -> bool:
+        """More than one GPU, or a collective benchmark: communication can be the cause."""
+        return (self.gpu_count or 0) > 1 or self.collective
+
+
+def root_cause_hints(
+    direction: str,
+    scope: Scope,
+    same_case: Mapping[str, Reading],
+    collectives: Mapping[str, Mapping[str, Reading]],
+) -> list[str]:
+    """Likely causes of a regression, each naming the measured metrics that back it.
+
+    Args:
+        direction: the step's kind; only a ``regression`` (a step that hurts) gets these.
+        scope: the regressed benchmark's config and machine.
+        same_case: the other metrics of the same benchmark in the last good and first bad run.
+        collectives: the collective benchmarks of the same two runs (a label, such as the
+            case and its message size, to their metrics); the regressed one too, if it is one.
+    """
+    if direction != "regression":
+        return []
+    hints = []
+    if scope.compiled and (hint := _code_size(same_case)):
+        hints.append(hint)
+    if scope.dynamic and (hint := _fragmentation(same_case)):
+        hints.append(hint)
+    if scope.distributed and (hint := _congestion(collectives)):
+        hints.append(hint)
+    return hints
+
+
+def _code_size(same_case: Mapping[str, Reading]) -> str | None:
+    """More kernels and slower launches: the generated code outgrew the instruction cache."""
+    kernels = _rose_by_margin(same_case, "kernel_count")
+    launches = [b for name in LAUNCH_METRICS if (b := _rose_by_margin(same_case, name))]
+    if kernels is None or not launches:
+        return None
+    return "likely instruction-cache pressure / code size: " + ", ".join([kernels, *launches])
+
+
+def _fragmentation(same_case: Mapping[str, Reading]) -> str | None:
+    """New recompiles and a higher peak: each shape's graph holds its own memory blocks."""
+    recompiles = same_case.get("recompiles")
+    if recompiles is None or recompiles.before is None or recompiles.after is None:
+        return None
+    if recompiles.after - recompiles.before < 1 or not (
+        recompiles.before == 0 or (recompiles.rel or 0.0) > ROOT_CAUSE_MARGIN
+    ):
+        return None
+    peak = next(
+        (b for name in PEAK_MEMORY_METRICS if (b := _rose_by_margin(same_case, name))), None
+    )
+    if peak is None:
+        return None
+    backing = f"recompiles {_num(recompiles.before)} -> {_num(recompiles.after)}"
+    return f"likely memory fragmentation from recompiles: {backing}, {peak}"
+
+
+def _congestion(collectives: Mapping[str, Mapping[str, Reading]]) -> str | None:
+    """All-reduce bandwidth fell on most message sizes: the interconnect is the bottleneck.
+
+    A collective drops when its bus bandwidth fell by more than the margin, or, where it has
+    no bandwidth, when its latency rose by more. Most of those measured must drop (one slow
+    size is noise), and the hint cites the largest drops.
+    """
+    measured: list[tuple[float, str]] = []  # (relative change the hurting way, backing text)
+    for label, metrics in sorted(collectives.items()):
+        bandwidth = metrics.get(BANDWIDTH_METRIC)
+        latency = metrics.get(COLLECTIVE_LATENCY_METRIC)
+        if bandwidth is not None and bandwidth.rel is not None:
+            measured.append((-bandwidth.rel, f"{_backing(BANDWIDTH_METRIC, bandwidth)} [{label}]"))
+        elif latency is not None and latency.rel is not None:
+            text = f"{_backing(COLLECTIVE_LATENCY_METRIC, latency)} [{label}]"
+            measured.append((latency.rel, text))
+    dropped = sorted((m for m in measured if m[0] > ROOT_CAUSE_MARGIN), key=lambda m: -m[0])
+    if not dropped or 2 * len(dropped) <= len(measured):
+        return None
+    cited = ", ".join(text for _, text in dropped[:2])
+    return (
+        f"likely network congestion: all-reduce slower on {len(dropped)} of {len(measured)}"
+        f" collectives: {cited}"
+    )
+
+
+def _rose_by_margin(readings: Mapping[str, Reading], name: str) -> str | None:
+    """``name +38% (412 -> 569)`` when the metric rose by more than the margin, else None."""
+    reading = readings.get(name)
+    if reading is None or reading.rel is None or reading.rel <= ROOT_CAUSE_MARGIN:
+        return None
+    return _backing(name, reading)
+
+
+def _backing(name: str, reading: Reading) -> str:
+    return f"{name} {reading.rel or 0.0:+.0%} ({_num(reading.before)} -> {_num(reading.after)})"
+
+
+def _num(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4g}"
