@@ -3,6 +3,7 @@
 Pure functions over plain values, so the rules are easy to read and to test.
 """
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -231,3 +232,12 @@ def _backing(name: str, reading: Reading) -> str:
 
 def _num(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4g}"
+
+
+COLLECTIVE_METRICS = frozenset({BANDWIDTH_METRIC, COLLECTIVE_LATENCY_METRIC})
+
+
+def case_label(model: str, params_json: str) -> str:
+    """A collective's name in a hint: its model and parameters (message size, world size)."""
+    params = json.loads(params_json) if params_json else {}
+    return " ".join([model, *(f"{key}={params[key]}" for key in sorted(params))])

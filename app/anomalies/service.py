@@ -389,7 +389,22 @@ def _hints(session: Session, cache: dict[int, CaseValues], regression: Regressio
     }
     if hint := explain.config_hint(key.config, regression.rel_change, siblings):
         hints.append(hint)
-    return hints
+    collectives = {  # the runs' all-reduce cases: their bandwidth tells of the interconnect
+        explain.case_label(other.model, other.params_json): {
+            name: explain.Reading(before.get(other, {}).get(name), values[name])
+            for name in explain.COLLECTIVE_METRICS & values.keys()
+        }
+        for other, values in after.items()
+        if explain.COLLECTIVE_METRICS & values.keys()
+    }
+    series = regression.series
+    scope = explain.Scope(
+        key.config,
+        series.benchmark.compiler_config.options,
+        series.machine.gpu_count,
+        collective=bool(explain.COLLECTIVE_METRICS & after.get(key, {}).keys()),
+    )
+    return [*hints, *explain.root_cause_hints(regression.direction, scope, readings, collectives)]
 
 
 def _score_run(session: Session, run: Run, histories: Mapping[int, History]) -> RunAnomaly | None:
