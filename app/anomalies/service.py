@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
-from app.anomalies import explain, failures, outliers, registry, silence
+from app.anomalies import aggregate_findings, explain, failures, outliers, registry, silence
 from app.anomalies.detector_interface import (
     Detector,
     DetectorThresholds,
@@ -80,6 +80,7 @@ def detect_for_run(
     judged = failures.judge_run(session, run)
     detection.failures, detection.passing_again = judged.opened, judged.passing_again
     _group_failures(session, judged.opened, run)
+    aggregate_findings.judge_run(session, run)  # after failures: they explain aggregates
     detection.silences_ended = silence.end_silences(session, run)
     detection.anomaly = _score_run(session, run, histories)
     for regression in detection.regressions:
@@ -136,6 +137,7 @@ def rescan(
         detection.regressions += found.regressions
         detection.reverted += found.reverted
     detection.failures, detection.passing_again = _rescan_failures(session, machine)
+    aggregate_findings.rescan(session, machine)
     session.flush()
     return detection
 
