@@ -9,6 +9,9 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 from app.core.db import Base, UTCDateTime, utcnow
 
 SHARD_STATES = ("pending", "running", "done", "failed")
+# A confirmation re-run of suspected cases: its samples are pooled into the suspect run
+# (``app.anomalies.confirmation``), never ingested as a run of their own.
+RERUN_TRIGGER = "confirm"
 
 
 class SuiteRun(Base):

@@ -26,7 +26,7 @@ from app.core.errors import DomainError, NotFound
 from app.runs import service as runs_service
 from app.runs.models import Run
 from app.runs.schemas import ResultIn, RunIn
-from app.suite_runs.models import SuiteRun, SuiteShard
+from app.suite_runs.models import RERUN_TRIGGER, SuiteRun, SuiteShard
 from app.suite_runs.rows import failed_rows
 
 ROWS = TypeAdapter(list[ResultIn])
@@ -162,6 +162,8 @@ def finalize(session: Session, suite_run_id: int) -> Run | None:
     suite_run = session.get(SuiteRun, suite_run_id, with_for_update=True)
     if suite_run is None:
         raise SuiteRunNotFound(suite_run_id)
+    if suite_run.trigger == RERUN_TRIGGER:  # pooled by app.anomalies.confirmation.finish_rerun
+        return None
     if suite_run.run_id is not None:
         return session.get(Run, suite_run.run_id)
     if suite_run.status != "running" or any(s.status in UNFINISHED for s in suite_run.shards):

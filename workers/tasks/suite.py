@@ -11,6 +11,7 @@ from typing import Any
 from celery import Task
 from celery.signals import worker_ready
 
+from app.anomalies import confirmation
 from app.core.config import settings
 from app.jobs import REQUEUE_SHARDS, RUN_SHARD, START_SUITE, TASKS
 from app.suite_runs import service
@@ -59,16 +60,21 @@ def start_suite(
 
 @declared(RUN_SHARD, bind=True)
 def run_shard(self: Task[Any, Any], *, shard_id: int) -> None:
-    """Run one shard under a lease; retry a failed attempt; close the run after the last one."""
+    """Run one shard under a lease; retry a failed attempt; close the run after the last one.
+
+    A shard of a confirmation re-run runs only while this machine's stack is still the
+    suspect run's; the re-run is then pooled into that run instead of ingested.
+    """
     worker = self.request.hostname or "worker"
     with worker_database().session_scope() as session:
         claim = service.claim_shard(session, shard_id, worker, settings.SHARD_LEASE_S)
         lease = claim.lease
         spec = {"tier": claim.shard.suite_run.tier, "cases": claim.shard.cases}
         attempt, suite_run_id = claim.shard.attempts, claim.shard.suite_run_id
+        suspect = confirmation.suspect_environment(claim.shard.suite_run)
     if claim.outcome == "busy":  # another worker holds it: look again when its lease lapses
         raise self.retry(countdown=claim.wait_s + 1)
-    if claim.outcome == "claimed":
+    if claim.outcome == "claimed" and not _environment_changed(suite_run_id, suspect):
         outcome = run_shard_process(
             spec,
             timeout_s=settings.SHARD_TIMEOUT_S,
@@ -80,7 +86,10 @@ def run_shard(self: Task[Any, Any], *, shard_id: int) -> None:
             raise self.retry(countdown=min(10 * attempt, 60))
         _finish(shard_id, lease, outcome, attempt)
     with worker_database().session_scope() as session:
-        service.finalize(session, suite_run_id)
+        if suspect is None:
+            service.finalize(session, suite_run_id)
+        else:
+            confirmation.finish_rerun(session, suite_run_id)
 
 
 @declared(REQUEUE_SHARDS)
@@ -100,6 +109,21 @@ def queue_shard(shard_id: int, machine: str, countdown: float = 0) -> None:
     """Send a shard to its machine's worker (``countdown``: not before this many seconds)."""
     queue = TASKS.queue_for(RUN_SHARD, machine=machine)
     run_shard.apply_async(kwargs={"shard_id": shard_id}, queue=queue, countdown=countdown)
+
+
+def _environment_changed(suite_run_id: int, suspect: dict[str, Any] | None) -> bool:
+    """Whether a re-run's stack differs from its suspect run's; if so, the re-run is closed."""
+    if suspect is None:
+        return False
+    from workers.environment import describe_environment
+
+    here = describe_environment(suspect["channel"]).model_dump(mode="json")
+    changes = confirmation.environment_changes(suspect, here)
+    if changes:
+        log.warning("re-run %s not run: environment changed: %s", suite_run_id, changes)
+        with worker_database().session_scope() as session:
+            confirmation.skip_rerun(session, suite_run_id, changes)
+    return bool(changes)
 
 
 def _renew(shard_id: int, lease: str) -> bool:
