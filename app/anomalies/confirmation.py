@@ -312,6 +312,19 @@ def finish_rerun(session: Session, suite_run_id: int) -> list[Regression] | None
 
 
 def _locked(session: Session, suite_run_id: int) -> SuiteRun:
+    """The re-run, once detection of its machine and channel is not running (Postgres).
+
+    Detection rewrites a regression's ``state`` and ``confirmation`` from what it read when
+    it started; taking turns with it keeps either side from overwriting the other's verdict.
+    """
+    found = session.get(SuiteRun, suite_run_id)
+    if found is None:
+        raise SuiteRunNotFound(suite_run_id)
+    if (run := session.get(Run, _request_of(found)["run_id"])) is not None:
+        # Imported here: the service imports this module to request re-runs.
+        from app.anomalies.service import _hold_machine_channel
+
+        _hold_machine_channel(session, run)
     suite_run = session.get(SuiteRun, suite_run_id, with_for_update=True, populate_existing=True)
     if suite_run is None:
         raise SuiteRunNotFound(suite_run_id)
