@@ -167,26 +167,37 @@ def _request(session: Session, run: Run, regressions: list[Regression]) -> None:
         return
     target = next((s for s in existing if s.status == "running"), None)
     cases = [case for shard in target.shards for case in shard.cases] if target else []
-    chosen, over, new_cases = [], [], []
-    for regression in sorted(fresh, key=lambda r: (-abs(r.rel_change), r.id)):
-        case = case_of(regression.series.benchmark)
-        if case not in cases and len(cases) >= MAX_CASES:
-            over.append(regression)
-            continue
-        if case not in cases:
-            cases.append(case)
-            new_cases.append(case)
-        chosen.append(regression)
+    chosen, over, new_cases = _fit(fresh, cases)
+    now = utcnow().isoformat()
     if chosen:
         target = _extend(session, run, target, len(existing), chosen, new_cases)
         enqueue_after_commit(session, REQUEUE_SHARDS, machine=target.machine)
-    now = utcnow().isoformat()
-    for regression in chosen:
-        assert target is not None
-        _record(regression, status="requested", requested_at=now, suite_run_id=target.id)
+        for regression in chosen:
+            _record(regression, status="requested", requested_at=now, suite_run_id=target.id)
     for regression in over:
         verdict = f"not re-run: run {run.id} has more than {MAX_CASES} suspected cases"
         _record(regression, status="not_run", requested_at=now, suite_run_id=None, verdict=verdict)
+
+
+def _fit(
+    regressions: list[Regression], cases: list[dict[str, Any]]
+) -> tuple[list[Regression], list[Regression], list[dict[str, Any]]]:
+    """Which regressions fit in the request beside ``cases``, the largest steps first.
+
+    Returns the regressions that fit, those that do not, and the cases the first add.
+    """
+    chosen: list[Regression] = []
+    over: list[Regression] = []
+    added: list[dict[str, Any]] = []
+    for regression in sorted(regressions, key=lambda r: (-abs(r.rel_change), r.id)):
+        case = case_of(regression.series.benchmark)
+        if case not in cases and len(cases) + len(added) >= MAX_CASES:
+            over.append(regression)
+            continue
+        if case not in cases and case not in added:
+            added.append(case)
+        chosen.append(regression)
+    return chosen, over, added
 
 
 def _extend(
