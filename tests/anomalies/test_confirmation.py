@@ -2,6 +2,7 @@
 its outcome on both databases (a worker's side of a shard is driven through the suite-run
 service here; tests/suite_runs/test_rerun_worker.py has real workers measure it)."""
 
+import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -15,6 +16,7 @@ from app.anomalies import confirmation
 from app.anomalies.confirmation import ENVIRONMENT_CHANGED, MAX_CASES, judge
 from app.anomalies.detectors import DetectorConfig
 from app.anomalies.models import AlertGroup, Regression
+from app.anomalies.service import _hold_machine_channel as hold_machine_channel
 from app.benchmarks.models import Benchmark, CompilerConfig, Metric, Series
 from app.core.db import Database
 from app.jobs import REQUEUE_SHARDS
@@ -389,3 +391,38 @@ def test_a_changed_environment_closes_the_rerun_unmeasured(database: Database) -
         assert rerun["verdict"] == ENVIRONMENT_CHANGED
         assert rerun["environment_changes"] == {"torch": ["2.6.0", "2.7"]}
         assert confirmation.finish_rerun(session, suite_run.id) is None
+
+
+def test_a_verdict_waits_for_the_detection_of_its_machine_and_keeps_what_it_wrote(
+    postgres_database: Database,
+) -> None:
+    database = postgres_database
+    regression_id, shard_id, runs = requested(database, [10.0] * 10 + [13.0])
+    with database.session_scope() as session:
+        claim = suite_runs_service.claim_shard(session, shard_id, "w1", 60)
+        rows = latency_rows(case(), [13.0, 13.1, 12.9])
+        suite_runs_service.finish_shard(session, shard_id, claim.lease, rows, "")
+        suite_run_id = claim.shard.suite_run_id
+    judged = threading.Event()
+
+    def finish() -> None:
+        with database.session_scope() as session:
+            confirmation.finish_rerun(session, suite_run_id)
+        judged.set()
+
+    with database.sessionmaker() as detection:
+        hold_machine_channel(detection, detection.get_one(Run, runs[-1]))
+        worker = threading.Thread(target=finish)
+        worker.start()
+        assert not judged.wait(1.0)  # detection of that machine and channel is running
+        regression = detection.get_one(Regression, regression_id)
+        regression.state = "withdrawn"  # what detection decided meanwhile
+        regression.confirmation = {**regression.confirmation, "withdrawn": {"why": "test"}}
+        detection.commit()
+    worker.join(30)
+    assert judged.is_set()
+    with database.session_scope() as session:
+        regression = session.get_one(Regression, regression_id)
+        assert regression.state == "withdrawn"  # detection's word stands
+        assert set(regression.confirmation) == {"withdrawn", "rerun"}
+        assert regression.confirmation["rerun"]["state"] == "confirmed"  # the re-run's, beside
