@@ -79,9 +79,10 @@ d. oracle (a reference, not a contestant): knows the truth but where exactly eac
 **Speed.** benchwatch's detector alone over 10,000 series of 500 points from the same
 generator (``--quick``: 1,000), in this process, one core; target 60 s.
 
-**Failures and silent machines.** Two more kinds of finding, each on a seeded corpus of its
-own (``--seed``; the same in ``--quick``; together under a second), built and walked in
-``bench/finding_kinds.py`` without a database:
+**Failures, silent machines and aggregates.** Three more kinds of finding, each on a seeded
+corpus of its own (``--seed``; the same in ``--quick``; failures and silences together under a
+second, aggregates some 15 s), built and walked in ``bench/finding_kinds.py`` without a
+database:
 
 - Failures, judged by ``app.anomalies.failures.judge``: 240 cases of one machine and channel
   over 60 runs, 40 of each kind: *starts failing* (passes, then fails from a run in 13-55 on);
@@ -101,6 +102,16 @@ own (``--seed``; the same in ``--quick``; together under a second), built and wa
   then; the cadence comes from ``finding_kinds.cadence_of``, which mirrors
   ``silence.cadences()`` for one machine, and there is one finding per last run, as in
   ``open_silences``. Machine ``i`` is ``finding_kinds.make_machine(seed, i)``.
+- Aggregates, judged by ``app.anomalies.aggregate_rules.judge_series`` after each run: 64
+  groups of 20-60 models (a suite x config x precision x mode) over 60 runs, 8 of each kind.
+  Each model has its own level and noise (speedup log-normal around 1.35x with 1-5% noise,
+  compile time around 60 s with 3-8%, compression ratio 0.9-1.8x with 1%); up to 7% of a
+  group's models fail in every run and any model fails in a single run with probability 0.3%.
+  From a run in 15-49: *models start failing* (the pass rate falls to 70-87%, for good);
+  *speedup -7 to -12%* and *-3.5 to -4.5%* (30-70% of the models slow down so that the
+  geomean falls by that much); *compression -12 to -20%*; *compile time +15 to +40%*;
+  *speedup drops, recovers* (-8 to -15% for 6-15 runs); *clean*; *clean, models come and go*
+  (1-3 models added or removed). Group ``i`` is ``finding_kinds.make_group(seed, i)``.
 
 Scoring. A failure finding inside a lasting failure (from its first failing run until the case
 passes again) is true, once per failure; its delay is the runs from the failure's first run.
@@ -110,10 +121,16 @@ finding is true on a stopped machine after its last run; its delay is the hours 
 run's start to the first sweep that flags it. Precision = correct findings / findings; recall
 = lasting failures (stopped machines) found / all of them, but on rows with flaky phases only,
 flaky cases marked flaky / flaky cases, with the runs from the phase's first failure to its
-flaky finding as delay. The table has per kind: cases, findings, precision, recall, median and
-max delay, median and max findings per case; notes below it say how many lasting failures
-found end at the right run (passing again, or still open), how many flaky cases were marked
-flaky, and how many single runs were missed.
+flaky finding as delay. An aggregate finding is true when its first bad run is within 5 runs
+(the detector's refinement radius) of an event's start and before its end, on the event's
+aggregate or, when models start failing, on any (they leave every mean), once per event and
+aggregate; the event is found by the first on its own aggregate, its delay the runs from the
+event's start to the run that opened it; it ended right when it resolved within 5 runs of the
+event's end (or is open, for a lasting event). The table has per kind: cases, findings,
+precision, recall, median and max delay, median and max findings per case; notes below it say
+how many lasting failures (aggregate events) found end at the right run (passing again, or
+still open), how many flaky cases were marked flaky, how many single runs were missed, which
+rules found the aggregate events and how many models came and went.
 
 Run ``.venv/bin/python bench/detection.py [--quick] [--seed N] [--step-mix MIX]`` from the
 repository root.
@@ -657,12 +674,16 @@ def print_examples(score: Score, count: int) -> None:
 
 
 def finding_kind_scores(seed: int) -> list["KindScore"]:
-    """Failure and silence rows of the corpora of ``seed``."""
+    """Failure, silence and aggregate rows of the corpora of ``seed``."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     from bench import finding_kinds
 
-    return [*finding_kinds.failure_scores(seed), *finding_kinds.silence_scores(seed)]
+    return [
+        *finding_kinds.failure_scores(seed),
+        *finding_kinds.silence_scores(seed),
+        *finding_kinds.aggregate_scores(seed),
+    ]
 
 
 def delay(values: tuple[float, ...], pick: Callable[[list[float]], float], unit: str) -> str:
@@ -674,7 +695,7 @@ def delay(values: tuple[float, ...], pick: Callable[[list[float]], float], unit:
 
 def print_finding_kinds(rows: list["KindScore"], seconds: float) -> None:
     """Per kind of failure or silence: counts, precision, recall, delay, findings per case."""
-    print(f"\n=== failure and silence findings ({seconds:.1f} s) ===\n")
+    print(f"\n=== failure, silence and aggregate findings ({seconds:.1f} s) ===\n")
     header = [
         "kind", "cases", "findings", "precision", "recall", "delay median", "delay max",
         "findings/case median", "max",

@@ -1,9 +1,10 @@
-"""Failure and silence findings on synthetic histories, scored for ``detection.py``.
+"""Failure, silence and aggregate findings on synthetic histories, scored for ``detection.py``.
 
 ``detection.py`` describes the corpora and the scoring, puts the repository root on
 ``sys.path`` and prints the ``KindScore`` rows made here. Nothing here touches a database:
 failures are judged by ``app.anomalies.failures.judge`` run by run, as ``rescan_runs`` does,
-and silences by ``app.anomalies.silence.Cadence.silent`` at each sweep.
+silences by ``app.anomalies.silence.Cadence.silent`` at each sweep, and aggregates by
+``app.anomalies.aggregate_rules.judge_series`` run by run, as detection after each run does.
 """
 
 from collections import defaultdict
@@ -12,10 +13,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
+import numpy.typing as npt
 
-from app.anomalies import failures, silence
+from app.anomalies import aggregate_rules, failures, silence
+from app.anomalies.detectors import REFINE_RADIUS
 from app.anomalies.failures import Outcome
-from app.anomalies.models import CaseFailure
+from app.anomalies.models import AggregateFinding, CaseFailure
+from app.summaries.aggregates import ModelRecord
 
 CHANNEL = "nightly"
 FAILURE_STREAM, SILENCE_STREAM = 1, 2  # rng keys [seed, stream, index]: apart from the steps'
@@ -352,3 +356,258 @@ def silence_scores(seed: int) -> list[KindScore]:
         rows.append(silence_row(f"silence: stops, {hours}-hourly", chosen, found))
     rows.append(silence_row("silences: all", machines, found))
     return rows
+
+
+# --- aggregates -----------------------------------------------------------------------------
+
+AGGREGATE_STREAM = 3
+GROUPS_PER_KIND = 8
+AGGREGATE_KINDS = (
+    "pass_rate",
+    "speedup_big",
+    "speedup_small",
+    "compression",
+    "compile_time",
+    "recovers",
+    "clean",
+    "churn",
+)
+AGGREGATE_LABELS = {
+    "pass_rate": "aggregate: models start failing",
+    "speedup_big": "aggregate: speedup -7 to -12%",
+    "speedup_small": "aggregate: speedup -3.5 to -4.5%",
+    "compression": "aggregate: compression -12 to -20%",
+    "compile_time": "aggregate: compile time +15 to +40%",
+    "recovers": "aggregate: speedup drops, recovers",
+    "clean": "aggregate: clean, model noise",
+    "churn": "aggregate: clean, models come and go",
+}
+TRANSIENT_P = 0.003  # a model's chance of failing in one run, then passing again
+ALWAYS_FAILING_P = 0.04  # a model failing in every run (never above 7% of the group)
+
+
+@dataclass(frozen=True)
+class Event:
+    """A lasting change of one aggregate, runs ``[start, end)`` (1-based; end None: lasts)."""
+
+    stat: str
+    start: int
+    end: int | None = None
+
+
+@dataclass(frozen=True)
+class ModelGroup:
+    """One suite x config x precision x mode over the runs: its models' values, and the truth.
+
+    Arrays are models x runs; a model absent from a run has NaN speedup.
+    """
+
+    index: int
+    kind: str
+    speedup: npt.NDArray[np.float64]  # 0: failed; NaN: absent
+    compile_s: npt.NDArray[np.float64]
+    compression: npt.NDArray[np.float64]
+    events: tuple[Event, ...] = ()
+    churn: int = 0  # models added or removed
+
+
+def make_group(seed: int, index: int) -> ModelGroup:
+    """Group ``index`` of the aggregate corpus of ``seed``: 20 to 60 models over ``RUNS`` runs.
+
+    Each model has its own level (speedup log-normal around 1.35x, compile time around 60 s,
+    compression 0.9 to 1.8x) and its own run-to-run noise (speedup 1-5%, compile time 3-8%,
+    compression 1%); 4% of models fail in every run, any model fails in a single run with
+    probability 0.3%.
+    """
+    rng = np.random.default_rng([seed, AGGREGATE_STREAM, index])
+    kind = AGGREGATE_KINDS[index % len(AGGREGATE_KINDS)]
+    n = int(rng.integers(20, 61))
+
+    def levels(center: float, spread: float, noise: tuple[float, float]) -> npt.NDArray[np.float64]:
+        level = center * np.exp(rng.normal(0, spread, n))
+        cv = rng.uniform(*noise, n)
+        return level[:, None] * (1 + cv[:, None] * rng.standard_normal((n, RUNS)))
+
+    speedup = levels(1.35, 0.35, (0.01, 0.05))
+    compile_s = levels(60.0, 0.6, (0.03, 0.08))
+    compression = rng.uniform(0.9, 1.8, n)[:, None] * (1 + 0.01 * rng.standard_normal((n, RUNS)))
+    failing = rng.random((n, RUNS)) < TRANSIENT_P
+    always = rng.permutation(n)[: min(int(rng.binomial(n, ALWAYS_FAILING_P)), int(0.07 * n))]
+    failing[always, :] = True
+    start = int(rng.integers(15, 50))
+    events: tuple[Event, ...] = ()
+    churn = 0
+    if kind == "pass_rate":
+        passing = [m for m in range(n) if m not in set(always)]
+        rate = (n - len(always)) / n
+        target = float(rng.uniform(0.70, 0.87))
+        breaking = rng.choice(passing, max(1, int(np.ceil((rate - target) * n))), replace=False)
+        failing[breaking, start - 1 :] = True
+        events = (Event("pass_rate", start),)
+    elif kind in ("speedup_big", "speedup_small", "recovers"):
+        low, high = {"speedup_big": (0.88, 0.93), "speedup_small": (0.955, 0.965)}.get(
+            kind, (0.85, 0.92)
+        )
+        share = float(rng.uniform(0.3, 0.7))
+        hit = rng.random(n) < share
+        factor = float(rng.uniform(low, high)) ** (1 / max(hit.mean(), 1 / n))
+        end = start + int(rng.integers(6, 16)) if kind == "recovers" else None
+        speedup[hit, start - 1 : (end - 1 if end else RUNS)] *= factor
+        events = (Event("geomean_speedup", start, end),)
+    elif kind == "compression":
+        compression[:, start - 1 :] *= float(rng.uniform(0.80, 0.88))
+        events = (Event("mean_compression_ratio", start),)
+    elif kind == "compile_time":
+        compile_s[:, start - 1 :] *= float(rng.uniform(1.15, 1.4))
+        events = (Event("mean_compile_time_s", start),)
+    elif kind == "churn":
+        churn = int(rng.integers(1, 4))
+        for model in rng.choice(n, churn, replace=False):
+            at = int(rng.integers(10, RUNS - 5))
+            if rng.random() < 0.5:
+                speedup[model, :at] = np.nan  # added at run ``at + 1``
+            else:
+                speedup[model, at:] = np.nan  # removed
+    speedup[failing & ~np.isnan(speedup)] = 0.0
+    return ModelGroup(index, kind, speedup, compile_s, compression, events, churn)
+
+
+def group_records(group: ModelGroup, position: int) -> list[ModelRecord]:
+    """What ``summaries.service.model_records`` gives for the group in one run."""
+    records = []
+    for model in range(len(group.speedup)):
+        speedup = float(group.speedup[model, position])
+        if speedup != speedup:
+            continue  # absent from this run
+        passed = speedup > 0
+        records.append(
+            ModelRecord(
+                "torchbench",
+                "cudagraphs",
+                "amp",
+                "training",
+                f"model_{model}",
+                speedup=speedup,
+                accuracy="pass" if passed else "fail_to_run",
+                compilation_latency=float(group.compile_s[model, position]) if passed else None,
+                compression_ratio=float(group.compression[model, position]) if passed else None,
+            )
+        )
+    return records
+
+
+def walk_group(group: ModelGroup) -> list[tuple[AggregateFinding, int]]:
+    """Judge every run in order as detection after each run does: ``(finding, run opened at)``."""
+    known: dict[aggregate_rules.Key, list[AggregateFinding]] = defaultdict(list)
+    histories: dict[aggregate_rules.Key, list[tuple[int, float]]] = defaultdict(list)
+    opened: list[tuple[AggregateFinding, int]] = []
+    previous: list[ModelRecord] | None = None
+    for p in range(RUNS):
+        records = group_records(group, p)
+        values = aggregate_rules.stat_values(records)
+        bases = aggregate_rules.base_values(records, previous) if previous else {}
+        judged = aggregate_rules.Judged()
+        for key in sorted(values):
+            histories[key].append((p + 1, values[key].value))
+            aggregate_rules.judge_series(
+                key,
+                histories[key][-AGGREGATE_HISTORY:],
+                bases.get(key),
+                known[key],
+                judged,
+                models=values[key].model_count,
+                machine_id=1,
+                channel=CHANNEL,
+            )
+        opened += [(f, p + 1) for f in judged.opened]
+        previous = records
+    return opened
+
+
+AGGREGATE_HISTORY = 60  # aggregate_findings.HISTORY_RUNS
+
+
+@dataclass
+class GroupScore:
+    """One group's findings against its truth."""
+
+    group: ModelGroup
+    findings: int = 0
+    correct: int = 0
+    found: int = 0  # events found on their own aggregate
+    delays: list[int] = field(default_factory=list)
+    ended_right: int = 0
+    rules: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+
+def score_group(group: ModelGroup, opened: list[tuple[AggregateFinding, int]]) -> GroupScore:
+    """Match findings to the group's events.
+
+    A finding is true when its first bad run is within the detector's refinement radius of an
+    event's start (and before its end), on the event's aggregate, or on any aggregate when
+    models started failing (they leave every mean): once per event and aggregate. The event
+    is found by the first true finding on its own aggregate; its delay is the runs from the
+    event's start to the run that opened it; it ended right when it resolved within
+    ``MIN_SEGMENT`` runs of the event's end (or is still open for a lasting event).
+    """
+    score = GroupScore(group, findings=len(opened))
+    used: set[tuple[int, str]] = set()
+    radius = REFINE_RADIUS
+    for finding, at in sorted(opened, key=lambda pair: pair[1]):
+        for number, event in enumerate(group.events):
+            on_it = finding.stat == event.stat or event.stat == "pass_rate"
+            inside = event.start - radius <= finding.first_bad_run_id < (event.end or RUNS + 1)
+            if not (on_it and inside) or (number, finding.stat) in used:
+                continue
+            used.add((number, finding.stat))
+            score.correct += 1
+            if finding.stat == event.stat:
+                score.found += 1
+                score.delays.append(at - event.start)
+                score.rules[finding.rule] += 1
+                resolved = finding.resolved_run_id
+                score.ended_right += (
+                    resolved is None
+                    if event.end is None
+                    else resolved is not None
+                    and event.end <= resolved < event.end + aggregate_rules.MIN_SEGMENT
+                )
+            break
+    return score
+
+
+def aggregate_row(label: str, scores: list[GroupScore]) -> KindScore:
+    """The row of some groups: recall over their events."""
+    found = sum(s.found for s in scores)
+    rules: dict[str, int] = defaultdict(int)
+    for s in scores:
+        for rule, count in s.rules.items():
+            rules[rule] += count
+    notes = [f"found by {', '.join(f'{r} {c}' for r, c in sorted(rules.items()))}"] if rules else []
+    if found:
+        notes.append(f"ended right {sum(s.ended_right for s in scores)}/{found}")
+    if churn := sum(s.group.churn for s in scores):
+        notes.append(f"{churn} models added or removed")
+    return KindScore(
+        kind=label,
+        cases=len(scores),
+        findings=sum(s.findings for s in scores),
+        correct=sum(s.correct for s in scores),
+        truths=sum(len(s.group.events) for s in scores),
+        found=found,
+        delays=tuple(float(d) for s in scores for d in s.delays),
+        unit="runs",
+        per_case=tuple(s.findings for s in scores),
+        note=", ".join(notes),
+    )
+
+
+def aggregate_scores(seed: int) -> list[KindScore]:
+    """Rows per group kind, then all groups."""
+    groups = [make_group(seed, i) for i in range(GROUPS_PER_KIND * len(AGGREGATE_KINDS))]
+    scores = [score_group(g, walk_group(g)) for g in groups]
+    rows = [
+        aggregate_row(AGGREGATE_LABELS[kind], [s for s in scores if s.group.kind == kind])
+        for kind in AGGREGATE_KINDS
+    ]
+    return [*rows, aggregate_row("aggregates: all", scores)]

@@ -80,6 +80,7 @@ def judge_run(session: Session, run: Run) -> Judged:
             bases.get(key),
             known[key],
             judged,
+            models=values[key].model_count,
             machine_id=run.machine_id,
             channel=run.channel,
         )
@@ -254,6 +255,7 @@ def _rescan_place(session: Session, machine_id: int, channel: str, judged: Judge
                     bases.get(key),
                     known[key],
                     judged,
+                    models=values[key].model_count,
                     machine_id=machine_id,
                     channel=channel,
                     steps=False,

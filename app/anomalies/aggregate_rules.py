@@ -6,25 +6,27 @@ run as ``AggregatePoint`` rows: pass rate, geomean speedup, mean compile time an
 compression ratio. Each is judged, at each run, by
 
 - ``step``: the change-point detector (``detectors.find_change_points``, default thresholds)
-  on the aggregate's history; only steps for the worse open a finding (pass rate, speedup and
-  compression: higher is better; compile time: lower is better). An improvement is not
-  recorded: it is either a recovery, which resolves what it reverts, or good news;
+  on the aggregate's history, steps of ``MIN_STEP`` (3%) or more; only steps for the worse
+  open a finding (pass rate, speedup and compression: higher is better; compile time: lower
+  is better). An improvement is not recorded: it is either a recovery, which ends what it
+  reverts, or good news;
 - the dashboard's colouring rules, for the worse only: ``pass_rate_below`` (under 90% after
   a run at or above it), ``speedup_below_base`` (geomean under 0.95x of the base),
   ``compression_below_base`` (mean compression ratio under 0.9x of the base). The *base* is
   the previous run with the group on the machine and channel, and both sides are aggregated
   over the models the two runs have in common (HUD's "common models only"), so that a model
-  added to the group or dropped from it does not move the comparison.
+  added to the group or dropped from it does not move the comparison. Mean compile time has
+  no dashboard rule: only the detector judges it.
 
-A finding ends (``resolved_run_id``) at the first run where its aggregate recovered: a rule's
-when the value is back at or above its threshold of the value before; a step's when the value
-is back past the middle of the step, judged from the earliest run the detector could have
-found it (``MIN_SEGMENT`` points into the new level). ``explained_by`` names the per-model
-findings of the group's cases on the machine and channel in the finding's alert group or
-with a first bad run within ``service.GROUP_WINDOW`` of its own: failures for every
-aggregate (a failing model leaves the pass rate and every mean), regressions of the metrics
-behind the aggregate (``EXPLAINING_METRICS``). It is renewed at every run while the finding
-is open or in the history read, as per-model steps are confirmed only later.
+A finding ends (``resolved_run_id``) at the first run where its aggregate recovered
+(``recovered``): a pass rate back at 90%, any other back past the middle of its drop (a step
+only from the earliest run the detector could have found it, ``MIN_SEGMENT`` points into the
+new level). ``explained_by`` names the per-model findings of the group's cases on the machine
+and channel in the finding's alert group or with a first bad run within
+``service.GROUP_WINDOW`` of its own: failures for every aggregate (a failing model leaves the
+pass rate and every mean), regressions for the worse of the metrics behind the aggregate
+(``EXPLAINING_METRICS``). It is renewed at every run while the finding is open or in the
+history read, as per-model steps are confirmed only later.
 
 Detection is idempotent: a rule finding is opened once per aggregate and first bad run, and
 not again while one of the same rule is open; a step is not recorded where any finding of the
@@ -65,6 +67,10 @@ EXPLAINING_METRICS: dict[str, frozenset[str]] = {
 }
 DETECTOR = DetectorConfig()
 MIN_SEGMENT = DETECTOR.min_segment
+# An aggregate's step under this is not told, however quiet the aggregate: a mean over 50
+# models is quiet enough for the detector to confirm a 1% move that no dashboard reader acts on
+# (the dashboard itself colours changes of 5% and more).
+MIN_STEP = 0.03
 
 Key = tuple[str, str, str, str, str]  # suite, config, precision, mode, stat
 
@@ -105,9 +111,18 @@ def stat_values(records: Sequence[ModelRecord]) -> dict[Key, Value]:
 def base_values(
     new: Sequence[ModelRecord], base: Sequence[ModelRecord]
 ) -> dict[Key, tuple[float, float]]:
-    """``(base, new)`` of each aggregate over the models both runs have, per group."""
-    new_common, base_common = aggregates.common_only(list(new), list(base))
-    new_values, old_values = stat_values(new_common), stat_values(base_common)
+    """``(base, new)`` of each aggregate over the models passing in both runs, per group.
+
+    HUD's "common models only" keeps the models present in both; here they must pass in
+    both too: a model that fails in one run leaves that run's means but not the other's, so
+    one transient failure of a fast model would look like a speedup drop (the pass rate and
+    the model's failure finding tell that story).
+    """
+    passing = {(r.group, r.model) for r in new if r.passes} & {
+        (r.group, r.model) for r in base if r.passes
+    }
+    new_values = stat_values([r for r in new if (r.group, r.model) in passing])
+    old_values = stat_values([r for r in base if (r.group, r.model) in passing])
     return {k: (old_values[k].value, v.value) for k, v in new_values.items() if k in old_values}
 
 
@@ -122,15 +137,18 @@ def relative(before: float, after: float) -> float:
 
 
 def recovered(finding: AggregateFinding, value: float, points_since: int) -> bool:
-    """Whether the aggregate is back, ``points_since`` points after the first bad one."""
+    """Whether the aggregate is back, ``points_since`` points after the first bad one.
+
+    A pass rate when it is back at the dashboard's 90%; any other finding when the value is
+    back past the middle of its drop (``before`` to ``after``): the same threshold as the
+    rule's would end a finding opened by one noisy base run at the next run, with the
+    aggregate as low as it was. A step only once the detector could have found it.
+    """
     if finding.rule == "pass_rate_below":
         return value >= PASS_RATE_FLOOR
-    if finding.rule == "step":
-        middle = (finding.before + finding.after) / 2
-        back = value >= middle if STATS[finding.stat] else value <= middle
-        return back and points_since >= MIN_SEGMENT - 1
-    fraction = next(f for rule, f in BASE_RULES.values() if rule == finding.rule)
-    return value >= fraction * finding.before
+    middle = (finding.before + finding.after) / 2
+    back = value >= middle if STATS[finding.stat] else value <= middle
+    return back and (finding.rule != "step" or points_since >= MIN_SEGMENT - 1)
 
 
 @dataclass(frozen=True)
@@ -145,17 +163,28 @@ class Verdict:
 
 
 def rule_verdicts(
-    stat: str, history: Sequence[tuple[int, float]], base: tuple[float, float] | None
+    stat: str,
+    history: Sequence[tuple[int, float]],
+    base: tuple[float, float] | None,
+    models: int,
 ) -> list[Verdict]:
     """The dashboard rules at the newest point of an aggregate's history (oldest first).
 
-    ``base``: ``(base, new)`` over the models common to the newest run and the one before.
+    ``base``: ``(base, new)`` over the models passing in the newest run and the one before.
+    ``models``: the newest point's model count. A pass rate that fell under 90% by one model
+    only is told at the next run if it is still under (the first bad run stays the first):
+    a group just above 90% crosses it at every transient failure of any of its models.
     """
     if len(history) < 2:
         return []
     (last_good, previous), (first_bad, value) = history[-2], history[-1]
-    if stat == "pass_rate" and value < PASS_RATE_FLOOR <= previous:
+    fell = value < PASS_RATE_FLOOR <= previous
+    if stat == "pass_rate" and fell and (previous - value) * models >= 1.5:
         return [Verdict("pass_rate_below", previous, value, last_good, first_bad)]
+    if stat == "pass_rate" and len(history) > 2 and value < PASS_RATE_FLOOR:
+        (last_good, earlier), (first_bad, dropped) = history[-3], history[-2]
+        if dropped < PASS_RATE_FLOOR <= earlier and (earlier - dropped) * models < 1.5:
+            return [Verdict("pass_rate_below", earlier, dropped, last_good, first_bad)]
     if stat in BASE_RULES and base is not None:
         rule, fraction = BASE_RULES[stat]
         if base[1] < fraction * base[0]:
@@ -178,7 +207,7 @@ def step_verdicts(stat: str, history: Sequence[tuple[int, float]]) -> list[tuple
             ),
         )
         for change in find_change_points(values, DETECTOR)
-        if worse(stat, change.rel_change)
+        if worse(stat, change.rel_change) and abs(change.rel_change) >= MIN_STEP
     ]
 
 
@@ -197,6 +226,7 @@ def judge_series(
     known: list[AggregateFinding],
     judged: Judged,
     *,
+    models: int,
     machine_id: int,
     channel: str,
     steps: bool = True,
@@ -211,6 +241,7 @@ def judge_series(
             not later than the run judged; a new one is appended, so that a walk through a
             history sees its own findings.
         judged: where the opened and resolved findings go.
+        models: the models behind the newest point (``Value.model_count``).
         machine_id: the run's machine.
         channel: the run's channel.
         steps: run the change-point detector too (a rescan runs it once over the whole
@@ -224,9 +255,10 @@ def judge_series(
         if finding.resolved_run_id is None and since > 0 and recovered(finding, value, since):
             finding.resolved_run_id = run_id
             judged.resolved.append(finding)
-    for verdict in rule_verdicts(key[4], history, base):
+    for verdict in rule_verdicts(key[4], history, base, models):
         if not any(
-            f.rule == verdict.rule and (f.first_bad_run_id == run_id or f.resolved_run_id is None)
+            f.rule == verdict.rule
+            and (f.first_bad_run_id == verdict.first_bad_run_id or f.resolved_run_id is None)
             for f in known
         ):
             _open(key, verdict, known, judged, machine_id, channel)

@@ -27,13 +27,22 @@ def judge(
     known: list[AggregateFinding] | None = None,
     base: tuple[float, float] | None = None,
     steps: bool = True,
+    models: int = 20,
 ) -> tuple[Judged, list[AggregateFinding]]:
     """Judge the last of ``values`` (run ids 1, 2, ...)."""
     known = [] if known is None else known
     judged = Judged()
     history = [(i + 1, v) for i, v in enumerate(values)]
     rules.judge_series(
-        key(stat), history, base, known, judged, machine_id=1, channel="nightly", steps=steps
+        key(stat),
+        history,
+        base,
+        known,
+        judged,
+        models=models,
+        machine_id=1,
+        channel="nightly",
+        steps=steps,
     )
     return judged, known
 
@@ -67,9 +76,9 @@ def test_a_group_with_neither_speedup_nor_accuracy_has_no_pass_rate() -> None:
     assert values == {}  # not passing either: no compile time of passing models
 
 
-def test_base_values_compare_the_models_both_runs_have() -> None:
-    base = [record("a", 2.0), record("b", 2.0)]
-    new = [record("a", 1.8), record("b", 2.0), record("new_slow_model", 0.5)]
+def test_base_values_compare_the_models_passing_in_both_runs() -> None:
+    base = [record("a", 2.0), record("b", 2.0), record("fast", 8.0)]
+    new = [record("a", 1.8), record("b", 2.0), record("fast", 0.0), record("new_slow", 0.5)]
     compared = rules.base_values(new, base)
     assert compared[key("geomean_speedup")] == pytest.approx((2.0, (1.8 * 2.0) ** 0.5))
     assert rules.stat_values(new)[key("geomean_speedup")].value < 1.3  # all models: far lower
@@ -81,6 +90,20 @@ def test_pass_rate_under_90_percent_after_a_run_at_or_above_opens_once() -> None
         ("pass_rate_below", 0.9, 0.85, 3, 4)
     ]
     assert found[0].rel_change == pytest.approx(-0.05 / 0.9)
+
+
+def test_a_pass_rate_one_model_under_90_percent_is_told_if_the_next_run_is_under_too() -> None:
+    known: list[AggregateFinding] = []
+    judged, _ = judge("pass_rate", [0.95, 0.9, 0.85], known, models=20)
+    assert judged.opened == []  # one model of 20: wait for the next run
+    judged, _ = judge("pass_rate", [0.95, 0.9, 0.85, 0.85], known, models=20)
+    assert [(f.before, f.after, f.first_bad_run_id) for f in judged.opened] == [(0.9, 0.85, 3)]
+    judged, _ = judge("pass_rate", [0.95, 0.9, 0.85, 0.85], known, models=20)
+    assert judged.opened == []  # the same run again
+    transient = [0.95, 0.9, 0.85, 0.9, 0.9]
+    assert [f for end in range(1, 6) for f in judge("pass_rate", transient[:end])[1]] == []
+    judged, _ = judge("pass_rate", [0.95, 0.9, 0.8], models=20)
+    assert [f.first_bad_run_id for f in judged.opened] == [3]  # two models: at once
 
 
 def test_pass_rate_already_below_or_rising_opens_nothing() -> None:
