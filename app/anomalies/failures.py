@@ -14,18 +14,36 @@ with the same case in the runs before (``HISTORY_RUNS`` of the machine and chann
   has stopped flipping and started failing: that opens a (not flaky) finding.
 
 Detection of one run is idempotent: a finding already opened at the run is not opened again.
+
+Coverage changes (``judge_coverage``) are findings too, of lower severity: a case is
+*reported* by a run when it has any result there (skipped too). A run is compared with the
+previous run of the machine and channel at the same tier (``Run.tier``; runs without one with
+each other), so a smoke run after a full one is not a loss of coverage, and only within the
+suites both report, so a run of one suite loses nothing of another:
+
+- a case the previous run reported and this one does not is ``removed``;
+- a case this one reports that the machine and channel never reported before is ``added``
+  (and so never in a machine and channel's first run, or a tier's);
+- the cases of one model in one suite make one finding (on the model's first case, by id;
+  its reason counts them); more than ``COVERAGE_MODELS`` models of a suite at once (a crashed
+  or cut-down run, a new suite version) make one finding for the suite, naming a few;
+- a coverage finding ends when its case reports again in a later run (any tier).
+
+Only the difference of two runs' case lists is judged, and whether the new cases were ever
+reported is asked of the candidates alone, so the cost grows with the run, not the history.
 """
 
 from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence, Set
+from dataclasses import dataclass, field
 from itertools import pairwise
+from typing import NamedTuple
 
-from sqlalchemy import Select, or_, select
+from sqlalchemy import Select, exists, or_, select
 from sqlalchemy.orm import Session
 
 from app.anomalies.models import CaseFailure
-from app.benchmarks.models import Metric, Series
+from app.benchmarks.models import Benchmark, Metric, Series
 from app.benchmarks.vocabulary import PASSING_ACCURACY
 from app.core.bulk import member_of
 from app.runs.models import Result, Run
@@ -34,6 +52,9 @@ HISTORY_RUNS = 10  # earlier runs of the machine and channel a case is compared 
 RESCAN_BATCH = 50  # runs whose outcomes a rescan reads at once
 FLAKY_FLIPS = 3  # pass/fail changes in them (and this run) that make a case flaky
 STEADY_FAILS = 5  # failing runs in a row that turn a flaky case into a failing one
+COVERAGE_MODELS = 5  # models of a suite told one by one when they come or go at once; more: one
+COVERAGE_NAMED = 5  # models a suite's coverage finding names
+COVERAGE = CaseFailure.COVERAGE
 
 
 @dataclass(frozen=True)
@@ -127,13 +148,15 @@ def judge_run(session: Session, run: Run) -> Judged:
         )
     )
     now = outcomes(session, [run.id]).get(run.id, {})
-    if not now:
-        return Judged([], [])
-    # History matters only for the cases failing now (did they pass before? flaky?).
-    failing = [b for b, outcome in now.items() if not outcome.passed]
-    before = outcomes(session, earlier, failing) if earlier and failing else {}
     known = _relevant_findings(session, run)
-    return judge(run, now, [(r, before.get(r, {})) for r in earlier], known)
+    judged = Judged([], [])
+    if now:
+        # History matters only for the cases failing now (did they pass before? flaky?).
+        failing = [b for b, outcome in now.items() if not outcome.passed]
+        before = outcomes(session, earlier, failing) if earlier and failing else {}
+        judged = judge(run, now, [(r, before.get(r, {})) for r in earlier], known)
+    changed = judge_coverage(run, _coverage(session, run, known), known)
+    return Judged(judged.opened + changed.opened, judged.passing_again + changed.passing_again)
 
 
 def judge(
@@ -156,7 +179,7 @@ def judge(
     for benchmark_id, outcome in now.items():
         history = [cases[benchmark_id] for _, cases in earlier if benchmark_id in cases]
         previous = history[0] if history else None  # the newest earlier outcome
-        recorded = known.get(benchmark_id, [])
+        recorded = [f for f in known.get(benchmark_id, []) if f.failure not in COVERAGE]
         open_ = [f for f in recorded if f.passing_again_run_id is None]
         if outcome.passed:
             for finding in open_:
@@ -248,7 +271,8 @@ def _by_case(query: Select[CaseFailure], session: Session) -> dict[int, list[Cas
 def rescan_runs(session: Session, machine_id: int, channel: str) -> Iterator[tuple[Run, Judged]]:
     """Judge every run of a machine and channel in time order, as if each had just arrived.
 
-    Outcomes are read in batches and kept for the last ``HISTORY_RUNS`` runs only. What a
+    Outcomes are read in batches and kept for the last ``HISTORY_RUNS`` runs only; the cases
+    reported, for coverage, one run at a time, and kept for each tier's newest run. What a
     run's judgement opens must be added to the session (grouped) before the next is judged.
     """
     runs = list(
@@ -260,13 +284,193 @@ def rescan_runs(session: Session, machine_id: int, channel: str) -> Iterator[tup
     )
     known = _findings(session, machine_id, channel)
     window: list[tuple[int, Mapping[int, Outcome]]] = []  # newest first
+    last_of_tier: dict[str, tuple[int, Mapping[int, Case]]] = {}  # each tier's newest run's cases
+    seen: set[int] = set()  # the cases reported so far
     for start in range(0, len(runs), RESCAN_BATCH):
         batch = runs[start : start + RESCAN_BATCH]
         read = outcomes(session, [r.id for r in batch])
         for run in batch:
             now = read.get(run.id, {})
             judged = judge(run, now, window, known)
+            coverage = Coverage(cases_of(session, run.id))  # one run at a time: they are large
+            if (last := last_of_tier.get(run.tier)) is not None:
+                coverage.previous_run_id, coverage.previous = last
+                coverage.seen_before = seen.intersection(coverage.candidates())
+            changed = judge_coverage(run, coverage, known)
+            judged.opened += changed.opened
+            judged.passing_again += changed.passing_again
             for finding in judged.opened:
                 known[finding.benchmark_id].append(finding)
             yield run, judged
             window = [(run.id, now), *window][:HISTORY_RUNS]
+            seen.update(coverage.now)
+            last_of_tier[run.tier] = (run.id, coverage.now)
+
+
+class Case(NamedTuple):
+    """What a coverage finding says of a case: its suite and model."""
+
+    suite: str
+    model: str
+
+
+@dataclass
+class Coverage:
+    """A run's cases, and what they are compared with."""
+
+    now: Mapping[int, Case]  # by benchmark id: every case the run reported
+    previous_run_id: int | None = None  # the previous comparable run (None: there is none)
+    previous: Mapping[int, Case] = field(default_factory=dict)
+    seen_before: Set[int] = frozenset()  # of the cases new against it, those reported earlier
+
+    def candidates(self) -> list[int]:
+        """The run's cases the previous run did not report, in the suites both reported."""
+        suites = _suites(self.now) & _suites(self.previous)
+        return sorted(
+            b for b, c in self.now.items() if c.suite in suites and b not in self.previous
+        )
+
+
+def cases_of(session: Session, run_id: int) -> dict[int, Case]:
+    """Every case a run reported (any result, skipped too), by benchmark id."""
+    query = (
+        select(Series.benchmark_id, Benchmark.suite, Benchmark.model)
+        .select_from(Result)
+        .join(Series, Result.series_id == Series.id)
+        .join(Benchmark, Series.benchmark_id == Benchmark.id)
+        .where(Result.run_id == run_id)
+        .distinct()
+    )
+    return {b: Case(suite, model) for b, suite, model in session.connection().execute(query)}
+
+
+def _coverage(session: Session, run: Run, known: Mapping[int, list[CaseFailure]]) -> Coverage:
+    """The run's cases and the previous comparable run's; nothing read when neither matters."""
+    previous = session.scalar(
+        select(Run.id)
+        .where(
+            Run.machine_id == run.machine_id,
+            Run.channel == run.channel,
+            Run.tier == run.tier,
+            Run.started_at < run.started_at,
+        )
+        .order_by(Run.started_at.desc(), Run.id.desc())
+        .limit(1)
+    )
+    if previous is None and not any(_open_coverage(f) for fs in known.values() for f in fs):
+        return Coverage({})
+    coverage = Coverage(cases_of(session, run.id))
+    if previous is not None:
+        coverage.previous_run_id, coverage.previous = previous, cases_of(session, previous)
+        coverage.seen_before = _reported_before(session, run, coverage.candidates())
+    return coverage
+
+
+def _reported_before(session: Session, run: Run, benchmark_ids: Sequence[int]) -> set[int]:
+    """Those of the cases the machine and channel reported before the run started.
+
+    One index probe per series (the first earlier result is enough), not their histories.
+    """
+    earlier = exists().where(Result.series_id == Series.id, Result.measured_at < run.started_at)
+    found: set[int] = set()
+    for condition in member_of(session, Series.benchmark_id, benchmark_ids):
+        query = (
+            select(Series.benchmark_id)
+            .where(
+                Series.machine_id == run.machine_id,
+                Series.channel == run.channel,
+                condition,
+                earlier,
+            )
+            .distinct()
+        )
+        found.update(session.scalars(query))
+    return found
+
+
+def judge_coverage(run: Run, coverage: Coverage, known: Mapping[int, list[CaseFailure]]) -> Judged:
+    """Coverage findings of one run: cases removed or added, and those reported again (pure).
+
+    Args:
+        run: the run judged.
+        coverage: its cases, and the previous comparable run's.
+        known: the findings recorded for the machine and channel's cases (at least the open
+            ones and those opened at this run); a new one is not added to it.
+    """
+    judged = Judged([], [])
+    for benchmark_id, recorded in known.items():
+        if benchmark_id in coverage.now:
+            for finding in recorded:
+                if _open_coverage(finding) and finding.first_failing_run_id != run.id:
+                    finding.passing_again_run_id = run.id
+                    judged.passing_again.append(finding)
+    if coverage.previous_run_id is None:
+        return judged
+    suites = _suites(coverage.now) & _suites(coverage.previous)
+    removed = {
+        b: c for b, c in coverage.previous.items() if c.suite in suites and b not in coverage.now
+    }
+    added = {b: coverage.now[b] for b in coverage.candidates() if b not in coverage.seen_before}
+    for kind, cases in (("removed", removed), ("added", added)):
+        for first, ids, reason in _coverage_findings(kind, cases):
+            opened_here = (
+                f.failure == kind and f.first_failing_run_id == run.id
+                for b in ids
+                for f in known.get(b, [])
+            )
+            if any(opened_here):
+                continue  # judged before (a retried detection, a rescan)
+            judged.opened.append(
+                CaseFailure(
+                    benchmark_id=first,
+                    machine_id=run.machine_id,
+                    channel=run.channel,
+                    last_passing_run_id=coverage.previous_run_id,
+                    first_failing_run_id=run.id,
+                    failure=kind,
+                    metric="",
+                    reason=reason,
+                    flaky=False,
+                    status="new",
+                )
+            )
+    return judged
+
+
+def _coverage_findings(kind: str, cases: Mapping[int, Case]) -> list[tuple[int, list[int], str]]:
+    """The findings one kind of change makes, per model or per suite.
+
+    Each: the case it is recorded on (the first-named model's first, by id), all its cases,
+    and its reason.
+    """
+    by_suite: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for benchmark_id, case in cases.items():
+        by_suite[case.suite][case.model].append(benchmark_id)
+    verb = "no longer reported" if kind == "removed" else "newly reported"
+    findings = []
+    for suite, models in sorted(by_suite.items()):
+        if len(models) > COVERAGE_MODELS:
+            ids = [b for model_ids in models.values() for b in model_ids]
+            named = sorted(models)[:COVERAGE_NAMED]
+            more = f" and {len(models) - len(named)} more" if len(models) > len(named) else ""
+            findings.append(
+                (
+                    min(models[named[0]]),
+                    ids,
+                    f"{len(models)} models of {suite} {verb} ({len(ids)} cases):"
+                    f" {', '.join(named)}{more}",
+                )
+            )
+            continue
+        for model, ids in sorted(models.items()):
+            count = f" ({len(ids)} cases of {model})" if len(ids) > 1 else ""
+            findings.append((min(ids), ids, f"{verb}{count}"))
+    return findings
+
+
+def _open_coverage(finding: CaseFailure) -> bool:
+    return finding.failure in COVERAGE and finding.passing_again_run_id is None
+
+
+def _suites(cases: Mapping[int, Case]) -> set[str]:
+    return {case.suite for case in cases.values()}

@@ -1,7 +1,7 @@
 """Regressions found in series, the alert groups that collect them, and anomalous runs."""
 
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
@@ -103,7 +103,15 @@ class CaseFailure(Triaged, Base):
     ends by itself when the case passes again (``passing_again_run_id``); triage works as on
     a regression. ``flaky``: the case flipped between passing and failing in its recent runs,
     so it is reported once as flaky rather than at every flip.
+
+    Coverage changes (``failures.judge_coverage``) are findings of lower severity: ``removed``
+    (the case, or a model's cases, or a suite's when many went at once, no longer reported;
+    ``last_passing_run_id`` is the run that last had it) and ``added`` (new to the machine and
+    channel; ``last_passing_run_id`` is the run compared with). Both end when the case
+    reports again in a later run.
     """
+
+    COVERAGE: ClassVar[tuple[str, ...]] = ("removed", "added")
 
     __tablename__ = "case_failure"
     __table_args__ = (
@@ -124,7 +132,7 @@ class CaseFailure(Triaged, Base):
     last_passing_run_id: Mapped[int] = mapped_column(ForeignKey("run.id"))
     first_failing_run_id: Mapped[int] = mapped_column(ForeignKey("run.id"), index=True)
     passing_again_run_id: Mapped[int | None] = mapped_column(ForeignKey("run.id"))
-    failure: Mapped[str] = mapped_column(String(16))  # failed | accuracy
+    failure: Mapped[str] = mapped_column(String(16))  # failed | accuracy | removed | added
     metric: Mapped[str] = mapped_column(String(128))  # the result that failed
     reason: Mapped[str] = mapped_column(Text, default="")
     flaky: Mapped[bool] = mapped_column(Boolean, default=False)
@@ -134,6 +142,11 @@ class CaseFailure(Triaged, Base):
     benchmark: Mapped[Benchmark] = relationship(lazy="joined")
     machine: Mapped[Machine] = relationship(lazy="joined")
     group: Mapped[AlertGroup] = relationship(back_populates="failures")
+
+    @property
+    def severity(self) -> str:
+        """``low`` for a coverage change (nothing broke), ``high`` for a failing case."""
+        return "low" if self.failure in self.COVERAGE else "high"
 
 
 class MachineSilence(Triaged, Base):
