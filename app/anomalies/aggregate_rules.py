@@ -86,7 +86,8 @@ class Value:
 def stat_values(records: Sequence[ModelRecord]) -> dict[Key, Value]:
     """Each group's aggregates, only those it has data for (``aggregates.group_stats``).
 
-    A pass rate needs a speedup or an accuracy result; the others need a value.
+    A pass rate needs speedup results (the dashboard's pass rate counts a model passing
+    only with a speedup: without any, every group would be at 0%); the others need a value.
     """
     groups: dict[GroupKey, list[ModelRecord]] = defaultdict(list)
     for record in records:
@@ -95,7 +96,7 @@ def stat_values(records: Sequence[ModelRecord]) -> dict[Key, Value]:
     for group, members in groups.items():
         stats = aggregates.group_stats(members)
         passing = [r for r in members if r.passes_accuracy]
-        if any(r.speedup is not None or r.accuracy is not None for r in members):
+        if any(r.speedup is not None for r in members):
             found[(*group, "pass_rate")] = Value(stats.pass_rate, stats.total_count)
         counts = {
             "geomean_speedup": sum((r.speedup or 0.0) > 0.0 for r in passing),

@@ -71,9 +71,11 @@ def test_stat_values_follow_the_dashboard_and_count_the_models_behind_each() -> 
     }
 
 
-def test_a_group_with_neither_speedup_nor_accuracy_has_no_pass_rate() -> None:
+def test_a_group_without_speedups_has_no_pass_rate() -> None:
     values = rules.stat_values([ModelRecord(*GROUP, "a", compilation_latency=5.0)])
     assert values == {}  # not passing either: no compile time of passing models
+    accuracy_only = [ModelRecord(*GROUP, m, accuracy="pass") for m in ("a", "b")]
+    assert rules.stat_values(accuracy_only) == {}
 
 
 def test_base_values_compare_the_models_passing_in_both_runs() -> None:
