@@ -371,8 +371,10 @@ def _reported_before(session: Session, run: Run, benchmark_ids: Sequence[int]) -
 
     One index probe per series (the first earlier result is enough), not their histories.
     """
-    earlier = exists().where(Result.series_id == Series.id, Result.measured_at < run.started_at)
     found: set[int] = set()
+    if not benchmark_ids:
+        return found
+    earlier = exists().where(Result.series_id == Series.id, Result.measured_at < run.started_at)
     for condition in member_of(session, Series.benchmark_id, benchmark_ids):
         query = (
             select(Series.benchmark_id)
