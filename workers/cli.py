@@ -144,6 +144,8 @@ def cmd_detect(args: argparse.Namespace) -> int:
         max_p_value=args.max_p_value,
         min_rel_change=args.min_rel_change,
         window=args.window,
+        noise_multiple=args.noise_multiple,
+        min_rel_floor=args.min_rel_floor,
     )
     found = []
     for change in find_change_points(series.values, config):
@@ -470,7 +472,24 @@ def _detect_options(detect: argparse.ArgumentParser) -> None:
     )
     defaults = DetectorConfig()
     for flag, kind, default, text in (
-        ("--min-rel-change", float, defaults.min_rel_change, "smallest relative step reported"),
+        (
+            "--min-rel-change",
+            float,
+            defaults.min_rel_change,
+            "smallest relative step reported on a noisy series",
+        ),
+        (
+            "--noise-multiple",
+            float,
+            defaults.noise_multiple,
+            "on a quiet series, the smallest step in noise sigmas",
+        ),
+        (
+            "--min-rel-floor",
+            float,
+            defaults.min_rel_floor,
+            "however quiet the series, no smaller step (a timing's floor)",
+        ),
         ("--max-p-value", float, defaults.max_p_value, "confirmation test threshold"),
         ("--min-segment", int, defaults.min_segment, "points a new level must hold"),
         ("--window", int, defaults.window, "points each side used to confirm a step"),

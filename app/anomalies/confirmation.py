@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session
 
 from app.anomalies.detectors import DetectorConfig
 from app.anomalies.history import load_histories, load_samples
+from app.anomalies.locks import hold_machine_channel
 from app.anomalies.models import Regression
 from app.benchmarks import vocabulary as vocab
 from app.benchmarks.models import Benchmark
@@ -332,10 +333,7 @@ def _locked(session: Session, suite_run_id: int) -> SuiteRun:
     if found is None:
         raise SuiteRunNotFound(suite_run_id)
     if (run := session.get(Run, _request_of(found)["run_id"])) is not None:
-        # Imported here: the service imports this module to request re-runs.
-        from app.anomalies.service import _hold_machine_channel
-
-        _hold_machine_channel(session, run)
+        hold_machine_channel(session, run)
     suite_run = session.get(SuiteRun, suite_run_id, with_for_update=True, populate_existing=True)
     if suite_run is None:
         raise SuiteRunNotFound(suite_run_id)

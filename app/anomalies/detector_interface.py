@@ -5,9 +5,11 @@ first point of the new level, the levels either side and the evidence); the serv
 each step its runs, direction, group and hints, whichever detector found it. Each detector
 has a name and its own thresholds: a frozen dataclass of numbers, every field with a default.
 
-``BENCHWATCH_DETECTOR_THRESHOLDS`` maps ``"<prefix>suite:<suite>"`` and
-``"<prefix>metric:<metric>"`` to some of a detector's fields; a series gets the detector's
-defaults, overridden by its suite's fields, then by its metric's (the more specific wins).
+``BENCHWATCH_DETECTOR_THRESHOLDS`` maps ``"<prefix>kind:<metric kind>"``,
+``"<prefix>suite:<suite>"`` and ``"<prefix>metric:<metric>"`` to some of a detector's fields;
+a series gets the detector's defaults, then its defaults for the metric's kind
+(``Detector.kind_defaults``: memory and counts are quieter than timings), overridden by the
+kind's fields, then its suite's, then its metric's (the more specific wins).
 A detector's prefix is ``"<name>:"`` (``"failure:suite:torchbench"``); the change-point
 detector's is empty, so the keys that predate the others keep working. A key no detector
 owns, a field its detector does not have, or a whole-number field given a fraction is refused
@@ -18,7 +20,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, get_type_hints
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, get_type_hints
 
 from app.anomalies.detectors import ChangePoint
 
@@ -30,7 +32,7 @@ Thresholds = Mapping[
     str, Mapping[str, float]
 ]  # BENCHWATCH_DETECTOR_THRESHOLDS, as settings hold it
 Samples = Sequence[Sequence[float] | None]  # each point's raw samples (None where absent)
-SCOPES = ("suite", "metric")  # least specific first: a metric's fields win over its suite's
+SCOPES = ("kind", "suite", "metric")  # least specific first: a metric's fields win
 NAME = re.compile(r"[a-z][a-z0-9_]*")
 SETTING = "BENCHWATCH_DETECTOR_THRESHOLDS"
 
@@ -46,6 +48,7 @@ class SeriesHistory:
         run_ids: each point's run.
         load_samples: reads the raw samples of every point; called through ``samples`` only,
             by a detector that needs them (it is a query per series).
+        kind: the metric's kind (``performance``, ``memory``, ``compile``, ...).
     """
 
     suite: str
@@ -53,6 +56,7 @@ class SeriesHistory:
     values: Sequence[float]
     run_ids: Sequence[int]
     load_samples: Callable[[], Samples] = field(repr=False)
+    kind: str = "performance"
     _samples: Samples | None = field(default=None, init=False, repr=False)
 
     def samples(self) -> Samples:
@@ -70,10 +74,12 @@ class Detector(ABC, Generic[ThresholdsT]):
             prefix of its keys); lower case, digits and ``_``, not a scope word.
         defaults: its thresholds when nothing overrides them; their dataclass's fields are
             the fields its keys accept (numbers; an ``int`` field takes whole numbers only).
+        kind_defaults: fields that differ from ``defaults`` on the series of a metric kind.
     """
 
     name: str
     defaults: ThresholdsT
+    kind_defaults: ClassVar[Mapping[str, Mapping[str, float]]] = {}
 
     @property
     def prefix(self) -> str:
@@ -121,10 +127,12 @@ class DetectorThresholds:
             detector, scope = _owner(key, detectors)
             self.fields[detector.name, scope] = _checked(key, values, detector)
 
-    def for_series(self, detector: Detector[ThresholdsT], suite: str, metric: str) -> ThresholdsT:
-        """The thresholds ``detector`` uses on a series of this suite and metric."""
-        merged: dict[str, float] = {}
-        for scope in (f"suite:{suite}", f"metric:{metric}"):
+    def for_series(
+        self, detector: Detector[ThresholdsT], suite: str, metric: str, kind: str = "performance"
+    ) -> ThresholdsT:
+        """The thresholds ``detector`` uses on a series of this suite, metric and metric kind."""
+        merged: dict[str, float] = dict(detector.kind_defaults.get(kind, {}))
+        for scope in (f"kind:{kind}", f"suite:{suite}", f"metric:{metric}"):
             merged.update(self.fields.get((detector.name, scope), {}))
         return replace(detector.defaults, **merged)
 
@@ -137,7 +145,8 @@ def _owner(key: str, detectors: Sequence[Detector[Any]]) -> tuple[Detector[Any],
             if scope in SCOPES and colon and name:
                 return detector, f"{scope}:{name}"
     accepted = ", ".join(
-        f"'{d.prefix}suite:<name>' or '{d.prefix}metric:<name>' ({d.name})" for d in detectors
+        f"'{d.prefix}kind:<name>', '{d.prefix}suite:<name>' or '{d.prefix}metric:<name>' ({d.name})"
+        for d in detectors
     )
     raise ValueError(f"{SETTING}: key {key!r} belongs to no detector; keys are {accepted}")
 

@@ -11,13 +11,21 @@ The method, in three stages:
    never past a neighbouring proposal: a Mann-Whitney U test (rank based, so heavy tails and
    outliers do not fool it) must give ``p <= max_p_value`` (and so must the raw samples,
    where they are given), the Hodges-Lehmann shift (the median of all pairwise differences
-   across the split) must be at least ``min_rel_change`` of the level before, and both
-   levels must hold at least ``min_segment`` points. Rejected proposals are dropped one at a
-   time, the weakest first (highest p-value), and the rest re-confirmed with the wider windows
-   that leaves, until all pass: a spurious proposal squeezed between two real steps cannot
-   take them down with it by shortening their windows.
+   across the split) must be at least the series' *minimum effect* of the level before,
+   and both levels must hold at least ``min_segment`` points. Rejected proposals are dropped
+   one at a time, the weakest first (highest p-value), and the rest re-confirmed with the
+   wider windows that leaves, until all pass: a spurious proposal squeezed between two real
+   steps cannot take them down with it by shortening their windows.
 3. **Place** each confirmed step at the nearby split where two flat levels fit the windows
    best (least absolute deviation from each side's median).
+
+The minimum effect depends on the series' noise: ``noise_multiple`` times its relative noise
+(``sigma`` over the level), but never under ``min_rel_floor`` (set per metric kind by
+``registry``) nor over ``min_rel_change``. A noisy series keeps the fixed minimum, which is
+what stops a slow drift from passing as a step. A quiet one may report a step of a few times
+its noise (a 2% step at 0.3% noise is real); there a drift of a few percent would be many
+times the noise, so a step under ``min_rel_change`` must also stand out from the trend of the
+level before it (``_beyond_trend``).
 
 What this ignores, by construction: single outliers (stage 1's median and stage 2's ranks),
 short blips (``min_segment``), bimodal noise (the mixture is the same on both sides, so the
@@ -43,8 +51,15 @@ class DetectorConfig:
 
     min_segment: int = 5  # points a new level must hold before it counts as a step
     max_p_value: float = 0.001  # confirmation test across the step
-    min_rel_change: float = 0.03  # ignore moves under 3%, however quiet the series
+    min_rel_change: float = 0.03  # the minimum effect on a noisy series: moves under 3% ignored
     window: int = 20  # points each side used to confirm a step
+    noise_multiple: float = 3.0  # on a quiet series, the minimum effect is this many sigmas
+    min_rel_floor: float = 0.005  # ... but never under this (the registry sets it per kind)
+
+    def min_effect(self, relative_noise: float) -> float:
+        """The least relative step reported on a series with this relative noise."""
+        wanted = self.noise_multiple * relative_noise
+        return min(self.min_rel_change, max(self.min_rel_floor, wanted))
 
 
 @dataclass(frozen=True)
@@ -82,7 +97,8 @@ def find_change_points(
     proposals = binary_segmentation(running_median(points), sigma, config.min_segment)
     if not proposals:
         return []
-    confirmed = _confirm(points, proposals, config, kept_samples)
+    least = config.min_effect(relative_noise(points, sigma))
+    confirmed = _confirm(points, proposals, config, least, kept_samples)
     return [
         _change_point(points, observed, split, bounds, config, kept_samples)
         for split, bounds in confirmed
@@ -96,6 +112,12 @@ def noise_scale(points: FloatArray) -> float:
     sigma = 1.4826 * mad / np.sqrt(2.0)
     floor = 1e-9 * max(1.0, float(np.median(np.abs(points))))
     return float(max(sigma, floor))
+
+
+def relative_noise(points: FloatArray, sigma: float) -> float:
+    """The noise scale as a fraction of the series' typical level (inf at a level of 0)."""
+    level = float(np.median(np.abs(points)))
+    return sigma / level if level > 0 else float("inf")
 
 
 def running_median(points: FloatArray) -> FloatArray:
@@ -141,6 +163,7 @@ def _confirm(
     points: FloatArray,
     proposals: list[int],
     config: DetectorConfig,
+    least: float,
     samples: Sequence[Sequence[float] | None] | None,
 ) -> list[tuple[int, Bounds]]:
     """The proposals that pass, each with the window bounds it was judged on."""
@@ -157,7 +180,7 @@ def _confirm(
         judged = _with_bounds(placed, len(points), config.window)
         for key in judged:
             if key not in verdicts:
-                verdicts[key] = _weakness(points, *key, config, samples)
+                verdicts[key] = _weakness(points, *key, config, least, samples)
         failing = [(weakness, key[0]) for key in judged if (weakness := verdicts[key]) is not None]
         if not failing:
             return judged
@@ -178,24 +201,49 @@ def _weakness(
     split: int,
     bounds: Bounds,
     config: DetectorConfig,
+    least: float,
     samples: Sequence[Sequence[float] | None] | None,
 ) -> float | None:
-    """None when the split passes; else how weak it is (its p-value, ``TOO_SHORT`` at most)."""
+    """None when the split passes; else how weak it is (its p-value, ``TOO_SHORT`` at most).
+
+    ``least``: the series' minimum effect (``DetectorConfig.min_effect``).
+    """
     left, right = points[bounds[0] : split], points[split : bounds[1]]
     if min(len(left), len(right)) < config.min_segment:
         return TOO_SHORT
     p_value = _p_value(left, right)
     before = float(np.median(left))
     shift = float(np.median(np.subtract.outer(right, left)))  # Hodges-Lehmann estimate
-    if before == 0 or abs(shift) / abs(before) < config.min_rel_change:
+    if before == 0 or abs(shift) / abs(before) < least:
         return p_value
     if p_value > config.max_p_value:
+        return p_value
+    if abs(shift) / abs(before) < config.min_rel_change and not _beyond_trend(left, right, least):
         return p_value
     if samples is not None:
         pooled = _pooled(samples, bounds[0], split), _pooled(samples, split, bounds[1])
         if len(pooled[0]) and len(pooled[1]) and _p_value(*pooled) > config.max_p_value:
             return p_value
     return None
+
+
+def _beyond_trend(left: FloatArray, right: FloatArray, least: float) -> bool:
+    """Whether the new level stands out from the trend of the level before by ``least``.
+
+    The trend is the Theil-Sen slope of the points before (robust to outliers), carried on
+    to the middle of the points after: a ramp lands on it, a step does not.
+    """
+    from scipy.stats import theilslopes  # beside _p_value's import, for the same reason
+
+    if len(left) < 3:
+        return True
+    slope = float(theilslopes(left).slope)
+    middle_before = (len(left) - 1) / 2
+    middle_after = len(left) + (len(right) - 1) / 2
+    expected = float(np.median(left)) + slope * (middle_after - middle_before)
+    if expected == 0:
+        return True
+    return abs(float(np.median(right)) - expected) / abs(expected) >= least
 
 
 def _pooled(samples: Sequence[Sequence[float] | None], start: int, stop: int) -> FloatArray:

@@ -14,6 +14,7 @@ from app.anomalies.schemas import (
     RegressionRead,
     RunAnomalyRead,
     Status,
+    StepState,
     TriageUpdate,
 )
 from app.api.deps import ReadAccess, SessionDep, TriageActor
@@ -38,6 +39,7 @@ def regression_filter(
     config: str | None = None,
     metric: str | None = None,
     direction: str | None = None,
+    state: StepState | None = None,
     since: QueryTime | None = None,
     group_id: RowId | None = None,
     first_bad_run_id: RowId | None = None,
@@ -52,6 +54,7 @@ def regression_filter(
         config,
         metric,
         direction,
+        state,
         since,
         group_id,
         first_bad_run_id,

@@ -10,6 +10,7 @@ from app.core.bounds import NulFree
 from app.core.urls import HttpUrlText
 
 Status = Literal["new", "acknowledged", "invalid", "expected", "fixed"]
+StepState = Literal["suspected", "confirmed", "withdrawn"]
 
 
 class TriageRead(BaseModel):
@@ -44,6 +45,13 @@ class RegressionRead(TriageRead):
     environment_diff: dict[str, Any]
     hints: list[str]
     status: str
+    state: str = Field(
+        description="suspected (reported early), confirmed (by the change-point test) or "
+        "withdrawn (a suspected step that came to nothing)"
+    )
+    confirmation: dict[str, Any] = Field(
+        description="how it got to its state: suspected, confirmed, withdrawn, rerun"
+    )
     reverted: bool
     reverted_by_run_id: int | None
     found_by_run_id: int | None = None

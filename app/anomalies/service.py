@@ -6,9 +6,13 @@ group, the environment diff between the two runs and hints from correlated metri
 Detection is idempotent: a step already recorded (at the same place, give or take the
 change-point detector's refinement radius) is not recorded again, whatever its triage status
 or the detector that finds it, so an accepted step becomes the baseline.
+
+A step whose newest points are far beyond the series' noise is recorded before the
+detectors can confirm it, as ``suspected`` (``suspects``); it becomes ``confirmed`` when a
+detector finds it, or ``withdrawn`` when the series comes back or the test does not agree in
+time. Only one step of a series is suspected at a time.
 """
 
-import zlib
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -16,10 +20,19 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
-from app.anomalies import aggregate_findings, explain, failures, outliers, registry, silence
+from app.anomalies import (
+    aggregate_findings,
+    confirmation,
+    explain,
+    failures,
+    outliers,
+    registry,
+    silence,
+    suspects,
+)
 from app.anomalies.detector_interface import (
     Detector,
     DetectorThresholds,
@@ -28,6 +41,7 @@ from app.anomalies.detector_interface import (
 )
 from app.anomalies.detectors import REFINE_RADIUS, ChangePoint
 from app.anomalies.history import History, load_histories, load_samples
+from app.anomalies.locks import hold_machine_channel
 from app.anomalies.models import (
     AlertGroup,
     CaseFailure,
@@ -47,7 +61,6 @@ GROUP_WINDOW = timedelta(hours=36)  # first bad runs this close share one alert 
 INCREMENTAL_POINTS = 60  # history loaded per series after a run: 3 windows
 ANOMALY_HISTORY_RUNS = 50
 END_OF_TIME = datetime(9999, 1, 1, tzinfo=UTC)
-DETECTION_LOCK = 0x62770001  # the advisory lock class of detection ("bw", 1)
 OVERDUE_BATCH = 500  # runs queued again per sweep
 
 
@@ -58,6 +71,9 @@ class Detection:
     regressions: list[Regression]
     reverted: list[Regression]
     anomaly: RunAnomaly | None = None
+    suspected: list[Regression] = field(default_factory=list)  # new, also in regressions
+    confirmed: list[Regression] = field(default_factory=list)  # suspected before, now found
+    withdrawn: list[Regression] = field(default_factory=list)
     failures: list[CaseFailure] = field(default_factory=list)  # cases that began failing
     passing_again: list[CaseFailure] = field(default_factory=list)
     silences_ended: list[MachineSilence] = field(default_factory=list)
@@ -73,36 +89,25 @@ def detect_for_run(
     """
     read = registry.read_thresholds(thresholds or {})
     run = runs_service.get_run(session, run_id)
-    _hold_machine_channel(session, run)
+    hold_machine_channel(session, run)
     series = _series_keys(session, select(Result.series_id).where(Result.run_id == run_id))
     histories = load_histories(session, [s.id for s in series], run.started_at, INCREMENTAL_POINTS)
-    detection = _detect(session, series, histories, read)
+    # A run where everything moved at once is odd before it is a step: its points alone
+    # make nothing suspected (the next run may).
+    anomaly = _score_run(session, run, histories)
+    detection = _detect(session, series, histories, read, single_points=not anomaly.anomalous)
+    detection.anomaly = anomaly
     judged = failures.judge_run(session, run)
     detection.failures, detection.passing_again = judged.opened, judged.passing_again
     _group_failures(session, judged.opened, run)
     aggregate_findings.judge_run(session, run)  # after failures: they explain aggregates
     detection.silences_ended = silence.end_silences(session, run)
-    detection.anomaly = _score_run(session, run, histories)
     for regression in detection.regressions:
         regression.found_by_run_id = run.id
     run.detected_at = utcnow()
     session.flush()
+    confirmation.request_reruns(session, detection.suspected)  # a worker's cases: re-run them
     return detection
-
-
-def _hold_machine_channel(session: Session, run: Run) -> None:
-    """Detections of one machine and channel take turns on Postgres, until the transaction ends.
-
-    Two runs of the same series detected at once would each find the step missing and record
-    it twice; in turn, the second sees what the first recorded (a transaction-level advisory
-    lock on machine and channel). SQLite has one writer at a time: the second detection's
-    write fails instead (a stale snapshot, or the unique step), and ``jobs.detect_run`` runs
-    it again. Holding SQLite's write lock for the whole detection would make every upload
-    wait for it.
-    """
-    if session.get_bind().dialect.name == "postgresql":
-        key = zlib.crc32(f"{run.machine_id}:{run.channel}".encode()) - 2**31  # a signed int4
-        session.execute(select(func.pg_advisory_xact_lock(DETECTION_LOCK, key)))
 
 
 def overdue_runs(session: Session, older_than: timedelta, limit: int = OVERDUE_BATCH) -> list[int]:
@@ -136,6 +141,9 @@ def rescan(
         found = _detect(session, chunk, histories, read)
         detection.regressions += found.regressions
         detection.reverted += found.reverted
+        detection.suspected += found.suspected
+        detection.confirmed += found.confirmed
+        detection.withdrawn += found.withdrawn
     detection.failures, detection.passing_again = _rescan_failures(session, machine)
     aggregate_findings.rescan(session, machine)
     session.flush()
@@ -166,11 +174,12 @@ class SeriesKey:
     id: int
     suite: str
     metric: str
+    kind: str  # the metric's
 
 
 def _series_keys(session: Session, ids: Select[Any]) -> list[SeriesKey]:
     query = (
-        select(Series.id, Benchmark.suite, Metric.name)
+        select(Series.id, Benchmark.suite, Metric.name, Metric.kind)
         .join(Benchmark, Series.benchmark_id == Benchmark.id)
         .join(Metric, Series.metric_id == Metric.id)
         .where(Series.id.in_(ids))
@@ -184,7 +193,9 @@ def _detect(
     series: Sequence[SeriesKey],
     histories: Mapping[int, History],
     thresholds: DetectorThresholds,
+    single_points: bool = True,
 ) -> Detection:
+    """Steps in the series' histories; ``single_points``: may one point make a step suspected."""
     known = _regressions_by_series(session, [s.id for s in series])
     detection = Detection([], [])
     for one in series:
@@ -192,14 +203,23 @@ def _detect(
         if history is None:
             continue
         samples = partial(load_samples, session, one.id, history.run_ids)
-        view = SeriesHistory(one.suite, one.metric, history.values, history.run_ids, samples)
+        view = SeriesHistory(
+            one.suite, one.metric, history.values, history.run_ids, samples, one.kind
+        )
+        found_at: list[int] = []
         for detector in registry.DETECTORS:
-            found_by = Finder(detector, thresholds.for_series(detector, one.suite, one.metric))
+            found_by = Finder(
+                detector, thresholds.for_series(detector, one.suite, one.metric, one.kind)
+            )
             for change in detector.find(view, found_by.thresholds):
+                found_at.append(change.index)
                 stored = session.get_one(Series, one.id)
                 recorded = _record(stored, history, change, found_by, known[one.id], detection)
                 if recorded is not None:
                     known[one.id].append(recorded)
+        change_point = thresholds.for_series(registry.CHANGE_POINT, one.suite, one.metric, one.kind)
+        judged = Judged(history, found_at, change_point, single_points)
+        _judge_suspects(session, one, judged, known[one.id], detection)
     if detection.regressions:  # grouping adds them to the session
         _group_and_explain(session, detection.regressions)
     return detection
@@ -244,28 +264,11 @@ def _record(
     for regression in known:
         at = position.get(regression.first_bad_run_id)
         if at is not None and abs(at - change.index) <= REFINE_RADIUS:
+            if regression.state != "confirmed":  # suspected (or withdrawn) before: now found
+                _confirm(regression, series, history, change, found_by)
+                detection.confirmed.append(regression)
             return None  # already recorded: its triage stands
-    last_good = next(
-        history.run_ids[i]
-        for i in range(change.index - 1, -1, -1)
-        if history.values[i] == history.values[i]  # not NaN
-    )
-    regression = Regression(
-        series_id=series.id,
-        series=series,
-        last_good_run_id=last_good,
-        first_bad_run_id=first_bad,
-        direction=_direction(series.metric, change.rel_change),
-        before=change.before,
-        after=change.after,
-        before_spread=change.before_spread,
-        after_spread=change.after_spread,
-        rel_change=change.rel_change,
-        p_value=change.p_value,
-        detector=found_by.describe(),
-        hints=[],
-        status="new",
-    )
+    regression = _regression(series, history, change, found_by.describe())
     for earlier in known:
         if _reverts(earlier, change, found_by, position):
             earlier.reverted = True
@@ -274,6 +277,148 @@ def _record(
             detection.reverted.append(earlier)
     detection.regressions.append(regression)
     return regression
+
+
+def _last_good(history: History, index: int) -> int:
+    """The run of the last observed point before ``index``."""
+    return next(
+        history.run_ids[i]
+        for i in range(index - 1, -1, -1)
+        if history.values[i] == history.values[i]  # not NaN
+    )
+
+
+def _regression(
+    series: Series, history: History, change: ChangePoint, detector: dict[str, Any]
+) -> Regression:
+    return Regression(
+        series_id=series.id,
+        series=series,
+        last_good_run_id=_last_good(history, change.index),
+        first_bad_run_id=history.run_ids[change.index],
+        direction=_direction(series.metric, change.rel_change),
+        before=change.before,
+        after=change.after,
+        before_spread=change.before_spread,
+        after_spread=change.after_spread,
+        rel_change=change.rel_change,
+        p_value=change.p_value,
+        detector=detector,
+        hints=[],
+        status="new",
+        state="confirmed",
+        confirmation={},
+    )
+
+
+WITHDRAWN_BY = "detection: withdrawn"  # triaged_by of a suspected step that came to nothing
+
+
+def withdraw(regression: Regression, why: dict[str, Any]) -> None:
+    """A suspected step that came to nothing: withdrawn, and ``invalid`` unless triaged.
+
+    ``invalid`` is what every list, group status and notice already reads as "no finding";
+    a person's triage stands. ``why`` goes to ``confirmation["withdrawn"]``.
+    """
+    regression.state = "withdrawn"
+    regression.confirmation = {**regression.confirmation, "withdrawn": why}
+    if regression.status == "new":
+        regression.status, regression.triaged_by = "invalid", WITHDRAWN_BY
+        regression.triaged_at = utcnow()
+
+
+def _confirm(
+    regression: Regression,
+    series: Series,
+    history: History,
+    change: ChangePoint,
+    found_by: "Finder",
+) -> None:
+    """A suspected (or withdrawn) step that a detector now finds: its levels are the test's."""
+    measured = _regression(series, history, change, found_by.describe())
+    for name in ("before", "after", "before_spread", "after_spread", "rel_change", "p_value"):
+        setattr(regression, name, getattr(measured, name))
+    regression.direction = measured.direction
+    regression.detector = measured.detector
+    regression.state = "confirmed"
+    if regression.triaged_by == WITHDRAWN_BY:  # detection's own verdict, taken back
+        regression.status, regression.triaged_by, regression.triaged_at = "new", "", None
+    regression.confirmation = {
+        **regression.confirmation,
+        "confirmed": {
+            "run_id": history.run_ids[-1],
+            "why": "the change-point test found the step",
+            "first_bad_run_id": measured.first_bad_run_id,
+        },
+    }
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One series as this detection pass saw it, for its suspected steps."""
+
+    history: History
+    found_at: Sequence[int]  # where the detectors found steps (positions in the history)
+    thresholds: Any  # the change-point detector's, for this series
+    single_points: bool  # whether the newest point alone may make a step suspected
+
+
+def _judge_suspects(
+    session: Session, one: SeriesKey, judged: Judged, known: list[Regression], detection: Detection
+) -> None:
+    """Withdraw the series' suspected step if it came to nothing; else suspect a new one.
+
+    A suspected step older than the history read is withdrawn too: the detectors have had
+    their points and did not find it.
+    """
+    history, thresholds = judged.history, judged.thresholds
+    position = {run_id: i for i, run_id in enumerate(history.run_ids)}
+    newest = history.run_ids[-1]
+    for regression in known:
+        if regression.state != "suspected":
+            continue
+        at = position.get(regression.first_bad_run_id)
+        if at is None:
+            outcome: suspects.Verdict | None = ("withdrawn", "no step found in its history")
+        else:
+            outcome = suspects.verdict(
+                history.values, at, (regression.before, regression.after), judged.found_at
+            )
+        if outcome is None:
+            return  # still suspected: one at a time
+        if outcome[0] == "withdrawn":
+            withdraw(regression, {"run_id": newest, "why": outcome[1]})
+            detection.withdrawn.append(regression)
+    standing = [
+        at
+        for regression in known
+        if regression.state != "withdrawn"
+        and (at := position.get(regression.first_bad_run_id)) is not None
+    ]
+    since = max(standing, default=0)
+    change = suspects.suspect(history.values, since, thresholds, single_point=judged.single_points)
+    if change is None:
+        return
+    if any(
+        (at := position.get(r.first_bad_run_id)) is not None
+        and abs(at - change.index) <= REFINE_RADIUS
+        for r in known
+    ):
+        return  # recorded there already (a withdrawn suspicion, or a triaged step)
+    series = session.get_one(Series, one.id)
+    detector = {
+        "name": registry.CHANGE_POINT.name,
+        **asdict(thresholds),
+        "suspect": asdict(suspects.SuspectConfig()),
+    }
+    regression = _regression(series, history, change, detector)
+    regression.state = "suspected"
+    regression.confirmation = {
+        "suspected": {"run_id": newest, "points": len(history.run_ids) - change.index}
+    }
+    known.append(regression)
+    detection.suspected.append(regression)
+    detection.regressions.append(regression)
 
 
 # A step's kind, by the one comparison rule's direction (None: the metric has no better way).
@@ -289,7 +434,9 @@ def _reverts(
 ) -> bool:
     """A later opposite step that brings the series back to the level before ``earlier``."""
     at = position.get(earlier.first_bad_run_id)
-    if earlier.reverted or earlier.status == "invalid" or (at is not None and at >= change.index):
+    if earlier.reverted or earlier.status == "invalid" or earlier.state != "confirmed":
+        return False
+    if at is not None and at >= change.index:
         return False
     opposite = (earlier.rel_change > 0) != (change.rel_change > 0)
     return opposite and found_by.same_level(earlier.before, change.after)
@@ -409,7 +556,7 @@ def _hints(session: Session, cache: dict[int, CaseValues], regression: Regressio
     return [*hints, *explain.root_cause_hints(regression.direction, scope, readings, collectives)]
 
 
-def _score_run(session: Session, run: Run, histories: Mapping[int, History]) -> RunAnomaly | None:
+def _score_run(session: Session, run: Run, histories: Mapping[int, History]) -> RunAnomaly:
     z_scores, failed, total = [], 0, 0
     for history in histories.values():
         if run.id not in history.run_ids:

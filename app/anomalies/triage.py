@@ -56,6 +56,7 @@ class RegressionFilter:
     config: str | None = None
     metric: str | None = None
     direction: str | None = None
+    state: str | None = None
     since: datetime | None = None
     group_id: int | None = None
     first_bad_run_id: int | None = None
@@ -84,6 +85,7 @@ def _filtered(query: Select[Any], where: RegressionFilter) -> Select[Any]:
         (Series.channel, where.channel),
         (Benchmark.suite, where.suite),
         (Regression.direction, where.direction),
+        (Regression.state, where.state),
         (Regression.group_id, where.group_id),
         (Regression.first_bad_run_id, where.first_bad_run_id),
         (Regression.found_by_run_id, where.found_by_run_id),

@@ -93,8 +93,27 @@ def _regression(regression: Regression) -> dict[str, Any]:
         "hints": regression.hints,
         "status": regression.status,
         "reverted": regression.reverted,
+        "state": regression.state,
+        "state_why": _state_why(regression.state, regression.confirmation),
+        "rerun": _rerun(regression.confirmation),
         "series_link": _series_link(regression),
     }
+
+
+def _state_why(state: str, confirmation: dict[str, Any]) -> str:
+    """Why a step is suspected or withdrawn, in words (the tag's title)."""
+    if state == "suspected":
+        points = confirmation.get("suspected", {}).get("points", 0)
+        return f"reported after {points} point(s), before the change-point test can judge it"
+    return str(confirmation.get(state, {}).get("why", ""))
+
+
+def _rerun(confirmation: dict[str, Any]) -> str:
+    """What the confirmation re-run found ("" when there was none)."""
+    rerun = confirmation.get("rerun")
+    if not isinstance(rerun, dict):
+        return ""
+    return str(rerun.get("verdict") or rerun.get("status") or "")
 
 
 def _failure(failure: CaseFailure) -> dict[str, Any]:

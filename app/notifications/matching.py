@@ -2,10 +2,12 @@
 
 A rule set maps field names to what they accept (``RULE_FIELDS``): a text field takes one
 value or a list of values (any of them), each an ``fnmatch`` glob (``*``, ``?``, ``[...]``),
-case-sensitive, so a value without those characters is an exact match; ``direction`` and
-``kind`` take one value or a list; ``min_rel_change`` the least absolute relative change (a
-fraction: 0.05 is 5%). An absent field accepts anything, so the empty rule set matches
-every finding. A subscription selects a finding when its ``match`` rule set holds and none
+case-sensitive, so a value without those characters is an exact match; ``direction``,
+``kind`` and ``state`` take one value or a list; ``min_rel_change`` the least absolute
+relative change (a fraction: 0.05 is 5%). An absent field accepts anything, so the empty rule
+set matches every finding, with one exception: a ``match`` rule set without ``state`` selects
+confirmed findings only (``DEFAULT_STATES``); a subscription asks for suspected steps by
+naming them. A subscription selects a finding when its ``match`` rule set holds and none
 of its ``exclude`` rule sets holds in full.
 
 Rule sets come from the database as validated JSON (``schemas.Rules``); matching does no
@@ -32,7 +34,8 @@ TEXT_FIELDS = (
     "mode",
     "metric",
 )
-CHOICE_FIELDS = ("direction", "kind")
+CHOICE_FIELDS = ("direction", "kind", "state")
+DEFAULT_STATES = ("confirmed",)  # what a match rule set without ``state`` selects
 RULE_FIELDS = (*TEXT_FIELDS, *CHOICE_FIELDS, "min_rel_change")
 GLOB_CHARACTERS = frozenset("*?[")
 
@@ -43,7 +46,9 @@ class Finding:
 
     ``kind``: ``regression``, ``improvement``, ``failure`` or ``machine_silent``;
     ``direction``: ``regression``, ``improvement`` or ``change`` (a metric with no good
-    direction); ``rel_change``: the relative change, signed (0 where there is none).
+    direction); ``rel_change``: the relative change, signed (0 where there is none);
+    ``state``: ``suspected`` for a step reported before the test confirmed it (or one that was
+    suspected and withdrawn), else ``confirmed``.
     """
 
     kind: str
@@ -58,6 +63,7 @@ class Finding:
     metric: str = ""
     direction: str = ""
     rel_change: float = 0.0
+    state: str = "confirmed"
 
 
 Check = Callable[[Finding], bool]
@@ -131,6 +137,8 @@ def compile_subscription(
     match: Mapping[str, Any], exclude: Sequence[Mapping[str, Any]] = ()
 ) -> Matcher:
     """A subscription's ``match`` and ``exclude`` rule sets compiled into one ``Matcher``."""
+    if match.get("state") is None:
+        match = {**match, "state": list(DEFAULT_STATES)}
     return Matcher(compile_rules(match), tuple(compile_rules(rules) for rules in exclude))
 
 

@@ -53,7 +53,7 @@ def is_open(found: Found) -> bool:
 
 # What, changed on a finding, can change what its group's subscribers are told.
 WATCHED: dict[type, tuple[str, ...]] = {
-    Regression: ("status", "reverted"),
+    Regression: ("status", "reverted", "state"),
     CaseFailure: ("status", "passing_again_run_id"),
     MachineSilence: ("status", "ended_by_run_id"),
 }

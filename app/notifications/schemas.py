@@ -30,6 +30,7 @@ Text = Annotated[str, NulFree, Field(min_length=1, max_length=256)]
 TextRule = Annotated[list[Text], OneOrMore, Field(min_length=1, max_length=100)]
 Direction = Literal["regression", "improvement", "change"]
 Kind = Literal["regression", "improvement", "failure", "machine_silent"]
+StepState = Literal["suspected", "confirmed"]
 Name = Annotated[str, NulFree, Field(min_length=1, max_length=128)]
 Owner = Annotated[str, NulFree, Field(max_length=256)]
 Url = Annotated[HttpUrlText, Field(min_length=1)]
@@ -59,6 +60,11 @@ class Rules(BaseModel):
         None
     )
     kind: Annotated[list[Kind], OneOrMore, Field(min_length=1, max_length=4)] | None = None
+    state: Annotated[list[StepState], OneOrMore, Field(min_length=1, max_length=2)] | None = Field(
+        default=None,
+        description="suspected: steps reported before the test confirms them; absent "
+        "in `match`: confirmed only",
+    )
     min_rel_change: Annotated[float, Field(ge=0, le=1_000_000, allow_inf_nan=False)] | None = Field(
         default=None, description="The least absolute relative change: 0.05 is 5%"
     )

@@ -258,6 +258,7 @@ def finding_of(found: Found) -> Finding:
         metric=series.metric.name,
         direction=found.direction,
         rel_change=found.rel_change,
+        state="confirmed" if found.state == "confirmed" else "suspected",
     )
 
 

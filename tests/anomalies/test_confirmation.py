@@ -15,8 +15,8 @@ from sqlalchemy.orm import Session
 from app.anomalies import confirmation
 from app.anomalies.confirmation import ENVIRONMENT_CHANGED, MAX_CASES, judge
 from app.anomalies.detectors import DetectorConfig
+from app.anomalies.locks import hold_machine_channel
 from app.anomalies.models import AlertGroup, Regression
-from app.anomalies.service import _hold_machine_channel as hold_machine_channel
 from app.benchmarks.models import Benchmark, CompilerConfig, Metric, Series
 from app.core.db import Database
 from app.jobs import REQUEUE_SHARDS

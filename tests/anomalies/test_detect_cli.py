@@ -33,8 +33,12 @@ def test_json_list_with_missing_points_and_options(
     values = [10.0] * 30 + [None] + [10.2] * 30
     path = tmp_path / "series.json"
     path.write_text(json.dumps(values))
-    assert json.loads(run(capsys, str(path))[1])["change_points"] == []  # 2% < 3%
-    code, out, _ = run(capsys, str(path), "--min-rel-change", "0.01")
+    code, out, _ = run(capsys, str(path))  # no noise at all: 2% is a step
+    assert code == 0
+    assert json.loads(out)["change_points"][0]["index"] == 31
+    fixed = ("--min-rel-floor", "0.03")  # 3% whatever the noise
+    assert json.loads(run(capsys, str(path), *fixed)[1])["change_points"] == []
+    code, out, _ = run(capsys, str(path), *fixed, "--min-rel-change", "0.01")
     assert code == 0
     assert json.loads(out)["change_points"][0]["index"] == 31
 

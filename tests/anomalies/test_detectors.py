@@ -95,10 +95,32 @@ def test_a_step_needs_to_persist_before_a_verdict() -> None:
 
 
 def test_moves_below_the_minimum_effect_are_ignored() -> None:
-    quiet_two_percent = step(8, 80, 80, 0.02, cv=0.002)
-    assert find_change_points(quiet_two_percent) == []
-    (change,) = find_change_points(quiet_two_percent, DetectorConfig(min_rel_change=0.01))
+    noisy_two_percent = step(8, 80, 80, 0.02, cv=0.02)
+    assert find_change_points(noisy_two_percent) == []
+    quiet_three_tenths = step(8, 80, 80, 0.003, cv=0.0005)  # 6 sigmas, under the 0.5% floor
+    assert find_change_points(quiet_three_tenths) == []
+    (change,) = find_change_points(quiet_three_tenths, DetectorConfig(min_rel_floor=0.002))
     assert abs(change.index - 80) <= 1
+
+
+def test_the_minimum_effect_follows_the_noise() -> None:
+    # 2% at 0.2% noise is ten sigmas: a step, although under the fixed 3% of a noisy series.
+    quiet_two_percent = step(8, 80, 80, 0.02, cv=0.002)
+    (change,) = find_change_points(quiet_two_percent)
+    assert abs(change.index - 80) <= 1
+    assert find_change_points(quiet_two_percent, DetectorConfig(min_rel_floor=0.03)) == []
+    config = DetectorConfig()
+    assert config.min_effect(0.002) == pytest.approx(0.006)  # three sigmas
+    assert config.min_effect(0.0001) == config.min_rel_floor
+    assert config.min_effect(0.05) == config.min_rel_change
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_drift_on_a_quiet_series_is_not_a_step(seed: int) -> None:
+    # 4% over 80 points at 0.2% noise: neighbouring windows differ by many sigmas, but the
+    # later level is where the earlier trend leads, so it is no step.
+    values = noise(seed, 80, 0.002) * np.linspace(1.0, 1.04, 80)
+    assert find_change_points(values) == []
 
 
 def test_short_series_get_no_verdict() -> None:

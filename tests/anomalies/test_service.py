@@ -99,6 +99,8 @@ def test_injected_regression_is_one_regression_in_one_group(
         "max_p_value": 0.001,
         "min_rel_change": 0.03,
         "window": 20,
+        "noise_multiple": 3.0,
+        "min_rel_floor": 0.005,
     }
 
     (group,) = client.get("/api/v1/alert-groups").json()["items"]

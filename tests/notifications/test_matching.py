@@ -1,5 +1,6 @@
 """Subscription rules against findings: pure matching, no database."""
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -27,9 +28,20 @@ def test_the_rule_fields_are_the_schemas() -> None:
     assert set(RULE_FIELDS) == set(Rules.model_fields)
 
 
-def test_empty_rules_match_everything() -> None:
+def test_empty_rules_match_everything_confirmed() -> None:
     assert matches({}, [], BERT)
     assert matches({}, [], Finding(kind="machine_silent", machine="m"))
+
+
+def test_suspected_steps_only_for_those_who_ask() -> None:
+    early = replace(BERT, state="suspected")
+    assert not matches({}, [], early)  # confirmed only, unless asked
+    assert not matches({"model": "Bert*"}, [], early)
+    assert matches({"state": ["suspected", "confirmed"]}, [], early)
+    assert matches({"state": ["suspected", "confirmed"]}, [], BERT)
+    assert not matches({"state": ["suspected"]}, [], BERT)
+    assert not matches({"state": ["suspected"]}, [{"state": ["suspected"]}], early)
+    assert Rules.model_validate({"state": "suspected"}).state == ["suspected"]
 
 
 @pytest.mark.parametrize(
