@@ -283,10 +283,15 @@ def _change_point(
 
 
 def _refine(points: FloatArray, split: int, bounds: Bounds, min_segment: int) -> int:
-    """The split near the proposal that fits two flat levels best (least absolute error)."""
+    """The split near the proposal that fits two flat levels best (least absolute error).
+
+    It may land where fewer than ``min_segment`` points follow (the step is that new), and
+    is then judged too short: a proposal can only sit ``min_segment`` points from the end,
+    so without this a step three points old was confirmed two points too early.
+    """
     start, stop = bounds
     low = max(start + min_segment, split - REFINE_RADIUS)
-    high = min(stop - min_segment, split + REFINE_RADIUS)
+    high = min(stop - 1, split + REFINE_RADIUS)
     return min(
         range(low, high + 1), key=lambda k: _two_level_cost(points, start, k, stop), default=split
     )

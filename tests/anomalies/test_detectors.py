@@ -90,6 +90,10 @@ def test_a_short_blip_is_not_a_step() -> None:
 
 def test_a_step_needs_to_persist_before_a_verdict() -> None:
     assert find_change_points(step(7, 60, 3, 0.2)) == []  # too new to judge
+    for after in (3, 4):  # not placed early to make up the points
+        assert find_change_points([400.0] * 22 + [560.0] * after) == []
+    (change,) = find_change_points([400.0] * 22 + [560.0] * 5)
+    assert change.index == 22
     (change,) = find_change_points(step(7, 60, 8, 0.2))
     assert change.index == 60
 
