@@ -27,7 +27,7 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.anomalies.detectors import DetectorConfig
+from app.anomalies.detectors import DetectorConfig, noise_scale, relative_noise
 from app.anomalies.history import load_histories, load_samples
 from app.anomalies.locks import hold_machine_channel
 from app.anomalies.models import Regression
@@ -76,8 +76,9 @@ def judge(
     """Judge a suspect point, its samples pooled with a re-run's, against the level before.
 
     Confirmed: the pooled samples differ from the level before by a Mann-Whitney U test
-    (``p <= config.max_p_value``), the Hodges-Lehmann shift is at least
-    ``config.min_rel_change`` of that level, on the suspected side, and the re-run on its own
+    (``p <= config.max_p_value``), the Hodges-Lehmann shift is at least the minimum effect
+    of that level (``config.min_effect`` of its samples' noise), on the suspected side, and
+    the re-run on its own
     is at least half way there. Withdrawn: the re-run alone is back at the old level (under
     half the suspected change, or on the other side). Otherwise it stays suspected.
 
@@ -104,7 +105,8 @@ def judge(
     if rerun_rel * side < abs(suspected_change) / 2:
         reason = f"the re-run is back at the old level ({facts})"
         return Verdict("withdrawn", p_value, shift, rel, rerun_rel, reason)
-    if p_value <= config.max_p_value and rel * side >= config.min_rel_change:
+    least = config.min_effect(relative_noise(level, noise_scale(level)))
+    if p_value <= config.max_p_value and rel * side >= least:
         return Verdict("confirmed", p_value, shift, rel, rerun_rel, f"the step holds ({facts})")
     reason = f"not decided ({facts}); still suspected"
     return Verdict("suspected", p_value, shift, rel, rerun_rel, reason)
@@ -469,7 +471,10 @@ def _level_before(session: Session, regression: Regression) -> list[list[float]]
 
 def _config(regression: Regression) -> DetectorConfig:
     """The thresholds the suspecting detector used, where it recorded them."""
+    recorded = regression.detector
     return DetectorConfig(
-        max_p_value=float(regression.detector.get("max_p_value", DEFAULTS.max_p_value)),
-        min_rel_change=float(regression.detector.get("min_rel_change", DEFAULTS.min_rel_change)),
+        max_p_value=float(recorded.get("max_p_value", DEFAULTS.max_p_value)),
+        min_rel_change=float(recorded.get("min_rel_change", DEFAULTS.min_rel_change)),
+        noise_multiple=float(recorded.get("noise_multiple", DEFAULTS.noise_multiple)),
+        min_rel_floor=float(recorded.get("min_rel_floor", DEFAULTS.min_rel_floor)),
     )

@@ -78,7 +78,7 @@ def test_a_rerun_half_way_or_a_step_under_the_minimum_stays_suspected() -> None:
     assert half.rerun_rel_shift > 0.05
     assert half.state == "suspected"
     assert "still suspected" in half.reason
-    strict = DetectorConfig(min_rel_change=0.5)
+    strict = DetectorConfig(min_rel_change=0.5, min_rel_floor=0.5)  # 50% whatever the noise
     assert judge(noisy(10.0, 60), noisy(12.0, 3), noisy(12.0, 3), 0.2, strict).state == (
         "suspected"
     )
