@@ -1,12 +1,15 @@
-"""Regressions, case failures, alert groups and anomalous runs: list, read, triage."""
+"""Regressions, case failures, aggregate findings, alert groups and anomalous runs."""
 
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
 
 from app.anomalies import triage
-from app.anomalies.models import AlertGroup, CaseFailure, Regression, RunAnomaly
+from app.anomalies.models import AggregateFinding, AlertGroup, CaseFailure, Regression, RunAnomaly
 from app.anomalies.schemas import (
+    AggregateFindingRead,
+    AggregateRule,
+    AggregateStat,
     AlertGroupDetail,
     AlertGroupRead,
     CaseFailureRead,
@@ -133,6 +136,59 @@ def _failure(failure: CaseFailure) -> CaseFailureRead:
     return CaseFailureRead(**triage.describe_failure(failure))
 
 
+def aggregate_filter(
+    status: Status | None = None,
+    machine: str | None = None,
+    channel: str | None = None,
+    suite: str | None = None,
+    config: str | None = None,
+    stat: AggregateStat | None = None,
+    rule: AggregateRule | None = None,
+    group_id: RowId | None = None,
+    open: bool | None = None,
+) -> triage.AggregateFilter:
+    """The aggregate listing's filters; ``open``: not recovered yet (true) or recovered."""
+    return triage.AggregateFilter(
+        status, machine, channel, suite, config, stat, rule, group_id, open
+    )
+
+
+AggregateWhere = Annotated[triage.AggregateFilter, Depends(aggregate_filter)]
+
+
+@reads.get("/aggregate-findings", response_model=Page[AggregateFindingRead])
+def list_aggregate_findings(
+    session: SessionDep, where: AggregateWhere, paging: Paging
+) -> Page[AggregateFindingRead]:
+    """Dashboard aggregates (pass rate, geomean speedup, ...) that got worse, newest first."""
+    items, total = triage.list_aggregates(session, where, paging.offset, paging.limit)
+    return paging.of([_aggregate(f) for f in items], total)
+
+
+@reads.get(
+    "/aggregate-findings/{finding_id}",
+    response_model=AggregateFindingRead,
+    responses=errors(404),
+)
+def get_aggregate_finding(finding_id: RowId, session: SessionDep) -> AggregateFindingRead:
+    """One aggregate finding."""
+    return _aggregate(triage.get_aggregate(session, finding_id))
+
+
+@writes.patch("/aggregate-findings/{finding_id}", response_model=AggregateFindingRead)
+def update_aggregate_finding(
+    finding_id: RowId, update: TriageUpdate, session: SessionDep, actor: TriageActor
+) -> AggregateFindingRead:
+    """Triage an aggregate finding: status, assignee, note, bug link (scope `triage`)."""
+    finding = triage.triage_aggregate(session, finding_id, update, actor.label)
+    queue.commit(session)
+    return _aggregate(finding)
+
+
+def _aggregate(finding: AggregateFinding) -> AggregateFindingRead:
+    return AggregateFindingRead(**triage.describe_aggregate(finding))
+
+
 @reads.get("/alert-groups", response_model=Page[AlertGroupRead])
 def list_alert_groups(
     session: SessionDep,
@@ -152,7 +208,7 @@ def list_alert_groups(
 
 @reads.get("/alert-groups/{group_id}", response_model=AlertGroupDetail, responses=errors(404))
 def get_alert_group(group_id: RowId, session: SessionDep) -> AlertGroupDetail:
-    """One alert group with its regressions and failures."""
+    """One alert group with its regressions, failures, aggregate findings and silences."""
     return _detail(session, triage.get_group(session, group_id))
 
 
@@ -172,6 +228,7 @@ def _detail(session: SessionDep, group: AlertGroup) -> AlertGroupDetail:
         regressions=[RegressionRead.model_validate(r) for r in group.regressions],
         failures=[_failure(f) for f in group.failures],
         silences=[MachineSilenceRead.model_validate(s) for s in group.silences],
+        aggregates=[_aggregate(a) for a in group.aggregates],
     )
 
 

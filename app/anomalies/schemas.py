@@ -11,6 +11,10 @@ from app.core.urls import HttpUrlText
 
 Status = Literal["new", "acknowledged", "invalid", "expected", "fixed"]
 StepState = Literal["suspected", "confirmed", "withdrawn"]
+AggregateStat = Literal[
+    "pass_rate", "geomean_speedup", "mean_compile_time_s", "mean_compression_ratio"
+]
+AggregateRule = Literal["step", "pass_rate_below", "speedup_below_base", "compression_below_base"]
 
 
 class TriageRead(BaseModel):
@@ -83,6 +87,36 @@ class CaseFailureRead(TriageRead):
     updated_at: datetime
 
 
+class AggregateFindingRead(TriageRead):
+    """A dashboard aggregate of a group of models that got worse, and what explains it."""
+
+    id: int
+    group_id: int
+    machine: str
+    channel: str
+    suite: str
+    config: str
+    precision: str
+    mode: str
+    stat: AggregateStat
+    rule: AggregateRule = Field(
+        description="step (the change-point detector on the aggregate's series), "
+        "pass_rate_below (under 90%), speedup_below_base (under 0.95x of the previous run, "
+        "over the models passing in both), compression_below_base (under 0.9x, likewise)"
+    )
+    before: float
+    after: float
+    rel_change: float
+    last_good_run_id: int
+    first_bad_run_id: int
+    resolved_run_id: int | None = Field(description="The run where the aggregate recovered")
+    explained_by: dict[str, list[int]] = Field(
+        description="Ids of the per-model findings that explain it: regressions, failures"
+    )
+    status: str
+    updated_at: datetime
+
+
 class TriageUpdate(BaseModel):
     """Fields a triager may change; absent fields stay as they are."""
 
@@ -103,7 +137,7 @@ class AlertGroupRead(TriageRead):
     first_bad_run_id: int
     last_good_run_id: int
     status: str
-    counts: dict[str, int]  # regressions per direction, and "failure": failing cases
+    counts: dict[str, int]  # regressions per direction, "failure", "aggregate", ...
     suites: list[str]
     configs: list[str]
     precisions: list[str]
@@ -128,11 +162,12 @@ class MachineSilenceRead(BaseModel):
 
 
 class AlertGroupDetail(AlertGroupRead):
-    """A group with its regressions, failures and (in a group of its own) a silence."""
+    """A group with its regressions, failures, aggregates and (alone) a silence."""
 
     regressions: list[RegressionRead]
     failures: list[CaseFailureRead]
     silences: list[MachineSilenceRead]
+    aggregates: list[AggregateFindingRead]
 
 
 class RunAnomalyRead(BaseModel):

@@ -1,4 +1,4 @@
-"""List and triage regressions, case failures and alert groups."""
+"""List and triage regressions, case failures, aggregate findings and alert groups."""
 
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -10,6 +10,7 @@ from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from app.anomalies.models import (
     STATUSES,
+    AggregateFinding,
     AlertGroup,
     CaseFailure,
     MachineSilence,
@@ -36,6 +37,17 @@ class FailureNotFound(NotFound):
 
     def __init__(self, failure_id: int) -> None:
         super().__init__(f"failure {failure_id} does not exist")
+
+
+class AggregateFindingNotFound(NotFound):
+    """No aggregate finding with this id."""
+
+    def __init__(self, finding_id: int) -> None:
+        super().__init__(f"aggregate finding {finding_id} does not exist")
+
+
+# A finding of an alert group: what triage sets a status on.
+Member = Regression | CaseFailure | MachineSilence | AggregateFinding
 
 
 class AlertGroupNotFound(NotFound):
@@ -125,9 +137,7 @@ def _apply(target: Triaged, update: TriageUpdate, by: str) -> None:
     target.triaged_at = utcnow()
 
 
-def _apply_with_status(
-    target: Regression | CaseFailure | MachineSilence, update: TriageUpdate, by: str
-) -> None:
+def _apply_with_status(target: Member, update: TriageUpdate, by: str) -> None:
     _apply(target, update, by)
     if update.status is not None:
         target.status = update.status
@@ -230,6 +240,73 @@ def describe_failure(failure: CaseFailure) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class AggregateFilter:
+    """Filters of the aggregate finding listing; None means any."""
+
+    status: str | None = None
+    machine: str | None = None
+    channel: str | None = None
+    suite: str | None = None
+    config: str | None = None
+    stat: str | None = None
+    rule: str | None = None
+    group_id: int | None = None
+    open: bool | None = None  # True: not recovered yet; False: recovered
+
+
+def list_aggregates(
+    session: Session, where: AggregateFilter, offset: int, limit: int
+) -> tuple[list[AggregateFinding], int]:
+    """A page of aggregate findings, newest first, and how many match."""
+    query = select(AggregateFinding).join(Machine, AggregateFinding.machine_id == Machine.id)
+    conditions = [
+        (AggregateFinding.status, where.status),
+        (Machine.name, where.machine),
+        (AggregateFinding.channel, where.channel),
+        (AggregateFinding.suite, where.suite),
+        (AggregateFinding.config, where.config),
+        (AggregateFinding.stat, where.stat),
+        (AggregateFinding.rule, where.rule),
+        (AggregateFinding.group_id, where.group_id),
+    ]
+    query = _equal_where_given(query, conditions)
+    if where.open is not None:
+        ended = AggregateFinding.resolved_run_id.is_not(None)
+        query = query.where(~ended if where.open else ended)
+    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    page = query.order_by(AggregateFinding.id.desc()).offset(offset).limit(limit)
+    return list(session.scalars(page)), total
+
+
+def get_aggregate(session: Session, finding_id: int) -> AggregateFinding:
+    """One aggregate finding by id."""
+    if (finding := session.get(AggregateFinding, finding_id)) is None:
+        raise AggregateFindingNotFound(finding_id)
+    return finding
+
+
+def triage_aggregate(
+    session: Session, finding_id: int, update: TriageUpdate, by: str
+) -> AggregateFinding:
+    """Change an aggregate finding's status, assignee, note or bug link."""
+    finding = get_aggregate(session, finding_id)
+    _apply_with_status(finding, update, by)
+    session.flush()
+    return finding
+
+
+def describe_aggregate(finding: AggregateFinding) -> dict[str, Any]:
+    """An aggregate finding's fields with its machine's name, for the read model."""
+    fields = (
+        "id", "group_id", "channel", "suite", "config", "precision", "mode", "stat", "rule",
+        "before", "after", "rel_change", "last_good_run_id", "first_bad_run_id",
+        "resolved_run_id", "explained_by", "status", "assignee", "note", "bug_url",
+        "triaged_by", "triaged_at", "created_at", "updated_at",
+    )  # fmt: skip
+    return {"machine": finding.machine.name, **{f: getattr(finding, f) for f in fields}}
+
+
 def get_group(session: Session, group_id: int) -> AlertGroup:
     """One alert group by id."""
     if (group := session.get(AlertGroup, group_id)) is None:
@@ -241,10 +318,11 @@ def triage_group(session: Session, group_id: int, update: TriageUpdate, by: str)
     """Triage a group: its status (and assignee, note, link) apply to every member."""
     group = get_group(session, group_id)
     _apply(group, update, by)
-    members: list[Regression | CaseFailure | MachineSilence] = [
+    members: list[Member] = [
         *group.regressions,
         *group.failures,
         *group.silences,
+        *group.aggregates,
     ]
     for member in members:
         _apply_with_status(member, update, by)
@@ -254,10 +332,11 @@ def triage_group(session: Session, group_id: int, update: TriageUpdate, by: str)
 
 def group_status(group: AlertGroup) -> str:
     """The most pressing status among its findings ("new" with none)."""
-    members: list[Regression | CaseFailure | MachineSilence] = [
+    members: list[Member] = [
         *group.regressions,
         *group.failures,
         *group.silences,
+        *group.aggregates,
     ]
     present = {member.status for member in members}
     return next((s for s in STATUSES if s in present), "new")
@@ -293,7 +372,7 @@ def _status_is(status: str) -> ColumnElement[bool]:
     def member_in(statuses: Sequence[str] | None) -> ColumnElement[bool]:
         """A finding of the group (with one of these statuses, unless None)."""
         found = []
-        for kind in (Regression, CaseFailure, MachineSilence):
+        for kind in (Regression, CaseFailure, MachineSilence, AggregateFinding):
             query = exists().where(kind.group_id == AlertGroup.id)
             found.append(query if statuses is None else query.where(kind.status.in_(statuses)))
         return or_(*found)
@@ -314,7 +393,11 @@ def describe_group(session: Session, group: AlertGroup) -> dict[str, Any]:
         counts["failure"] = len(failures)
     if group.silences:
         counts["machine_silent"] = len(group.silences)
+    if group.aggregates:
+        counts["aggregate"] = len(group.aggregates)
     benchmarks = [r.series.benchmark for r in members] + [f.benchmark for f in failures]
+    # Each has a suite, config and precision.
+    spans: list[Benchmark | AggregateFinding] = [*benchmarks, *group.aggregates]
     machine = session.get(Machine, group.machine_id)
     return {
         "id": group.id,
@@ -324,10 +407,14 @@ def describe_group(session: Session, group: AlertGroup) -> dict[str, Any]:
         "last_good_run_id": group.last_good_run_id,
         "status": group_status(group),
         "counts": counts,
-        "suites": sorted({b.suite for b in benchmarks}),
-        "configs": sorted({b.config for b in benchmarks}),
-        "precisions": sorted({b.precision for b in benchmarks}),
-        "metrics": sorted({r.series.metric.name for r in members} | {f.metric for f in failures}),
+        "suites": sorted({b.suite for b in spans}),
+        "configs": sorted({b.config for b in spans}),
+        "precisions": sorted({b.precision for b in spans}),
+        "metrics": sorted(
+            {r.series.metric.name for r in members}
+            | {f.metric for f in failures}
+            | {a.stat for a in group.aggregates}
+        ),
         "environment_diff": group.environment_diff,
         "assignee": group.assignee,
         "note": group.note,
