@@ -1,4 +1,4 @@
-"""The alerts page: the triage inbox of alert groups, their steps, failing cases and actions."""
+"""The alerts page: the triage inbox of alert groups, their steps, failing cases, aggregates."""
 
 from dataclasses import dataclass
 from datetime import timedelta
@@ -8,8 +8,16 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.anomalies import triage
-from app.anomalies.models import STATUSES, AlertGroup, CaseFailure, Regression, RunAnomaly
+from app.anomalies.models import (
+    STATUSES,
+    AggregateFinding,
+    AlertGroup,
+    CaseFailure,
+    Regression,
+    RunAnomaly,
+)
 from app.dashboard import figures
+from app.dashboard import format as fmt
 from app.dashboard.queries import machine_names
 from app.runs.models import Run
 from app.runs.service import series_points
@@ -18,6 +26,24 @@ GROUPS_PER_PAGE = 20
 SHOWN_PER_GROUP = 25
 CHARTS_PER_GROUP = 6
 CHART_WINDOW = timedelta(days=20)  # either side of the step
+EXPLAINING_SHOWN = 8  # links to the per-model findings behind an aggregate finding
+RULE_WORDS = {
+    "step": "step (change-point detector)",
+    "pass_rate_below": "pass rate below 90%",
+    "speedup_below_base": "speedup below 0.95x of the run before",
+    "compression_below_base": "compression below 0.9x of the run before",
+}
+# The per-model findings an aggregate finding names (``explained_by``), by their key there.
+KINDS: dict[str, type[Regression] | type[CaseFailure]] = {
+    "regressions": Regression,
+    "failures": CaseFailure,
+}
+STAT_UNITS = {  # how an aggregate's value is shown (a pass rate is stored as a fraction)
+    "pass_rate": "%",
+    "geomean_speedup": "x",
+    "mean_compile_time_s": "s",
+    "mean_compression_ratio": "x",
+}
 
 
 @dataclass(frozen=True)
@@ -27,7 +53,7 @@ class AlertQuery:
     status: str = "new"
     machine: str | None = None
     channel: str | None = None
-    direction: str | None = None  # a kind of member: regression, improvement, failure
+    direction: str | None = None  # a kind of member: regression, improvement, failure, ...
     group: int | None = None
 
 
@@ -70,6 +96,7 @@ def _group(session: Session, group: AlertGroup, charts: bool) -> dict[str, Any]:
         "silences": group.silences,
         "failures": [_failure(f) for f in failures[:SHOWN_PER_GROUP]],
         "more_failures": max(len(failures) - SHOWN_PER_GROUP, 0),
+        "aggregates": _aggregates(session, group.aggregates),
         "charts": [_chart(session, r) for r in members[:CHARTS_PER_GROUP]] if charts else [],
     }
 
@@ -134,6 +161,52 @@ def _failure(failure: CaseFailure) -> dict[str, Any]:
         "first_failing_run_id": failure.first_failing_run_id,
         "passing_again_run_id": failure.passing_again_run_id,
     }
+
+
+def _aggregates(session: Session, findings: list[AggregateFinding]) -> list[dict[str, Any]]:
+    """The group's aggregate findings, not recovered first, each with links to its causes."""
+    ids = {kind: {i for f in findings for i in f.explained_by.get(kind, [])} for kind in KINDS}
+    group_of = {
+        kind: {
+            row.id: row.group_id
+            for row in session.execute(select(model.id, model.group_id).where(model.id.in_(wanted)))
+        }
+        for kind, model in KINDS.items()
+        if (wanted := ids[kind])
+    }
+    shown = []
+    for finding in sorted(findings, key=lambda f: (f.resolved_run_id is not None, f.id)):
+        unit = STAT_UNITS[finding.stat]
+        scale = 100 if unit == "%" else 1
+        links = [
+            {
+                "text": f"{kind[:-1]} {i}",
+                "href": f"/alerts?group={group_of[kind][i]}#{kind[:-1]}-{i}",
+            }
+            for kind in KINDS
+            for i in finding.explained_by.get(kind, [])
+            if i in group_of.get(kind, {})
+        ]
+        shown.append(
+            {
+                "id": finding.id,
+                "group": " · ".join(
+                    (finding.suite, finding.config, finding.precision, finding.mode)
+                ),
+                "stat": finding.stat,
+                "rule": RULE_WORDS.get(finding.rule, finding.rule),
+                "before": fmt.number(finding.before * scale, unit),
+                "after": fmt.number(finding.after * scale, unit),
+                "rel_change": finding.rel_change,
+                "last_good_run_id": finding.last_good_run_id,
+                "first_bad_run_id": finding.first_bad_run_id,
+                "resolved_run_id": finding.resolved_run_id,
+                "explained_by": links[:EXPLAINING_SHOWN],
+                "more_explaining": max(len(links) - EXPLAINING_SHOWN, 0),
+                "status": finding.status,
+            }
+        )
+    return shown
 
 
 def _series_link(regression: Regression) -> str:
