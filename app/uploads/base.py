@@ -29,6 +29,18 @@ class Hints:
     device: str | None = None
 
 
+@dataclass(frozen=True)
+class Origin:
+    """Where in a file a value was read: a dotted field, and the record or line if any."""
+
+    field: str
+    record: int | None = None
+    line: int | None = None
+
+    def __str__(self) -> str:
+        return f"record {self.record} {self.field}" if self.record is not None else self.field
+
+
 @dataclass
 class Parsed:
     """A parser's output for one file."""
@@ -40,6 +52,13 @@ class Parsed:
     environment: dict[str, Any] = field(default_factory=dict)
     # Native run fields the file carries (``started_at``, ``commit``, ``extra``...).
     run: dict[str, Any] = field(default_factory=dict)
+    # The name the file gives its machine (a host name), as written: it is checked only when
+    # it becomes the run's machine (app.uploads.provenance), so an upload that names its
+    # machine itself is never refused for it.
+    machine_name: tuple[str, Origin] | None = None
+    # Where in the file a metadata field was read, when not where the format always has it
+    # (``{"machine.device": "runners[0].name"}``): the run's provenance says so.
+    sources: dict[str, str] = field(default_factory=dict)
 
 
 class UploadError(ValueError):

@@ -34,7 +34,7 @@ from typing import Any
 
 from app.benchmarks import vocabulary as vocab
 from app.uploads import limits
-from app.uploads.base import Hints, OverLimit, Parsed, UploadError, UploadFile
+from app.uploads.base import Hints, Origin, OverLimit, Parsed, UploadError, UploadFile
 from app.uploads.benchmarks_json import at, benchmark_entries, json_safe, load_document, moment
 
 TIME_UNITS = ("ns", "us", "ms", "s")
@@ -79,6 +79,12 @@ NAME_OPTIONS = frozenset({"iterations", "threads", "min_time", "min_warmup_time"
 TIME_TYPES = frozenset({"real_time", "process_time", "manual_time"})
 # Counter names that say "per second" (higher is better); other counters are costs.
 RATE_NAME = re.compile(r"/s(ec)?\b|per[_ \-]?s(ec(ond)?)?\b|throughput|bandwidth|flops", re.I)
+# Where the fields this format gives come from, for the run's provenance.
+SOURCES = {
+    "machine.hostname": "context.host_name",
+    "machine.device": "default for Google Benchmark (cpu; give device= otherwise)",
+    "started_at": "context.date",
+}
 CONTEXT_MACHINE_KEYS = ("mhz_per_cpu", "cpu_scaling_enabled", "aslr_enabled", "caches")
 STANDARD_CONTEXT_KEYS = frozenset(
     [
@@ -144,11 +150,14 @@ def parse_google_benchmark(file: UploadFile, hints: Hints) -> Parsed:
     run = _run(file, context)
     if complexity:
         run.setdefault("extra", {})["complexity"] = complexity
+    host = context.get("host_name")
     return Parsed(
         results=results,
         machine=_machine(file, context, hints),
         environment=_environment(context),
         run=run,
+        machine_name=(host, Origin("context.host_name")) if isinstance(host, str) else None,
+        sources=SOURCES,
     )
 
 

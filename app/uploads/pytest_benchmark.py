@@ -32,7 +32,7 @@ from typing import Any
 
 from app.benchmarks import vocabulary as vocab
 from app.uploads import limits
-from app.uploads.base import Hints, Parsed, UploadError, UploadFile
+from app.uploads.base import Hints, Origin, Parsed, UploadError, UploadFile
 from app.uploads.benchmarks_json import at, benchmark_entries, json_safe, load_document, moment
 
 TIME_METRIC = "latency"
@@ -55,6 +55,15 @@ STAT_FIELDS = (
     "total",
 )
 COUNT_FIELDS = ("rounds", "iterations", "iqr_outliers", "stddev_outliers")
+# Where the fields this format gives come from, for the run's provenance.
+SOURCES = {
+    "machine.hostname": "machine_info.node",
+    "machine.device": "default for pytest-benchmark (cpu; give device= otherwise)",
+    "environment.python": "machine_info.python_version",
+    "commit": "commit_info.id",
+    "branch": "commit_info.branch",
+    "started_at": "datetime",
+}
 # machine_info keys that become MachineIn / EnvironmentIn fields; the others go to extra.
 _ENVIRONMENT_KEYS = ("python_implementation", "python_implementation_version", "python_compiler")
 _MACHINE_KEYS = ("system", "release", "machine", "processor")
@@ -79,11 +88,14 @@ def parse_pytest_benchmark(file: UploadFile, hints: Hints) -> Parsed:
     limits.check_results(file.name, len(results))
     info = document.get("machine_info")
     info = info if isinstance(info, dict) else {}
+    node = info.get("node")
     return Parsed(
         results=results,
         machine=_machine(file, info, hints),
         environment=_environment(info, document.get("version")),
         run=_run(file, document),
+        machine_name=(node, Origin("machine_info.node")) if isinstance(node, str) else None,
+        sources=SOURCES,
     )
 
 

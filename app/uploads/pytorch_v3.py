@@ -23,7 +23,7 @@ from typing import Any
 from app.benchmarks import vocabulary as vocab
 from app.core import bounds
 from app.uploads import limits
-from app.uploads.base import Hints, OverLimit, Parsed, UploadError, UploadFile
+from app.uploads.base import Hints, Origin, OverLimit, Parsed, UploadError, UploadFile
 from app.uploads.torchbench import CI_CONFIGS, FAILURE_METRICS, read_file_name
 
 # benchmarks/dynamo (common.py output_json) writes the rows of its CSVs as records named
@@ -61,6 +61,15 @@ _DEPENDENCY_NAMES = (
     ("cuda", "cuda"),
     ("driver", "driver"),
 )
+# Where the fields this format gives come from, for the run's provenance.
+SOURCES = {
+    "machine.arch": "runners[0].type",
+    "machine.hostname": "runners[0].extra_info.hostname",
+    "commit": "head_sha",
+    "branch": "head_branch",
+    "started_at": "the earliest timestamp",
+    "url": "repo, workflow_id and job_id",
+}
 _ENVIRONMENT_FIELDS = {name: field for field, names in _DEPENDENCY_NAMES for name in names.split()}
 _SHA_KEYS = ("sha", "commit", "git_sha")
 _RUN_EXTRA_KEYS = ("repo", "name", "workflow_id", "job_id", "run_attempt", "schema_version")
@@ -99,11 +108,18 @@ def parse_pytorch_v3(file: UploadFile, hints: Hints) -> Parsed:
         limits.check_deadline(file.name, line=located.line, record=located.index)
         results.append(result_row(located, hints))
     _reject_duplicates(records, results)
+    machine = machine_fields(records, hints)
+    environment = environment_fields(records)
+    device_source = _device_source(records) if "device" in machine else None
     return Parsed(
         results=results,
-        machine=machine_fields(records, hints),
-        environment=environment_fields(records),
+        machine=machine,
+        environment=environment,
         run=run_fields(records),
+        machine_name=machine_name(records),
+        sources=SOURCES
+        | {f"environment.{key}": "dependencies" for key in environment}
+        | ({"machine.device": device_source} if device_source else {}),
     )
 
 
@@ -503,6 +519,37 @@ def machine_fields(records: list[Located], hints: Hints) -> dict[str, Any]:
         machine = _runner_machine(next(r for r in records if _first_runner(r.record)), runner)
     device = hints.device or machine.get("device") or _record_device(records)
     return machine | ({"device": device} if device else {})
+
+
+def machine_name(records: list[Located]) -> tuple[str, Origin] | None:
+    """The runner's host name, else its name when that is no device kind (a phone's model).
+
+    On servers ``runners[0].name`` is the device kind (``cuda``, ``rocm``): it names no
+    machine, and the host name (``extra_info.hostname``) does.
+    """
+    located = next((r for r in records if _first_runner(r.record)), None)
+    if located is None or not isinstance(runner := _first_runner(located.record), dict):
+        return None
+    info = runner.get("extra_info")
+    host = info.get("hostname") if isinstance(info, dict) else None
+    if isinstance(host, str) and host.strip():
+        return host, Origin("runners[0].extra_info.hostname", located.index, located.line)
+    name = runner.get("name")
+    if isinstance(name, str) and name.strip() and name.strip().lower() not in _DEVICES:
+        return name, Origin("runners[0].name", located.index, located.line)
+    return None
+
+
+def _device_source(records: list[Located]) -> str:
+    """Where ``machine_fields`` found the device (when no hint gave it)."""
+    runner = _shared(records, "runners[0]", _first_runner)
+    if isinstance(runner, dict):
+        name, arch = runner.get("name"), runner.get("type")
+        if isinstance(name, str) and name.strip().lower() in _DEVICES:
+            return "runners[0].name"
+        if isinstance(arch, str) and _device_of("", arch):
+            return "runners[0].type (the GPU's vendor)"
+    return "benchmark.extra_info.device"
 
 
 def _runner_machine(located: Located, runner: Any) -> dict[str, Any]:

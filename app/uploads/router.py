@@ -16,7 +16,7 @@ from app.runs.models import Run
 from app.runs.schemas import RunRead
 from app.tokens import service as tokens_service
 from app.uploads.base import UploadFile
-from app.uploads.service import FORMATS, METADATA, build_run
+from app.uploads.service import FORMATS, METADATA, UPLOAD_FIELDS, build_run
 
 # Its HTTP errors (auth, a malformed multipart body) answer in the API's one error body too.
 router = APIRouter(tags=["uploads"], route_class=ApiRoute)
@@ -26,6 +26,10 @@ DESCRIPTION = f"""Upload result files as one run (scope `ingest`).
 Either `multipart/form-data` with one or more `file` parts, or the file itself as the raw body
 (`Content-Type: text/csv`, `application/json` or `application/x-ndjson`; `filename=` names it).
 Run metadata as form fields or query parameters: {", ".join(f"`{m}`" for m in METADATA)}.
+Without `machine`, the machine's name is the one the files give (a host name), else
+`default_machine` (the CI runner's or host's name), suffixed with the device; `provenance`
+(a JSON object, field: source) says where the uploader took its fields from. The run's
+`extra.provenance` says where each field came from.
 `format` is one of {", ".join(f"`{f}`" for f in FORMATS)} (`auto` sniffs each file). Without
 `key`, the key is a hash of the files and metadata, so retrying an upload returns the stored
 run (200); see docs/formats.md for the mapping of each format.
@@ -83,7 +87,7 @@ async def upload(
 
 async def _read(request: Request, filename: str | None) -> tuple[list[UploadFile], dict[str, str]]:
     """The uploaded files and the metadata (form fields win over query parameters)."""
-    fields = {k: v for k, v in request.query_params.items() if k in METADATA}
+    fields = {k: v for k, v in request.query_params.items() if k in UPLOAD_FIELDS}
     content_type = request.headers.get("content-type", "").split(";")[0].strip()
     if content_type != "multipart/form-data":
         name = filename or RAW_NAMES.get(content_type, "upload.json")
@@ -93,6 +97,6 @@ async def _read(request: Request, filename: str | None) -> tuple[list[UploadFile
         for key, value in form.multi_items():
             if isinstance(value, StarletteFile):
                 files.append(UploadFile(value.filename or key, await value.read()))
-            elif key in (*METADATA, "format"):
+            elif key in (*UPLOAD_FIELDS, "format"):
                 fields[key] = value
     return files, fields

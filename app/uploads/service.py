@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from app.core.errors import InvalidInput, describe
 from app.runs.schemas import RunIn
-from app.uploads import limits
+from app.uploads import limits, provenance
 from app.uploads.base import Hints, OverLimit, Parsed, UploadError, UploadFile
 
 Parser = Callable[[UploadFile, Hints], Parsed]
@@ -33,8 +33,17 @@ RUN_FIELDS = ("key", "trigger", "tier", "commit", "branch", "url", "started_at",
 MACHINE_FIELDS = {"machine": "name", "device": "device", "arch": "arch", "hostname": "hostname"}
 ENVIRONMENT_FIELDS = ("channel", "torch", "triton", "python", "cuda", "hip", "driver")
 HINT_FIELDS = ("suite", "config", "precision", "mode", "device")
-# Every field an upload may carry, each once.
+# Every field an uploader may set, each once (``benchwatch upload`` has a flag for each).
 METADATA = tuple(dict.fromkeys((*RUN_FIELDS, *MACHINE_FIELDS, *ENVIRONMENT_FIELDS, *HINT_FIELDS)))
+# And what an uploading tool adds: the machine's name when neither the upload nor the files
+# give one, and where its fields came from (app.uploads.provenance).
+UPLOAD_FIELDS = (*METADATA, provenance.DEFAULT_MACHINE, provenance.PROVENANCE)
+# Native field path -> the upload field that sets it: the fields whose source a run records.
+TRACKED = (
+    {f"machine.{target}": source for source, target in MACHINE_FIELDS.items()}
+    | {f"environment.{name}": name for name in ENVIRONMENT_FIELDS}
+    | {name: name for name in RUN_FIELDS}
+)
 
 
 class BadUpload(InvalidInput):
@@ -124,7 +133,7 @@ def build_run(
             limits.check_deadline(files[-1].name)
     except OverLimit as error:
         raise UploadTooLarge([error.as_dict()]) from error
-    except UploadError as error:
+    except (UploadError, provenance.MetadataError) as error:
         raise BadUpload([error.as_dict()]) from error
     return _validated(payload, files, parsed)
 
@@ -169,8 +178,19 @@ def _payload(
     }
     environment |= {name: fields[name] for name in ENVIRONMENT_FIELDS if fields.get(name)}
     run |= {name: fields[name] for name in RUN_FIELDS if fields.get(name)}
-    run.setdefault("key", _content_key(files, formats, fields))
-    run.setdefault("trigger", "ci")
+    said = provenance.claims(fields, UPLOAD_FIELDS)
+    found = provenance.sources(files, parsed, fields, said, TRACKED)
+    if named := provenance.machine_name(files, parsed, fields, machine.get("device"), said):
+        machine["name"], found["machine.name"] = named
+    if "key" not in run:
+        run["key"], found["key"] = (
+            _content_key(files, formats, fields),
+            "a hash of the files and the fields",
+        )
+    if "trigger" not in run:
+        run["trigger"], found["trigger"] = "ci", "default (ci)"
+    if "channel" not in environment:
+        found["environment.channel"] = "default (nightly)"
     return {
         **run,
         "machine": machine,
@@ -178,6 +198,7 @@ def _payload(
         "extra": {
             **run.get("extra", {}),
             "upload": {"files": [f.name for f in files], "formats": formats},
+            "provenance": {path: found[path] for path in TRACKED if path in found},
         },
         "results": [row for part in parsed for row in part.results],
     }

@@ -98,7 +98,10 @@ def parse_torchbench(file: UploadFile, hints: Hints) -> Parsed:
     machine: dict[str, Any] = {"device": device} if device else {}
     if facts.arch and not hints.device:
         machine["arch"] = facts.arch
-    return Parsed(results=results, machine=machine)
+    # The file names no machine: dynamo's CSVs say only the device (and arch), in the name.
+    sources = {"machine.device": "the file name" if facts.device else "the dev column"}
+    sources["machine.arch"] = "the file name"
+    return Parsed(results=results, machine=machine, sources=sources)
 
 
 # benchmarks/dynamo files that hold what CI expects (targets), not what a run measured.
