@@ -3,8 +3,10 @@
 from pathlib import Path
 
 from platformdirs import user_data_dir
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from app.core.cron import parse_cron
 
 
 def default_database_url() -> str:
@@ -23,6 +25,13 @@ class Schedule(BaseModel):
     tier: str = "daily"  # a tier of the built-in suite: beat refuses an unknown one at start
     cron: str = Field(default="0 */12 * * *", pattern=r"^\S+( \S+){4}$")
     channel: str = "nightly"
+
+    @field_validator("cron")
+    @classmethod
+    def _cron_parses(cls, cron: str) -> str:
+        """A cron Celery's crontab would refuse is refused at load, before beat or the sweep."""
+        parse_cron(cron)
+        return cron
 
 
 class Settings(BaseSettings):
