@@ -66,6 +66,7 @@ SWEEP_SILENCE = TASKS.add(  # machines that stopped reporting
     "anomalies.sweep_silence",
     DEFAULT_QUEUE,
     job="app.anomalies.jobs:sweep_silence",
+    config=lambda settings: {"schedules": settings.SCHEDULES},  # when machines are due
     autoretry_for=(OperationalError, IntegrityError),
     retry_backoff=True,
     max_retries=5,

@@ -2,12 +2,14 @@
 
 import logging
 import time
+from collections.abc import Sequence
 from datetime import timedelta
 
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from app.anomalies import service, silence
 from app.anomalies.detector_interface import Thresholds
+from app.core.config import Schedule
 from app.core.db import Database
 from app.core.queue import enqueue_after_commit
 from app.jobs import DETECT_RUN
@@ -57,16 +59,22 @@ def sweep_detection(database: Database, *, overdue_s: float) -> int:
     return len(overdue)
 
 
-def sweep_silence(database: Database) -> int:
-    """Open a finding for each machine and channel that stopped reporting; how many."""
+def sweep_silence(database: Database, *, schedules: Sequence[Schedule] = ()) -> int:
+    """Open a finding for each machine and channel that stopped reporting; how many.
+
+    ``schedules`` (``Settings.SCHEDULES``) say when scheduled machines are due to run; the
+    others are judged by the cadence learned from their runs.
+    """
+    scheduled = {(s.machine, s.channel) for s in schedules}
     with database.session_scope() as session:
-        opened = silence.open_silences(session)
+        opened = silence.open_silences(session, schedules=schedules)
         for found in opened:
             log.warning(
-                "machine %s (%s) silent since %s (runs every %s s)",
+                "machine %s (%s) silent since %s (runs every %s s, from its %s)",
                 found.machine.name,
                 found.channel,
                 found.silent_since,
                 round(found.expected_every_s),
+                "schedule" if (found.machine.name, found.channel) in scheduled else "history",
             )
     return len(opened)
