@@ -1,0 +1,760 @@
+"""The pull-request gate, client side: the server's verdicts as an exit status and reports.
+
+``benchwatch upload --fail-on-regression`` fetches ``GET /api/v1/runs/{run_id}/verdicts`` (one
+verdict per benchmark: pass, regression, improvement, no_baseline, error) and hands the JSON to
+:func:`run_gate`, which prints a table, writes a Markdown summary where the CI shows one
+(``$GITHUB_STEP_SUMMARY``; a file GitLab keeps as an artifact), optionally posts a GitHub check
+run and one sticky pull-request comment, and returns the exit status: 3 when a gating
+regression exists (never in report-only mode), else 0. ``no_baseline`` never fails, and
+neither does ``error`` (a benchmark the server could not judge is listed, not held against the
+pull request). Posting is best effort: no GitHub answer changes the exit status.
+
+Everything in the verdicts (model names, reasons, branch names) comes from uploaded files, so it
+is hostile input: the terminal gets printable text only (no ANSI escapes or bidi overrides), and
+Markdown gets :func:`escape_markdown`'s escaping and http(s)-only links, as GitHub issues do.
+"""
+
+import fnmatch
+import json
+import math
+import re
+import sys
+import unicodedata
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+from urllib.parse import urlsplit
+
+import httpx
+
+from app.core.urls import is_http_url
+from app.notifications.receivers.github_issue import escape_markdown, markdown_link
+
+PASSED, NO_VERDICT, GATE_FAILED = 0, 2, 3  # upload_client's OK, UNREACHABLE, REGRESSED
+ORDER = ("regression", "improvement", "error", "no_baseline", "pass")  # how reports list them
+LABELS = {"no_baseline": "no baseline"}
+PLURALS = {"regression": "regressions", "improvement": "improvements", "error": "errors"}
+STEP_SUMMARY_BYTES = 1024 * 1024  # GitHub drops a step's whole summary above 1 MiB
+CHECK_OUTPUT_CHARS = 65_535  # a check run's output.summary and output.text, each
+COMMENT_CHARS = 65_536  # an issue comment's body
+GITLAB_SUMMARY_FILE = "benchwatch-summary.md"
+API_VERSION = "2022-11-28"
+COMMENT_PAGES = 10  # of 100 comments each: a pull request with more gets a new sticky comment
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_REPOSITORY = re.compile(r"[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}")
+_PULL_REF = re.compile(r"refs/pull/([0-9]{1,9})/(?:merge|head)")
+_KEY_UNSAFE = re.compile(r"[^A-Za-z0-9._/-]+")
+
+
+def plain(value: object, limit: int = 200) -> str:
+    """``value`` as one printable line of at most ``limit`` characters.
+
+    Control and format characters (ANSI escapes, bidi overrides, zero-width joiners) become
+    spaces: a crafted model name can neither repaint a terminal nor reorder a comment's text.
+    """
+    if value is None:
+        return ""
+    text = "".join(" " if unicodedata.category(c)[0] == "C" else c for c in str(value))
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One benchmark's verdict, as the server judged it (fields cleaned, never trusted)."""
+
+    verdict: str = "error"
+    suite: str = ""
+    model: str = ""
+    config: str = ""
+    precision: str = ""
+    mode: str = ""
+    batch_size: int | None = None
+    metric: str = ""
+    unit: str = ""
+    new: float | None = None
+    base: float | None = None
+    rel_change: float | None = None
+    p_value: float | None = None
+    reason: str = ""
+    series_url: str = ""
+
+    @property
+    def benchmark(self) -> str:
+        """``suite/model/config/precision/mode``, and the batch size when there is one."""
+        name = "/".join(p for p in (self.suite, self.model, self.config, self.precision, self.mode))
+        return f"{name} bs{self.batch_size}" if self.batch_size is not None else name
+
+    @property
+    def measure(self) -> str:
+        """The metric, with its unit."""
+        return f"{self.metric} ({self.unit})" if self.unit else self.metric
+
+
+def _verdict(raw: object) -> Verdict:
+    """An item of the server's list; one it cannot read becomes an ``error`` saying so."""
+    if not isinstance(raw, Mapping):
+        return Verdict(reason="the server sent a verdict that is not an object")
+    verdict, reason = raw.get("verdict"), plain(raw.get("reason"), 300)
+    if verdict not in ORDER:
+        reason = f"unknown verdict {plain(verdict, 40)!r} from the server. {reason}".strip()
+        verdict = "error"
+    batch = raw.get("batch_size")
+    url = raw.get("series_url")
+    return Verdict(
+        verdict=str(verdict),
+        suite=plain(raw.get("suite")),
+        model=plain(raw.get("model")),
+        config=plain(raw.get("config")),
+        precision=plain(raw.get("precision")),
+        mode=plain(raw.get("mode")),
+        batch_size=batch if isinstance(batch, int) and not isinstance(batch, bool) else None,
+        metric=plain(raw.get("metric")),
+        unit=plain(raw.get("unit"), 20),
+        new=_number(raw.get("new")),
+        base=_number(raw.get("base")),
+        rel_change=_number(raw.get("rel_change")),
+        p_value=_number(raw.get("p_value")),
+        reason=reason,
+        series_url=url if isinstance(url, str) and is_http_url(url) else "",
+    )
+
+
+class BadVerdicts(ValueError):
+    """The server's answer is not a verdicts document: there is no verdict to gate on."""
+
+
+@dataclass(frozen=True)
+class Report:
+    """The server's verdicts for one upload, and what they were compared with."""
+
+    run_id: object
+    branch: str
+    commit: str
+    default_branch: str
+    baseline_how: str
+    baseline_commit: str
+    baseline_runs: tuple[int, ...]
+    items: tuple[Verdict, ...]
+    url: str
+    server_total: int  # the server's counts, summed: above len(items) when it listed only some
+
+
+def parse_verdicts(document: object) -> Report:
+    """Read ``GET /api/v1/runs/{run_id}/verdicts``; raise :class:`BadVerdicts` if it is not one."""
+    if not isinstance(document, Mapping) or not isinstance(document.get("items"), list):
+        raise BadVerdicts("the server's answer holds no list of verdicts")
+    baseline = document.get("baseline")
+    baseline = baseline if isinstance(baseline, Mapping) else {}
+    counts = document.get("counts")
+    counts = counts if isinstance(counts, Mapping) else {}
+    runs = baseline.get("run_ids")
+    url = document.get("url")
+    return Report(
+        run_id=document.get("run_id") if isinstance(document.get("run_id"), int) else None,
+        branch=plain(document.get("branch"), 100),
+        commit=plain(document.get("commit"), 64),
+        default_branch=plain(document.get("default_branch"), 100),
+        baseline_how=plain(baseline.get("how"), 40) or "none",
+        baseline_commit=plain(baseline.get("commit"), 64),
+        baseline_runs=tuple(r for r in runs if isinstance(r, int))[:20]
+        if isinstance(runs, list)
+        else (),
+        items=tuple(_verdict(item) for item in document["items"]),
+        url=url if isinstance(url, str) and is_http_url(url) else "",
+        server_total=sum(
+            n for n in counts.values() if isinstance(n, int) and not isinstance(n, bool) and n > 0
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class GateOptions:
+    """What gates and where the verdicts go; the CLI's flags, one field each."""
+
+    suites: tuple[str, ...] = ()  # --gate-suite globs; none: every suite gates
+    metrics: tuple[str, ...] = ()  # --gate-metric globs; none: every metric gates
+    report_only: bool = False  # say what would have failed; never fail
+    max_rows: int = 20  # of the terminal table
+    summary_file: str = ""  # Markdown written here too (GitLab's artifact)
+    post_check: bool = False
+    post_comment: bool = False
+    channel: str = ""  # the upload's channel: part of the comment's key
+    key: str = ""  # the comment's key; default: $GITHUB_WORKFLOW and the channel
+    timeout_s: float = 10.0  # per GitHub request
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The gate's judgement of a report under some options."""
+
+    report: Report
+    options: GateOptions
+    gating: tuple[Verdict, ...]  # regressions that fail the gate (or would, in report-only)
+    counts: Mapping[str, int]
+    unmatched: tuple[str, ...]  # globs that matched no benchmark: probably a typo
+
+    def gates(self, item: Verdict) -> bool:
+        """Whether ``item`` is chosen by the suite and metric globs (all are, when none given)."""
+        return _chosen(item.suite, self.options.suites) and _chosen(
+            item.metric, self.options.metrics
+        )
+
+    @property
+    def exit_status(self) -> int:
+        """3 when a gating regression exists, outside report-only mode; else 0."""
+        return GATE_FAILED if self.gating and not self.options.report_only else PASSED
+
+    @property
+    def conclusion(self) -> str:
+        """The check run's conclusion: failure, neutral (report-only would fail) or success."""
+        if not self.gating:
+            return "success"
+        return "neutral" if self.options.report_only else "failure"
+
+
+def _chosen(name: str, globs: Sequence[str]) -> bool:
+    return not globs or any(fnmatch.fnmatchcase(name, glob) for glob in globs)
+
+
+def judge(report: Report, options: GateOptions) -> Outcome:
+    """Which regressions gate; case-sensitive globs, as suite and metric names are stored."""
+    counts = dict.fromkeys(ORDER, 0)
+    for item in report.items:
+        counts[item.verdict] += 1
+    unmatched = tuple(
+        f"--gate-suite {glob}"
+        for glob in options.suites
+        if not any(fnmatch.fnmatchcase(i.suite, glob) for i in report.items)
+    ) + tuple(
+        f"--gate-metric {glob}"
+        for glob in options.metrics
+        if not any(fnmatch.fnmatchcase(i.metric, glob) for i in report.items)
+    )
+    outcome = Outcome(report, options, (), counts, unmatched)
+    gating = tuple(i for i in report.items if i.verdict == "regression" and outcome.gates(i))
+    return Outcome(report, options, gating, counts, unmatched)
+
+
+def _ordered(outcome: Outcome) -> list[Verdict]:
+    """Regressions (gating first), improvements, errors; the largest change first in each."""
+
+    def rank(item: Verdict) -> tuple[int, bool, float]:
+        size = abs(item.rel_change) if item.rel_change is not None else 0.0
+        gating = item.verdict == "regression" and outcome.gates(item)
+        return ORDER.index(item.verdict), not gating, -size
+
+    listed = ("regression", "improvement", "error")
+    return sorted((i for i in outcome.report.items if i.verdict in listed), key=rank)
+
+
+def _value(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def _change(value: float | None) -> str:
+    return "" if value is None else f"{value:+.1%}"
+
+
+def _p(value: float | None) -> str:
+    if value is None:
+        return ""
+    return f"{value:.1e}" if value < 0.001 else f"{value:.3f}"
+
+
+def _many(count: int, verdict: str) -> str:
+    """``3 regressions``, ``1 error``, ``2 no baseline``."""
+    word = LABELS.get(verdict, verdict)
+    return f"{count} {PLURALS.get(verdict, word) if count != 1 else word}"
+
+
+def _count_line(outcome: Outcome) -> str:
+    parts = [_many(outcome.counts[v], v) for v in ORDER if outcome.counts[v]]
+    return " · ".join(parts) or "no benchmarks to judge"
+
+
+def _never_line(outcome: Outcome) -> str:
+    """Why the errors and missing baselines listed did not fail the gate."""
+    if outcome.counts["error"]:
+        return "errors and missing baselines never fail the gate"
+    return "a missing baseline never fails the gate" if outcome.counts["no_baseline"] else ""
+
+
+def headline(outcome: Outcome) -> str:
+    """One line: what the gate decided, and why."""
+    regressions = outcome.counts["regression"]
+    gating = _many(len(outcome.gating), "regression")
+    if outcome.gating and outcome.options.report_only:
+        return f"report only: would have failed on {gating}"
+    if outcome.gating:
+        return f"failed: {gating}"
+    if regressions:
+        return f"passed: {_many(regressions, 'regression')}, none gating"
+    return "passed: no regression"
+
+
+def _baseline_line(report: Report, escape: Callable[[str], str] = str) -> str:
+    """What the verdicts compared with; ``escape`` applies to the server's words only."""
+    branch = escape(report.default_branch or "the default branch")
+    if report.baseline_how == "none" or not report.baseline_commit:
+        return f"no baseline on {branch} to compare with"
+    how = {"merge-base": "the merge base", "nearest-earlier": "the nearest earlier commit"}
+    runs = ", ".join(str(r) for r in report.baseline_runs)
+    return (
+        f"compared with {branch} at {escape(report.baseline_commit[:12])} "
+        f"({escape(how.get(report.baseline_how, report.baseline_how))}"
+        + (f"; runs {runs})" if runs else ")")
+    )
+
+
+def _gating_line(options: GateOptions, escape: Callable[[str], str] = str) -> str:
+    chosen = [f"suites {escape(', '.join(options.suites))}"] if options.suites else []
+    chosen += [f"metrics {escape(', '.join(options.metrics))}"] if options.metrics else []
+    return "gating " + " and ".join(chosen) if chosen else ""
+
+
+def render_table(outcome: Outcome, max_rows: int = 20) -> str:
+    """The terminal's report: a headline, listed verdicts in aligned columns, then counts."""
+    report = outcome.report
+    lines = [
+        f"benchwatch gate, run {report.run_id or '?'} ({report.branch} {report.commit[:12]}): "
+        + headline(outcome),
+        _baseline_line(report),
+    ]
+    lines += [g for g in (_gating_line(outcome.options),) if g]
+    lines += [f"warning: {glob} matches no benchmark" for glob in outcome.unmatched]
+    listed = _ordered(outcome)
+    rows = [("verdict", "benchmark", "metric", "base", "new", "change", "p", "note")]
+    for item in listed[: max(max_rows, 0)]:
+        note = item.reason if item.verdict == "error" else ""
+        if item.verdict == "regression" and not outcome.gates(item):
+            note = "not gating"
+        rows.append(
+            (
+                LABELS.get(item.verdict, item.verdict),
+                plain(item.benchmark, 70),
+                plain(item.measure, 30),
+                _value(item.base),
+                _value(item.new),
+                _change(item.rel_change),
+                _p(item.p_value),
+                plain(note, 80),
+            )
+        )
+    if len(rows) > 1:
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        right = {3, 4, 5}  # numbers line up on the right
+        for row in rows:
+            cells = [
+                c.rjust(w) if i in right else c.ljust(w)
+                for i, (c, w) in enumerate(zip(row, widths, strict=True))
+            ]
+            lines.append("  " + "  ".join(cells).rstrip())
+    if len(listed) > max(max_rows, 0):
+        lines.append(f"  and {len(listed) - max(max_rows, 0)} more")
+    lines += [line for line in (_count_line(outcome), _never_line(outcome)) if line]
+    if report.server_total > len(report.items):
+        lines.append(f"the server listed {len(report.items)} of {report.server_total} verdicts")
+    if report.url:
+        lines.append(f"all verdicts: {report.url}")
+    return "\n".join(lines) + "\n"
+
+
+def _md_row(item: Verdict, first: str, last: str) -> str:
+    cells = [
+        first,
+        markdown_link(item.series_url, item.benchmark),
+        escape_markdown(item.measure),
+        f"{_value(item.base)} → {_value(item.new)}",
+        _change(item.rel_change),
+        last,
+    ]
+    return "| " + " | ".join(cells) + " |"
+
+
+def markdown_parts(outcome: Outcome) -> tuple[str, str]:
+    """The Markdown report in two parts: the head (headline, counts, baseline) and the tables."""
+    report = outcome.report
+    mark = "❌" if outcome.exit_status else ("⚠️" if outcome.gating else "✅")
+    on = f" on {escape_markdown(report.branch)}" if report.branch else ""
+    # The headline, counts and gating words are benchwatch's own; only names are escaped.
+    head = [f"### {mark} benchwatch: {headline(outcome)}{on}", ""]
+    head += [f"{_count_line(outcome)}  ", _baseline_line(report, escape_markdown)]
+    if never := _never_line(outcome):
+        head[-1] += "  "
+        head.append(never)
+    if gating := _gating_line(outcome.options, escape_markdown):
+        head[-1] += "  "
+        head.append(gating)
+    head += [f"\n**Warning:** {escape_markdown(g)} matches no benchmark" for g in outcome.unmatched]
+    if report.url:
+        head += ["", markdown_link(report.url, f"All verdicts for run {report.run_id or ''}")]
+    listed = [i for i in _ordered(outcome) if i.verdict != "error"]
+    body = []
+    if listed:
+        body += ["| | Benchmark | Metric | Base → New | Change | p |", "| --- " * 6 + "|"]
+        for item in listed:
+            first = "🟢 improvement"
+            if item.verdict == "regression":
+                first = "🔴 regression" if outcome.gates(item) else "🟡 regression, not gating"
+            body.append(_md_row(item, first, _p(item.p_value)))
+    rest = [i for v in ("error", "no_baseline", "pass") for i in report.items if i.verdict == v]
+    if rest:
+        counted = ", ".join(_many(outcome.counts[v], v) for v in ORDER[2:] if outcome.counts[v])
+        body += ["", f"<details><summary>{len(rest)} more ({counted})</summary>", ""]
+        body += ["| Verdict | Benchmark | Metric | Base → New | Change | Reason |"]
+        body += ["| --- " * 6 + "|"]
+        for item in rest:
+            label = LABELS.get(item.verdict, item.verdict)
+            body.append(_md_row(item, label, escape_markdown(item.reason)))
+        body += ["", "</details>"]
+    return "\n".join(head) + "\n", "\n".join(body) + "\n" if body else ""
+
+
+def render_markdown(outcome: Outcome, limit: int | None = None, marker: str = "") -> str:
+    """The whole Markdown report, cut to ``limit`` UTF-8 bytes when given."""
+    head, body = markdown_parts(outcome)
+    text = (marker + "\n" if marker else "") + head + ("\n" + body if body else "")
+    return cap_markdown(text, limit, outcome.report.url) if limit is not None else text
+
+
+def cap_markdown(text: str, limit: int, more_url: str = "") -> str:
+    """``text`` cut at a line to fit ``limit`` UTF-8 bytes, with a note saying so.
+
+    Bytes, not characters: at least as strict as GitHub's character limits, and the step
+    summary's limit is in bytes. An open ``<details>`` is closed, so the rest still renders.
+    """
+    if len(text.encode()) <= limit:
+        return text
+    where = f" {markdown_link(more_url, 'All verdicts')}." if more_url else ""
+    note = (
+        f"\n\n_Cut to fit GitHub's limit of {limit} bytes: some benchmarks are not shown._{where}\n"
+    )
+    closing = "\n\n</details>"
+    budget = limit - len(note.encode()) - len(closing.encode())
+    kept, used = [], 0
+    for line in text.split("\n"):
+        size = len(line.encode()) + 1
+        if used + size > budget:
+            break
+        kept.append(line)
+        used += size
+    cut = "\n".join(kept)
+    if cut.count("<details>") > cut.count("</details>"):
+        cut += closing
+    return cut + note
+
+
+def write_step_summary(
+    markdown: str, env: Mapping[str, str], summary_file: str = "", more_url: str = ""
+) -> list[str]:
+    """Append to ``$GITHUB_STEP_SUMMARY``; write the summary file (GitLab: an artifact).
+
+    The file is ``summary_file``, else ``$BENCHWATCH_SUMMARY_FILE``, else
+    ``benchwatch-summary.md`` when ``GITLAB_CI=true``; it is overwritten, one report per job.
+    Returns a line for each file (or failure to write one); a failure never fails the gate.
+    """
+    notes = []
+    if step := env.get("GITHUB_STEP_SUMMARY", ""):
+        path = Path(step)
+        try:
+            used = path.stat().st_size if path.exists() else 0
+            room = STEP_SUMMARY_BYTES - used - 1
+            if room < 1024:
+                notes.append(f"step summary not written: {step} is already near GitHub's 1 MiB")
+            else:
+                with path.open("a", encoding="utf-8") as summary:
+                    summary.write(("\n" if used else "") + cap_markdown(markdown, room, more_url))
+                notes.append(f"summary appended to {step}")
+        except OSError as exc:
+            notes.append(f"step summary not written: {plain(exc)}")
+    file = summary_file or env.get("BENCHWATCH_SUMMARY_FILE", "")
+    if not file and env.get("GITLAB_CI") == "true":
+        file = GITLAB_SUMMARY_FILE
+    if file:
+        try:
+            Path(file).write_text(markdown, encoding="utf-8")
+            notes.append(f"summary written to {file}")
+        except OSError as exc:
+            notes.append(f"summary file not written: {plain(exc)}")
+    return notes
+
+
+# ---- posting back to GitHub: best effort, never the gate's exit status
+
+
+@dataclass(frozen=True)
+class GitHubContext:
+    """Where to post: the API, the repository, the pull request and its head commit."""
+
+    api_url: str
+    repository: str
+    token: str = field(repr=False)
+    pull_number: int | None
+    head_sha: str
+
+
+def _event(env: Mapping[str, str]) -> Mapping[str, Any]:
+    path = env.get("GITHUB_EVENT_PATH", "")
+    try:
+        event = json.loads(Path(path).read_text(encoding="utf-8")) if path else {}
+    except (OSError, ValueError):
+        return {}
+    pull = event.get("pull_request") if isinstance(event, dict) else None
+    return pull if isinstance(pull, dict) else {}
+
+
+def github_context(env: Mapping[str, str]) -> GitHubContext | str:
+    """What the job's environment says about where to post, or why it cannot be said.
+
+    The head commit is the event's ``pull_request.head.sha``: for ``pull_request`` events
+    ``GITHUB_SHA`` is the merge commit GitHub made, and a check run there shows on no pull
+    request. ``GITHUB_SHA`` serves for other events (a push to a branch).
+    """
+    token = env.get("GITHUB_TOKEN", "")
+    if not token:
+        return "no GITHUB_TOKEN in the environment (pass it to the step: env: GITHUB_TOKEN)"
+    api_url = env.get("GITHUB_API_URL") or "https://api.github.com"
+    if not is_http_url(api_url):
+        return "GITHUB_API_URL is not an http(s) URL"
+    repository = env.get("GITHUB_REPOSITORY", "")
+    if not _REPOSITORY.fullmatch(repository) or {".", ".."} & set(repository.split("/")):
+        return "GITHUB_REPOSITORY is not owner/name"
+    pull = _event(env)
+    number = pull.get("number")
+    if not (isinstance(number, int) and not isinstance(number, bool) and number > 0):
+        ref = _PULL_REF.fullmatch(env.get("GITHUB_REF", ""))
+        number = int(ref[1]) if ref else None
+    head = pull.get("head")
+    sha = head.get("sha") if isinstance(head, dict) else None
+    if not isinstance(sha, str) or not _SHA.fullmatch(sha):
+        sha = env.get("GITHUB_SHA", "")
+    return GitHubContext(api_url.rstrip("/"), repository, token, number, sha)
+
+
+@dataclass(frozen=True)
+class Posted:
+    """What became of one post: the check run or the comment."""
+
+    what: str
+    ok: bool
+    message: str
+
+
+class _Refused(Exception):
+    """GitHub said no, or could not be reached; the message says which and what to do."""
+
+
+def _json(response: httpx.Response) -> Any:
+    """The answer's JSON, or None: a 2xx that is not JSON still counts as done."""
+    try:
+        return response.json()
+    except ValueError:
+        return None
+
+
+_HINTS = {
+    401: "the token was refused (wrong or expired)",
+    403: (
+        "the token may not do this: give the job `permissions: {checks: write, "
+        "pull-requests: write}`; a pull request from a fork gets a read-only GITHUB_TOKEN, and "
+        "only a GitHub App's token (GITHUB_TOKEN is one) may create check runs"
+    ),
+    404: "the repository or pull request is not there, or the token cannot see it",
+    422: "GitHub refused the request's content",
+}
+
+
+class _GitHub:
+    """The calls of one gate, on one client with the token and GitHub's documented headers."""
+
+    def __init__(self, context: GitHubContext, timeout_s: float) -> None:
+        self.context = context
+        self.base = f"{context.api_url}/repos/{context.repository}"
+        self.client = httpx.Client(
+            timeout=httpx.Timeout(timeout_s),
+            follow_redirects=False,  # a redirect would carry the request elsewhere
+            headers={
+                "Authorization": f"Bearer {context.token}",
+                "Accept": "application/vnd.github+json",
+                "X-GitHub-Api-Version": API_VERSION,
+                "User-Agent": "benchwatch",
+            },
+        )
+
+    def call(self, method: str, url: str, body: Mapping[str, Any] | None = None) -> httpx.Response:
+        try:
+            response = self.client.request(method, url, json=body)
+        except httpx.TimeoutException:
+            raise _Refused("GitHub did not answer in time") from None
+        except httpx.HTTPError as exc:
+            raise _Refused(f"GitHub is unreachable ({type(exc).__name__})") from None
+        if response.is_success:
+            return response
+        raise _Refused(_refusal(response))
+
+    def same_origin(self, url: str) -> bool:
+        """Whether ``url`` is on the API's host: the token goes nowhere else."""
+        mine, theirs = urlsplit(self.context.api_url), urlsplit(url)
+        return (mine.scheme, mine.netloc) == (theirs.scheme, theirs.netloc)
+
+
+def _refusal(response: httpx.Response) -> str:
+    status, headers = response.status_code, response.headers
+    answer = _json(response)
+    said = plain(answer.get("message"), 200) if isinstance(answer, dict) else ""
+    if status in (403, 429) and (
+        "retry-after" in headers or headers.get("x-ratelimit-remaining") == "0"
+    ):
+        wait = headers.get("retry-after")
+        reset = headers.get("x-ratelimit-reset", "")
+        when = (
+            f"retry after {plain(wait, 20)} s"
+            if wait
+            else f"the limit resets at {plain(reset, 20)} (epoch s)"
+        )
+        return f"GitHub rate limit (HTTP {status}): {when}"
+    hint = _HINTS.get(status, "")
+    return f"HTTP {status}" + (f" {said}" if said else "") + (f": {hint}" if hint else "")
+
+
+def post_check_run(github: _GitHub, outcome: Outcome, name: str) -> Posted:
+    """Create a completed check run on the pull request's head commit."""
+    if not _SHA.fullmatch(github.context.head_sha):
+        return Posted("check run", False, "no head commit (GITHUB_SHA, the event's head.sha)")
+    head, body = markdown_parts(outcome)
+    fields: dict[str, Any] = {
+        "name": name,
+        "head_sha": github.context.head_sha,
+        "status": "completed",
+        "conclusion": outcome.conclusion,
+        "completed_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "output": {
+            "title": plain(headline(outcome), 200),
+            "summary": cap_markdown(head, CHECK_OUTPUT_CHARS, outcome.report.url),
+            "text": cap_markdown(
+                body or "No benchmarks to list.", CHECK_OUTPUT_CHARS, outcome.report.url
+            ),
+        },
+    }
+    if outcome.report.url:
+        fields["details_url"] = outcome.report.url
+    if outcome.report.run_id is not None:
+        fields["external_id"] = str(outcome.report.run_id)
+    answer = _json(github.call("POST", f"{github.base}/check-runs", fields))
+    url = answer.get("html_url") if isinstance(answer, dict) else None
+    return Posted("check run", True, f"{outcome.conclusion}: {plain(url or name)}")
+
+
+def comment_marker(key: str) -> str:
+    """The hidden line that finds this gate's comment again; ``key`` keeps gates apart."""
+    return f"<!-- benchwatch-gate {_KEY_UNSAFE.sub('-', key)[:100] or 'default'} -->"
+
+
+def _find_comment(github: _GitHub, number: int, marker: str, author: str) -> int | None:
+    """The id of the first comment carrying ``marker`` by ``author`` (else by any bot)."""
+    url: str | None = f"{github.base}/issues/{number}/comments?per_page=100"
+    for _ in range(COMMENT_PAGES):
+        if url is None or not github.same_origin(url):
+            return None
+        response = github.call("GET", url)
+        page = _json(response)
+        for comment in page if isinstance(page, list) else []:
+            user = comment.get("user") if isinstance(comment, dict) else None
+            user = user if isinstance(user, dict) else {}
+            # A person could paste the marker; only our own comment is rewritten.
+            ours = user.get("login") == author if author else user.get("type") == "Bot"
+            if (
+                ours
+                and marker in str(comment.get("body", ""))
+                and isinstance(comment.get("id"), int)
+            ):
+                return int(comment["id"])
+        url = response.links.get("next", {}).get("url")
+    return None
+
+
+def post_comment(github: _GitHub, outcome: Outcome, key: str, author: str) -> Posted:
+    """Update this gate's comment on the pull request in place, or add it."""
+    number = github.context.pull_number
+    if number is None:
+        return Posted("comment", False, "not a pull request (GITHUB_EVENT_PATH, GITHUB_REF)")
+    marker = comment_marker(key)
+    body = {"body": render_markdown(outcome, COMMENT_CHARS, marker)}
+    found = _find_comment(github, number, marker, author)
+    if found is not None:
+        answer = _json(github.call("PATCH", f"{github.base}/issues/comments/{found}", body))
+        verb = "updated"
+    else:
+        answer = _json(github.call("POST", f"{github.base}/issues/{number}/comments", body))
+        verb = "added"
+    url = answer.get("html_url") if isinstance(answer, dict) else None
+    return Posted("comment", True, f"{verb}: {plain(url or number)}")
+
+
+def post_to_github(outcome: Outcome, env: Mapping[str, str]) -> list[Posted]:
+    """Post what the options ask for; each failure is reported and changes nothing else."""
+    options = outcome.options
+    wanted = [
+        w for w, on in (("check run", options.post_check), ("comment", options.post_comment)) if on
+    ]
+    if not wanted:
+        return []
+    context = github_context(env)
+    if isinstance(context, str):
+        return [Posted(what, False, context) for what in wanted]
+    workflow = env.get("GITHUB_WORKFLOW", "")
+    key = options.key or "/".join(k for k in (workflow, options.channel) if k)
+    github = _GitHub(context, options.timeout_s)
+    results = []
+    with github.client:
+        for what in wanted:
+            try:
+                if what == "check run":
+                    name = f"benchwatch ({plain(key, 80)})" if key else "benchwatch"
+                    results.append(post_check_run(github, outcome, name))
+                else:
+                    author = env.get("BENCHWATCH_COMMENT_AUTHOR", "")
+                    results.append(post_comment(github, outcome, key, author))
+            except _Refused as exc:
+                results.append(Posted(what, False, str(exc)))
+    # The token appears in no message, even should GitHub echo it.
+    return [Posted(p.what, p.ok, p.message.replace(context.token, "***")) for p in results]
+
+
+def run_gate(
+    verdicts: object,
+    options: GateOptions,
+    env: Mapping[str, str],
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """Report the verdicts everywhere asked, and return the exit status the CLI returns.
+
+    3 on a gating regression (0 in report-only mode), else 0; 2 when ``verdicts`` is not a
+    verdicts document (no verdict: neither a pass nor a failure can be claimed). Summaries and
+    posts that fail are reported on ``err`` and leave the status as it is.
+    """
+    out, err = out or sys.stdout, err or sys.stderr
+    try:
+        report = parse_verdicts(verdicts)
+    except BadVerdicts as exc:
+        err.write(f"benchwatch gate: {exc}; no verdict\n")
+        return NO_VERDICT
+    outcome = judge(report, options)
+    out.write(render_table(outcome, options.max_rows))
+    markdown = render_markdown(outcome)
+    for note in write_step_summary(markdown, env, options.summary_file, report.url):
+        err.write(f"benchwatch gate: {note}\n")
+    for posted in post_to_github(outcome, env):
+        state = "posted" if posted.ok else "not posted (best effort: the gate's status stands)"
+        err.write(f"benchwatch gate: {posted.what} {state}: {posted.message}\n")
+    return outcome.exit_status
