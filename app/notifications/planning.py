@@ -13,8 +13,8 @@ Per group and subscription that selects some of its findings (Alertmanager's ale
 - ``grew``: the group now holds more selected findings than the last notice told of (one
   still waiting tells the newer state anyway, so nothing new is planned then);
 - ``resolved``: no selected finding is left open (each is fixed, expected, invalid,
-  reverted, or passing again); once, and only to subscribers that were told of the group
-  (waiting notices are cancelled instead).
+  reverted, passing or reporting again, or a recovered aggregate); once, and only to
+  subscribers that were told of the group (waiting notices are cancelled instead).
 
 Reminders and escalations are planned by the sweep (``dispatch``), which knows the time.
 A notice's ``event_key`` is unique per subscription, so planning the same event twice (a
@@ -29,7 +29,13 @@ from sqlalchemy import event, inspect, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import InstanceState, Session
 
-from app.anomalies.models import AlertGroup, CaseFailure, MachineSilence, Regression
+from app.anomalies.models import (
+    AggregateFinding,
+    AlertGroup,
+    CaseFailure,
+    MachineSilence,
+    Regression,
+)
 from app.core.db import utcnow
 from app.core.queue import enqueue_after_commit
 from app.jobs import DISPATCH_NOTICES
@@ -41,9 +47,11 @@ OPEN_STATUSES = ("new", "acknowledged")
 
 
 def is_open(found: Found) -> bool:
-    """Still to be acted on: not triaged away, nor reverted, passing or reporting again."""
+    """Still to be acted on: not triaged away, reverted, passing, reporting again, recovered."""
     if found.status not in OPEN_STATUSES:
         return False
+    if isinstance(found, AggregateFinding):
+        return found.resolved_run_id is None
     if isinstance(found, CaseFailure):
         return found.passing_again_run_id is None
     if isinstance(found, MachineSilence):
@@ -56,8 +64,9 @@ WATCHED: dict[type, tuple[str, ...]] = {
     Regression: ("status", "reverted", "state"),
     CaseFailure: ("status", "passing_again_run_id"),
     MachineSilence: ("status", "ended_by_run_id"),
+    AggregateFinding: ("status", "resolved_run_id"),
 }
-FINDINGS = (Regression, CaseFailure, MachineSilence)
+FINDINGS = (Regression, CaseFailure, MachineSilence, AggregateFinding)
 
 
 @event.listens_for(Session, "before_flush")

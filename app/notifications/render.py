@@ -12,7 +12,13 @@ from urllib.parse import urlencode
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.anomalies.models import AlertGroup, CaseFailure, MachineSilence, Regression
+from app.anomalies.models import (
+    AggregateFinding,
+    AlertGroup,
+    CaseFailure,
+    MachineSilence,
+    Regression,
+)
 from app.anomalies.triage import group_status
 from app.benchmarks.models import Machine
 from app.notifications.message import CHART_FINDINGS, MAX_FINDINGS, PAYLOAD_VERSION, percent
@@ -28,6 +34,13 @@ EVENT_WORDS = {
     "reminder": "Still untriaged: ",
     "escalation": "Triage overdue: ",
     "resolved": "Resolved: ",
+}
+AGGREGATE_UNITS = {"pass_rate": "%", "mean_compile_time_s": " s"}  # the others: "x"
+RULE_WORDS = {
+    "step": "a step",
+    "pass_rate_below": "pass rate below 90%",
+    "speedup_below_base": "speedup below 0.95x of the run before",
+    "compression_below_base": "compression below 0.9x of the run before",
 }
 
 
@@ -120,22 +133,27 @@ class Renderer:
         """A group as a notice tells of it: where, when, its worst selected findings.
 
         A silence comes first, then failures (a case that no longer runs is worse than any
-        step), then the steps by the size of their change.
+        step), then aggregates (each sums up a group of models), then the steps by the size of
+        their change.
         """
         silent = [s for s in chosen if isinstance(s, MachineSilence)]
         failing = sorted((f for f in chosen if isinstance(f, CaseFailure)), key=lambda f: f.id)
+        summed = sorted(
+            (a for a in chosen if isinstance(a, AggregateFinding)),
+            key=lambda a: (-abs(a.rel_change), a.id),
+        )
         steps = sorted(
             (r for r in chosen if isinstance(r, Regression)),
             key=lambda r: (-abs(r.rel_change), r.id),
         )
-        worst: list[Found] = [*silent, *failing, *steps]
+        worst: list[Found] = [*silent, *failing, *summed, *steps]
         listed = worst[:MAX_FINDINGS]
         charts = self._charts([r for r in listed if isinstance(r, Regression)][:CHART_FINDINGS])
         machine = self.session.get_one(Machine, group.machine_id)
         findings = [self.any_finding(f, charts) for f in listed]
         return {
             "headline": EVENT_WORDS.get(event, "")
-            + headline(machine.name, group, silent, failing, steps),
+            + headline(machine.name, group, silent, failing, steps, summed),
             "id": group.id,
             "url": self.group_url(group.id),
             "machine": machine.name,
@@ -198,7 +216,35 @@ class Renderer:
             return self.silence(found)
         if isinstance(found, CaseFailure):
             return self.failure(found)
+        if isinstance(found, AggregateFinding):
+            return self.aggregate(found)
         return self.finding(found, charts.get(found.id))
+
+    def aggregate(self, finding: AggregateFinding) -> dict[str, Any]:
+        """A dashboard aggregate of the payload: which, by what rule, and what explains it.
+
+        ``metric`` names the aggregate, so that a receiver's line reads as a step's does.
+        """
+        return {
+            "id": finding.id,
+            "kind": "aggregate",
+            "url": self.group_url(finding.group_id),
+            "suite": finding.suite,
+            "config": finding.config,
+            "precision": finding.precision,
+            "mode": finding.mode,
+            "metric": finding.stat,
+            "rule": finding.rule,
+            "direction": "regression",
+            "before": finding.before,
+            "after": finding.after,
+            "rel_change": finding.rel_change,
+            "last_good_run": self.run(finding.last_good_run_id),
+            "first_bad_run": self.run(finding.first_bad_run_id),
+            "resolved_run_id": finding.resolved_run_id,
+            "explained_by": finding.explained_by,
+            "status": finding.status,
+        }
 
     def silence(self, silence: MachineSilence) -> dict[str, Any]:
         """A machine that stopped reporting: since when, and how often it used to."""
@@ -288,15 +334,19 @@ def headline(
     silent: Sequence[MachineSilence],
     failing: Sequence[CaseFailure],
     steps: Sequence[Regression],
+    summed: Sequence[AggregateFinding] = (),
 ) -> str:
     """``2 failures, 3 regressions on h100-a (nightly): t5 fails (CUDA out of memory)``.
 
-    A silence says since when; else the worst is the first failure, else the largest step.
+    A silence says since when; else the worst is the first failure, else the largest
+    aggregate (``summed``), else the largest step.
     """
     if silent:
         since = silent[0].silent_since
         return f"{machine} ({group.channel}) silent: no run since {since:%Y-%m-%d %H:%M} UTC"
     counts: dict[str, int] = {"failure": len(failing)} if failing else {}
+    if summed:
+        counts["aggregate"] = len(summed)
     for regression in steps:
         kind = "improvement" if regression.direction == "improvement" else "regression"
         counts[kind] = counts.get(kind, 0) + 1
@@ -305,8 +355,19 @@ def headline(
     if failing:
         first = failing[0]
         text += f": {first.benchmark.model} fails ({first.reason[:80]})"
+    elif summed:
+        worst = summed[0]
+        where = " ".join((worst.suite, worst.config, worst.precision, worst.mode))
+        levels = f"{level(worst.stat, worst.before)} -> {level(worst.stat, worst.after)}"
+        text += f": {where} {worst.stat} {levels} ({RULE_WORDS.get(worst.rule, worst.rule)})"
     elif steps:
         top = steps[0]
         model = top.series.benchmark.model
         text += f": worst {percent(top.rel_change)} {top.series.metric.name} {model}"
     return text
+
+
+def level(stat: str, value: float) -> str:
+    """An aggregate's value as the dashboard shows it: a pass rate in %, a speedup as 1.23x."""
+    unit = AGGREGATE_UNITS.get(stat, "x")
+    return f"{100 * value:.1f}%" if unit == "%" else f"{value:.3g}{unit}"

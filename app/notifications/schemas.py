@@ -29,7 +29,7 @@ OneOrMore = BeforeValidator(_one_as_list)
 Text = Annotated[str, NulFree, Field(min_length=1, max_length=256)]
 TextRule = Annotated[list[Text], OneOrMore, Field(min_length=1, max_length=100)]
 Direction = Literal["regression", "improvement", "change"]
-Kind = Literal["regression", "improvement", "failure", "machine_silent"]
+Kind = Literal["regression", "improvement", "failure", "machine_silent", "aggregate"]
 StepState = Literal["suspected", "confirmed"]
 Name = Annotated[str, NulFree, Field(min_length=1, max_length=128)]
 Owner = Annotated[str, NulFree, Field(max_length=256)]

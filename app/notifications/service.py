@@ -8,7 +8,13 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.anomalies.models import AlertGroup, CaseFailure, MachineSilence, Regression
+from app.anomalies.models import (
+    AggregateFinding,
+    AlertGroup,
+    CaseFailure,
+    MachineSilence,
+    Regression,
+)
 from app.core.db import utcnow
 from app.core.errors import Conflict, InvalidInput, NotFound
 from app.notifications import outbound
@@ -203,12 +209,13 @@ def accept_any(_: Sequence[Mapping[str, Any]]) -> None:
     """No check of receivers (tests of what does not depend on where they send)."""
 
 
-Found = Regression | CaseFailure | MachineSilence  # a finding of an alert group, as stored
+# A finding of an alert group, as stored.
+Found = Regression | CaseFailure | MachineSilence | AggregateFinding
 
 
 def findings_of(group: AlertGroup) -> list[Found]:
-    """Every finding of a group: a silence, its failures, then its steps."""
-    return [*group.silences, *group.failures, *group.regressions]
+    """Every finding of a group: a silence, its failures, its aggregates, then its steps."""
+    return [*group.silences, *group.failures, *group.aggregates, *group.regressions]
 
 
 def finding_of(found: Found) -> Finding:
@@ -217,7 +224,8 @@ def finding_of(found: Found) -> Finding:
     A step that helps is an ``improvement`` finding; one that hurts, or one of a metric
     with no good direction (``direction`` ``change``), is a ``regression`` finding. A case
     that started failing is a ``failure``, a machine that stopped reporting is
-    ``machine_silent``: both a change larger than any ``min_rel_change``.
+    ``machine_silent``: both a change larger than any ``min_rel_change``. A dashboard
+    aggregate that got worse is an ``aggregate`` whose ``metric`` names the aggregate.
     """
     if isinstance(found, MachineSilence):
         return Finding(
@@ -226,6 +234,19 @@ def finding_of(found: Found) -> Finding:
             channel=found.channel,
             direction="regression",
             rel_change=math.inf,
+        )
+    if isinstance(found, AggregateFinding):
+        return Finding(
+            kind="aggregate",
+            machine=found.machine.name,
+            channel=found.channel,
+            suite=found.suite,
+            config=found.config,
+            precision=found.precision,
+            mode=found.mode,
+            metric=found.stat,
+            direction="regression",
+            rel_change=found.rel_change,
         )
     if isinstance(found, CaseFailure):
         benchmark = found.benchmark
