@@ -21,7 +21,7 @@ def pass_rate_drops(client: TestClient, headers: dict[str, str]) -> list[int]:
     return [*runs, nightly(client, headers, 4, BREAKING)]
 
 
-def listed(client: TestClient, **params: object) -> list[int]:
+def listed(client: TestClient, **params: str | int) -> list[int]:
     page = client.get("/api/v1/aggregate-findings", params=params)
     assert page.status_code == 200, page.text
     body = page.json()
