@@ -349,6 +349,8 @@ def cmd_upload(args: argparse.Namespace) -> int:
     run = response.json()
     state = "stored" if response.status_code == 201 else "already stored (a retry)"
     print(f"run {run['id']} {state}: key {run['key']}, {run['coverage']['attempted']} cases")
+    for line in client.describe_sources(run, only=("machine.name",)):
+        print(line)
     if not args.fail_on_regression:
         return client.OK
     found = uploader.regressions_of(run["id"], args.wait)
@@ -367,10 +369,10 @@ def cmd_upload(args: argparse.Namespace) -> int:
 
 
 def _dry_run(files: list[Path], fmt: str, fields: dict[str, str]) -> int:
-    """Parse and validate here, print what would be sent, send nothing."""
+    """Parse and validate here, print where each field comes from and the run, send nothing."""
     from app.uploads.base import UploadFile
     from app.uploads.service import BadUpload, build_run
-    from workers.upload_client import OK, REJECTED, print_errors
+    from workers.upload_client import OK, REJECTED, describe_sources, print_errors
 
     try:
         run_in = build_run([UploadFile(f.name, f.read_bytes()) for f in files], fmt, fields)
@@ -382,6 +384,8 @@ def _dry_run(files: list[Path], fmt: str, fields: dict[str, str]) -> int:
     summary["first_results"] = [
         r.model_dump(mode="json", exclude_none=True) for r in run_in.results[:3]
     ]
+    for line in describe_sources(summary):
+        print(line)
     print(json.dumps(summary, indent=2))
     return OK
 

@@ -2,7 +2,9 @@
 
 Run metadata comes from flags or, when absent, from the CI's environment (GitHub Actions,
 GitLab CI, Jenkins, Buildkite): commit, branch, job URL, and an idempotency key made of the
-CI run id, attempt and job, so a retried step never stores the run twice. Exit codes CI can
+CI run id, attempt and job, so a retried step never stores the run twice. The machine's name
+comes from the flag, else the files, else the CI runner's name, else this host's name; the
+run records where each field came from. Exit codes CI can
 act on: 0 stored, 1 rejected input, 2 server unreachable (or detection did not finish), 3
 regressions found (with ``--fail-on-regression``).
 """
@@ -10,31 +12,41 @@ regressions found (with ``--fail-on-regression``).
 import hashlib
 import json
 import os
+import socket
 import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from app.core.urls import is_http_url
+from app.uploads.provenance import DEFAULT_MACHINE, PROVENANCE
 
 OK, REJECTED, UNREACHABLE, REGRESSED = 0, 1, 2, 3
 CHUNK = 256 * 1024
 
 
+# Variables that name the CI runner (GitHub Actions, GitLab CI, Buildkite, Jenkins), in the
+# order they are asked: the machine's name when neither a flag nor the files give one.
+RUNNER_VARIABLES = ("RUNNER_NAME", "CI_RUNNER_DESCRIPTION", "BUILDKITE_AGENT_NAME", "NODE_NAME")
+HOST_NAME = "this host's name"
+
+
 @dataclass(frozen=True)
 class CiRun:
-    """What a CI system's environment says about the job."""
+    """What a CI system's environment says about the job, and the variables it read."""
 
     system: str
     commit: str
     branch: str
     url: str
     key: str
+    # field -> the variables it came from, for the run's provenance
+    sources: Mapping[str, str] = field(default_factory=dict)
 
 
 def ci_run(env: Mapping[str, str]) -> CiRun | None:
@@ -44,38 +56,98 @@ def ci_run(env: Mapping[str, str]) -> CiRun | None:
         url = f"{get('GITHUB_SERVER_URL', '')}/{get('GITHUB_REPOSITORY', '')}/actions/runs/"
         run_id = get("GITHUB_RUN_ID", "")
         key = f"gha-{run_id}-{get('GITHUB_RUN_ATTEMPT', '1')}-{get('GITHUB_JOB', '')}"
-        return CiRun("github", get("GITHUB_SHA", ""), get("GITHUB_REF_NAME", ""), url + run_id, key)
+        commit, branch = get("GITHUB_SHA", ""), get("GITHUB_REF_NAME", "")
+        sources = _sources(
+            "GITHUB_SHA",
+            "GITHUB_REF_NAME",
+            "GITHUB_SERVER_URL, GITHUB_REPOSITORY, GITHUB_RUN_ID",
+            "GITHUB_RUN_ID, GITHUB_RUN_ATTEMPT, GITHUB_JOB",
+            "GITHUB_ACTIONS",
+        )
+        return CiRun("github", commit, branch, url + run_id, key, sources)
     if get("GITLAB_CI") == "true":
         key = f"gitlab-{get('CI_PIPELINE_ID', '')}-{get('CI_JOB_ID', '')}"
         branch = get("CI_COMMIT_REF_NAME", "")
-        return CiRun("gitlab", get("CI_COMMIT_SHA", ""), branch, get("CI_JOB_URL", ""), key)
+        sources = _sources(
+            "CI_COMMIT_SHA",
+            "CI_COMMIT_REF_NAME",
+            "CI_JOB_URL",
+            "CI_PIPELINE_ID, CI_JOB_ID",
+            "GITLAB_CI",
+        )
+        return CiRun(
+            "gitlab", get("CI_COMMIT_SHA", ""), branch, get("CI_JOB_URL", ""), key, sources
+        )
     if get("BUILDKITE") == "true":
         job = f"{get('BUILDKITE_BUILD_ID', '')}-{get('BUILDKITE_JOB_ID', '')}"
         key = f"buildkite-{job}-{get('BUILDKITE_RETRY_COUNT', '0')}"
         commit, branch = get("BUILDKITE_COMMIT", ""), get("BUILDKITE_BRANCH", "")
-        return CiRun("buildkite", commit, branch, get("BUILDKITE_BUILD_URL", ""), key)
+        sources = _sources(
+            "BUILDKITE_COMMIT",
+            "BUILDKITE_BRANCH",
+            "BUILDKITE_BUILD_URL",
+            "BUILDKITE_BUILD_ID, BUILDKITE_JOB_ID, BUILDKITE_RETRY_COUNT",
+            "BUILDKITE",
+        )
+        return CiRun("buildkite", commit, branch, get("BUILDKITE_BUILD_URL", ""), key, sources)
     if get("JENKINS_URL") and get("BUILD_NUMBER"):
         key = f"jenkins-{get('JOB_NAME', '')}-{get('BUILD_NUMBER', '')}".replace("/", "-")
         branch = get("BRANCH_NAME") or get("GIT_BRANCH", "")
-        return CiRun("jenkins", get("GIT_COMMIT", ""), branch, get("BUILD_URL", ""), key)
+        branch_from = "BRANCH_NAME" if get("BRANCH_NAME") else "GIT_BRANCH"
+        sources = _sources(
+            "GIT_COMMIT", branch_from, "BUILD_URL", "JOB_NAME, BUILD_NUMBER", "JENKINS_URL"
+        )
+        return CiRun("jenkins", get("GIT_COMMIT", ""), branch, get("BUILD_URL", ""), key, sources)
     return None
 
 
+def _sources(commit: str, branch: str, url: str, key: str, trigger: str) -> dict[str, str]:
+    return {
+        "commit": commit,
+        "branch": branch,
+        "url": url,
+        "key": f"{key} and the file names",
+        "trigger": f"{trigger} (ci)",
+    }
+
+
 def metadata(
-    flags: dict[str, str | None], files: list[Path], env: Mapping[str, str]
+    flags: dict[str, str | None],
+    files: list[Path],
+    env: Mapping[str, str],
+    host: str | None = None,
 ) -> dict[str, str]:
-    """Run metadata: flags first, then the CI's environment."""
+    """Run metadata: flags first, then the CI's environment; and where each field came from.
+
+    The machine's name, when no flag gives it, is left to the files (the server reads the
+    name they give) with the CI runner's name, else ``host`` (default: this host's), as the
+    ``default_machine`` for files that name none. ``provenance`` says where each field sent
+    came from.
+    """
     fields = {name: value for name, value in flags.items() if value}
+    said = {name: f"flag --{name.replace('_', '-')}" for name in fields}
     ci = ci_run(env)
     if ci is not None:
-        fields.setdefault("commit", ci.commit)
-        fields.setdefault("branch", ci.branch)
-        if is_http_url(ci.url):  # inferred, so left out when the CI's variables make no link
-            fields.setdefault("url", ci.url)
-        fields.setdefault("trigger", "ci")
         names = hashlib.sha256("\0".join(sorted(f.name for f in files)).encode()).hexdigest()
-        fields.setdefault("key", f"{ci.key}-{names[:8]}")  # several uploads per job may differ
-    return {name: value for name, value in fields.items() if value}
+        found = {
+            "commit": ci.commit,
+            "branch": ci.branch,
+            # inferred, so left out when the CI's variables make no link
+            "url": ci.url if is_http_url(ci.url) else "",
+            "trigger": "ci",
+            "key": f"{ci.key}-{names[:8]}",  # several uploads per job may differ
+        }
+        for name, value in found.items():
+            if value and name not in fields:
+                fields[name], said[name] = value, ci.sources[name]
+    if "machine" not in fields:
+        runner = next((v for v in RUNNER_VARIABLES if env.get(v, "").strip()), None)
+        default = env[runner].strip() if runner else (host or socket.gethostname()).strip()
+        if default:
+            fields[DEFAULT_MACHINE], said[DEFAULT_MACHINE] = default, runner or HOST_NAME
+    if said:
+        fields[PROVENANCE] = json.dumps(said)
+    return fields
 
 
 def multipart(
@@ -188,6 +260,23 @@ def describe_regression(regression: dict[str, Any]) -> str:
         f"{benchmark['precision']} {benchmark['mode']}: {metric} "
         f"{regression['rel_change']:+.1%} ({regression['before']:.4g} -> {regression['after']:.4g})"
     )
+
+
+def describe_sources(run: Mapping[str, Any], only: tuple[str, ...] = ()) -> list[str]:
+    """Each recorded field of a run (a dry run's or the server's answer) and where it came from.
+
+    ``only``: these fields (default: all that ``extra.provenance`` names).
+    """
+    sources: Mapping[str, str] = run.get("extra", {}).get("provenance", {})
+    lines = []
+    for path, source in sources.items():
+        if only and path not in only:
+            continue
+        value: Any = run
+        for part in path.split("."):
+            value = value.get(part) if isinstance(value, Mapping) else None
+        lines.append(f"{path} = {'' if value is None else value}  (from {source})")
+    return lines
 
 
 def print_errors(body: dict[str, Any]) -> None:

@@ -182,6 +182,7 @@ def _payload(
     found = provenance.sources(files, parsed, fields, said, TRACKED)
     if named := provenance.machine_name(files, parsed, fields, machine.get("device"), said):
         machine["name"], found["machine.name"] = named
+    _check_machine(machine)
     if "key" not in run:
         run["key"], found["key"] = (
             _content_key(files, formats, fields),
@@ -202,6 +203,23 @@ def _payload(
         },
         "results": [row for part in parsed for row in part.results],
     }
+
+
+def _check_machine(machine: dict[str, Any]) -> None:
+    """A machine that neither the upload nor the files name, or whose device none says."""
+    missing = []
+    if not machine.get("name"):
+        message = "the files do not name their machine: give machine= (or default_machine=)"
+        missing.append(
+            {"file": None, "loc": "machine.name", "field": "machine", "message": message}
+        )
+    if not machine.get("device"):
+        message = "the files do not say the device (cuda, rocm, xpu, cpu or mps): give device="
+        missing.append(
+            {"file": None, "loc": "machine.device", "field": "device", "message": message}
+        )
+    if missing:
+        raise BadUpload(missing)
 
 
 def _content_key(files: list[UploadFile], formats: list[str], fields: dict[str, str]) -> str:

@@ -75,7 +75,11 @@ def test_flags_win_over_the_ci_and_the_key_names_the_files(tmp_path: Path) -> No
     assert "tier" not in fields
     other = metadata({}, [tmp_path / "c.csv"], GITHUB)
     assert other["key"] != fields["key"]  # two uploads of one job do not collide
-    assert metadata({}, files, {}) == {}  # outside CI: nothing invented
+    # outside CI nothing is invented: the host's name is only a default for the machine's name
+    assert metadata({}, files, {}, host="box") == {
+        "default_machine": "box",
+        "provenance": json.dumps({"default_machine": "this host's name"}),
+    }
 
 
 def test_the_multipart_body_carries_fields_and_files(tmp_path: Path) -> None:
