@@ -619,6 +619,12 @@ def _upload_options(upload: argparse.ArgumentParser) -> None:
     metadata = upload.add_argument_group("run metadata", "each sets a field of the run")
     for name in METADATA:
         source = "from the CI job, else from the files" if name in CI_FIELDS else "from the files"
+        if name == "machine":
+            source = (
+                "the host the files name, else the CI runner's name (RUNNER_NAME, "
+                "CI_RUNNER_DESCRIPTION, BUILDKITE_AGENT_NAME, NODE_NAME), else this host's; "
+                "with the device as a suffix"
+            )
         metadata.add_argument(
             f"--{name.replace('_', '-')}",
             dest=name,
