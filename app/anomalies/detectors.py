@@ -23,9 +23,10 @@ The minimum effect depends on the series' noise: ``noise_multiple`` times its re
 (``sigma`` over the level), but never under ``min_rel_floor`` (set per metric kind by
 ``registry``) nor over ``min_rel_change``. A noisy series keeps the fixed minimum, which is
 what stops a slow drift from passing as a step. A quiet one may report a step of a few times
-its noise (a 2% step at 0.3% noise is real); there a drift of a few percent would be many
-times the noise, so a step under ``min_rel_change`` must also stand out from the trend of the
-level before it (``_beyond_trend``).
+its noise (a 2% step at 0.3% noise is real); there a drift of a few percent, or two modes
+whose shares shift, would be many times the noise, so a step under ``min_rel_change`` must
+also stand out from the trend of the levels and leave the range of the points before it
+(``_stands_out``).
 
 What this ignores, by construction: single outliers (stage 1's median and stage 2's ranks),
 short blips (``min_segment``), bimodal noise (the mixture is the same on both sides, so the
@@ -218,7 +219,7 @@ def _weakness(
         return p_value
     if p_value > config.max_p_value:
         return p_value
-    if abs(shift) / abs(before) < config.min_rel_change and not _beyond_trend(left, right, least):
+    if abs(shift) / abs(before) < config.min_rel_change and not _stands_out(left, right, least):
         return p_value
     if samples is not None:
         pooled = _pooled(samples, bounds[0], split), _pooled(samples, split, bounds[1])
@@ -227,23 +228,42 @@ def _weakness(
     return None
 
 
-def _beyond_trend(left: FloatArray, right: FloatArray, least: float) -> bool:
-    """Whether the new level stands out from the trend of the level before by ``least``.
+def _stands_out(left: FloatArray, right: FloatArray, least: float) -> bool:
+    """Whether a step under the fixed minimum is one: off the trend, outside the old range.
 
-    The trend is the Theil-Sen slope of the points before (robust to outliers), carried on
-    to the middle of the points after: a ramp lands on it, a step does not.
+    A quiet series' two look-alikes of a small step: a drift (``_beyond_trend``), and a
+    mixture of two levels whose share shifts between the windows. In the second, the new
+    level is one the old window already visited: its median lies inside the range of the
+    points before, where a step of several sigmas takes it out.
     """
-    from scipy.stats import theilslopes  # beside _p_value's import, for the same reason
+    median = float(np.median(right))
+    outside = median > float(left.max()) or median < float(left.min())
+    return outside and _beyond_trend(left, right, least)
 
-    if len(left) < 3:
+
+def _beyond_trend(left: FloatArray, right: FloatArray, least: float) -> bool:
+    """Whether the new level stands out from the trend of the levels by ``least``.
+
+    The trend is the median slope between pairs of points on the same side of the split
+    (Theil-Sen within each level, pooled: robust to outliers, and blind to the step itself),
+    carried from the middle of the points before to the middle of the points after: a ramp
+    lands on it, a step does not.
+    """
+    slopes = np.concatenate([_pair_slopes(left), _pair_slopes(right)])
+    if not len(slopes):
         return True
-    slope = float(theilslopes(left).slope)
     middle_before = (len(left) - 1) / 2
     middle_after = len(left) + (len(right) - 1) / 2
-    expected = float(np.median(left)) + slope * (middle_after - middle_before)
+    expected = float(np.median(left)) + float(np.median(slopes)) * (middle_after - middle_before)
     if expected == 0:
         return True
     return abs(float(np.median(right)) - expected) / abs(expected) >= least
+
+
+def _pair_slopes(points: FloatArray) -> FloatArray:
+    """The slope between every pair of points (at most ``window`` of them: a few hundred)."""
+    i, j = np.triu_indices(len(points), k=1)
+    return (points[j] - points[i]) / (j - i)
 
 
 def _pooled(samples: Sequence[Sequence[float] | None], start: int, stop: int) -> FloatArray:

@@ -119,6 +119,16 @@ def test_the_minimum_effect_follows_the_noise() -> None:
     assert config.min_effect(0.05) == config.min_rel_change
 
 
+@pytest.mark.parametrize("seed", range(12))
+def test_two_modes_whose_shares_shift_on_a_quiet_series_are_not_a_step(seed: int) -> None:
+    # Modes 2.5% apart at 0.2% noise, the upper one taken 15% of the time, then 65%: the
+    # windows differ by many sigmas, but the later level is one the earlier window visited.
+    rng = np.random.default_rng(seed)
+    upper = np.concatenate([rng.random(60) < 0.15, rng.random(60) < 0.65])
+    values = 100 * (1 + 0.025 * upper) * (1 + 0.002 * rng.standard_normal(120))
+    assert find_change_points(values) == []
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_a_drift_on_a_quiet_series_is_not_a_step(seed: int) -> None:
     # 4% over 80 points at 0.2% noise: neighbouring windows differ by many sigmas, but the
