@@ -552,6 +552,10 @@ class Posted:
 class _Refused(Exception):
     """GitHub said no, or could not be reached; the message says which and what to do."""
 
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
 
 def _json(response: httpx.Response) -> Any:
     """The answer's JSON, or None: a 2xx that is not JSON still counts as done."""
@@ -599,7 +603,7 @@ class _GitHub:
             raise _Refused(f"GitHub is unreachable ({type(exc).__name__})") from None
         if response.is_success:
             return response
-        raise _Refused(_refusal(response))
+        raise _Refused(_refusal(response), response.status_code)
 
     def same_origin(self, url: str) -> bool:
         """Whether ``url`` is on the API's host: the token goes nowhere else."""
@@ -689,11 +693,15 @@ def post_comment(github: _GitHub, outcome: Outcome, key: str, author: str) -> Po
         return Posted("comment", False, "not a pull request (GITHUB_EVENT_PATH, GITHUB_REF)")
     marker = comment_marker(key)
     body = {"body": render_markdown(outcome, COMMENT_CHARS, marker)}
-    found = _find_comment(github, number, marker, author)
+    found, verb = _find_comment(github, number, marker, author), "updated"
     if found is not None:
-        answer = _json(github.call("PATCH", f"{github.base}/issues/comments/{found}", body))
-        verb = "updated"
-    else:
+        try:
+            answer = _json(github.call("PATCH", f"{github.base}/issues/comments/{found}", body))
+        except _Refused as exc:
+            if exc.status != 404:
+                raise
+            found = None  # deleted since it was listed: add it again
+    if found is None:
         answer = _json(github.call("POST", f"{github.base}/issues/{number}/comments", body))
         verb = "added"
     url = answer.get("html_url") if isinstance(answer, dict) else None

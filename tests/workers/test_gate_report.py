@@ -435,6 +435,7 @@ class FakeGitHub:
     next_link_base: str = ""  # where the Link header points; default: this server
     hold_s: float = 0.0
     next_id: int = 100
+    deleted: set[int] = field(default_factory=set)  # listed, then gone before the edit
 
 
 CHECK_FIELDS = {"name", "head_sha", "details_url", "external_id", "status", "started_at"}
@@ -565,7 +566,7 @@ class Handler(BaseHTTPRequestHandler):
     def update_comment(self, comment_id: str, fields: Any) -> None:
         github = type(self).github
         found = [c for c in github.comments if str(c["id"]) == comment_id]
-        if not found:
+        if not found or found[0]["id"] in github.deleted:
             return self.refuse(404, "Not Found")
         if self.valid_body(fields):
             found[0]["body"] = fields["body"]
@@ -696,6 +697,16 @@ def test_the_comment_is_updated_in_place_found_on_a_later_page(
 
     run(env, replace(POST_BOTH, post_check=False))  # once more: still one comment of ours
     assert len(github.comments) == 9
+
+
+def test_a_comment_deleted_while_listed_is_added_again(
+    github: FakeGitHub, env: dict[str, str]
+) -> None:
+    github.comments = [{"id": 3, "body": "<!-- benchwatch-gate perf/pr -->", "user": BOT}]
+    github.deleted = {3}
+    _, _, err = run(env, replace(POST_BOTH, post_check=False))
+    assert [s.method for s in github.seen] == ["GET", "PATCH", "POST"]
+    assert "comment posted: added" in err
 
 
 def test_a_named_author_s_comment_is_the_one_updated(
