@@ -14,6 +14,7 @@ is hostile input: the terminal gets printable text only (no ANSI escapes or bidi
 Markdown gets :func:`escape_markdown`'s escaping and http(s)-only links, as GitHub issues do.
 """
 
+import argparse
 import fnmatch
 import json
 import math
@@ -190,6 +191,68 @@ class GateOptions:
     channel: str = ""  # the upload's channel: part of the comment's key
     key: str = ""  # the comment's key; default: $GITHUB_WORKFLOW and the channel
     timeout_s: float = 10.0  # per GitHub request
+
+
+def add_gate_arguments(parser: argparse.ArgumentParser) -> None:
+    """The gate's flags, for ``benchwatch upload``; :func:`gate_options` reads them back."""
+    gate = parser.add_argument_group(
+        "pull request gate", "with --fail-on-regression: the verdicts of a pull request upload"
+    )
+    gate.add_argument(
+        "--gate-suite",
+        action="append",
+        metavar="GLOB",
+        help="only regressions in suites matching GLOB fail; repeatable (default: every suite)",
+    )
+    gate.add_argument(
+        "--gate-metric",
+        action="append",
+        metavar="GLOB",
+        help="only regressions of metrics matching GLOB fail; repeatable (default: every metric)",
+    )
+    gate.add_argument(
+        "--report-only",
+        action="store_true",
+        help="report what would have failed, and exit 0 (default: off)",
+    )
+    gate.add_argument(
+        "--summary-file",
+        default="",
+        metavar="PATH",
+        help="write the Markdown summary here (default: $BENCHWATCH_SUMMARY_FILE, or "
+        f"{GITLAB_SUMMARY_FILE} in GitLab CI)",
+    )
+    gate.add_argument(
+        "--post-check",
+        action="store_true",
+        help="post a GitHub check run on the pull request's head, with $GITHUB_TOKEN "
+        "(default: off)",
+    )
+    gate.add_argument(
+        "--post-comment",
+        action="store_true",
+        help="keep one comment on the pull request up to date, with $GITHUB_TOKEN (default: off)",
+    )
+    gate.add_argument(
+        "--gate-key",
+        default="",
+        help="names the check run and the comment apart from other gates' "
+        "(default: $GITHUB_WORKFLOW/channel)",
+    )
+
+
+def gate_options(args: argparse.Namespace) -> GateOptions:
+    """The options :func:`add_gate_arguments`' flags (and ``--channel``) were given."""
+    return GateOptions(
+        suites=tuple(args.gate_suite or ()),
+        metrics=tuple(args.gate_metric or ()),
+        report_only=args.report_only,
+        summary_file=args.summary_file,
+        post_check=args.post_check,
+        post_comment=args.post_comment,
+        channel=getattr(args, "channel", None) or "",
+        key=args.gate_key,
+    )
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 to a local server that checks requests as GitHub's REST API documents them (method, path,
 headers, JSON fields, limits, pagination)."""
 
+import argparse
 import io
 import json
 import re
@@ -167,6 +168,26 @@ def test_no_verdicts_document_is_no_verdict(answer: object) -> None:
     err = io.StringIO()
     assert gate.run_gate(answer, GateOptions(), {}, io.StringIO(), err) == UNREACHABLE == 2
     assert "no verdict" in err.getvalue()
+
+
+def test_the_flags_make_the_options() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--channel")
+    gate.add_gate_arguments(parser)
+    args = ["--gate-suite", "torchbench", "--gate-suite", "hf_*", "--gate-metric", "latency"]
+    args += ["--report-only", "--post-check", "--summary-file", "s.md", "--channel", "nightly"]
+    options = gate.gate_options(parser.parse_args(args))
+    assert options == GateOptions(
+        suites=("torchbench", "hf_*"),
+        metrics=("latency",),
+        report_only=True,
+        summary_file="s.md",
+        post_check=True,
+        channel="nightly",
+    )
+    assert gate.gate_options(parser.parse_args([])) == GateOptions()
+    for action in parser._actions[2:]:
+        assert "(default: " in (action.help or ""), action.option_strings
 
 
 # ---- the terminal table
