@@ -693,7 +693,7 @@ def _refusal(response: httpx.Response) -> str:
     return f"HTTP {status}" + (f" {said}" if said else "") + (f": {hint}" if hint else "")
 
 
-def post_check_run(github: _GitHub, outcome: Outcome, name: str) -> Posted:
+def _post_check_run(github: _GitHub, outcome: Outcome, name: str) -> Posted:
     """Create a completed check run on the pull request's head commit."""
     if not _SHA.fullmatch(github.context.head_sha):
         return Posted("check run", False, "no head commit (GITHUB_SHA, the event's head.sha)")
@@ -749,7 +749,7 @@ def _find_comment(github: _GitHub, number: int, marker: str, author: str) -> int
     return None
 
 
-def post_comment(github: _GitHub, outcome: Outcome, key: str, author: str) -> Posted:
+def _post_comment(github: _GitHub, outcome: Outcome, key: str, author: str) -> Posted:
     """Update this gate's comment on the pull request in place, or add it."""
     number = github.context.pull_number
     if number is None:
@@ -791,10 +791,10 @@ def post_to_github(outcome: Outcome, env: Mapping[str, str]) -> list[Posted]:
             try:
                 if what == "check run":
                     name = f"benchwatch ({plain(key, 80)})" if key else "benchwatch"
-                    results.append(post_check_run(github, outcome, name))
+                    results.append(_post_check_run(github, outcome, name))
                 else:
                     author = env.get("BENCHWATCH_COMMENT_AUTHOR", "")
-                    results.append(post_comment(github, outcome, key, author))
+                    results.append(_post_comment(github, outcome, key, author))
             except _Refused as exc:
                 results.append(Posted(what, False, str(exc)))
     # The token appears in no message, even should GitHub echo it.
