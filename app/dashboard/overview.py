@@ -53,6 +53,7 @@ class Cell:
     warning: bool
     trend: str
     title: str
+    alert: int | None = None  # the alert group of an open finding on this aggregate
 
 
 @dataclass
@@ -106,11 +107,12 @@ def overview(
         return context
     latest, base = recent[0], _base_run(session, recent[0], base_id, recent)
     stats = _stats_by_run(session, [*reversed(recent[:TREND_RUNS]), base])
+    alerts = _open_aggregates(session, chosen.name, channel)
     context |= {
         "latest": latest,
         "base": base,
         "tables": [
-            _table(f, stats, recent[:TREND_RUNS], latest, base, mode, chosen.device)
+            _table(f, stats, recent[:TREND_RUNS], latest, base, mode, chosen.device, alerts)
             for f in FAMILIES
         ],
         "groups": _open_groups(session, chosen.name, channel),
@@ -131,6 +133,7 @@ def _table(
     base: Run,
     mode: str,
     device: str,
+    alerts: dict[tuple[str, ...], int],
 ) -> Table:
     keys = [k for k in stats[latest.id] if k[3] == mode and k[1] != "eager"]  # vs eager
     columns = sorted({(k[0], k[2]) for k in keys})
@@ -141,6 +144,9 @@ def _table(
             _cell(family, stats, trend_runs, latest, base, (suite, config, precision, mode))
             for suite, precision in columns
         ]
+        for cell, (suite, precision) in zip(cells, columns, strict=True):
+            if cell is not None:
+                cell.alert = alerts.get((suite, config, precision, mode, family.key))
         table.rows.append((fmt.config_label(config, device), cells))
     return table
 
@@ -192,6 +198,23 @@ def _newly_failing(session: Session, machine: str, channel: str) -> tuple[list[C
     """Its cases that fail now, untriaged, newest first; and how many there are."""
     where = triage.FailureFilter(status="new", machine=machine, channel=channel, open=True)
     return triage.list_failures(session, where, 0, NEWLY_FAILING)
+
+
+OPEN_AGGREGATES = 500  # open aggregate findings of a machine and channel read for the tables
+
+
+def _open_aggregates(session: Session, machine: str, channel: str) -> dict[tuple[str, ...], int]:
+    """The alert group of each aggregate's open finding, by (suite, config, ..., stat).
+
+    Open: not recovered, and new or acknowledged; the newest finding's group wins.
+    """
+    where = triage.AggregateFilter(machine=machine, channel=channel, open=True)
+    found, _ = triage.list_aggregates(session, where, 0, OPEN_AGGREGATES)
+    return {
+        (f.suite, f.config, f.precision, f.mode, f.stat): f.group_id
+        for f in reversed(found)  # newest last, so it wins
+        if f.status in ("new", "acknowledged")
+    }
 
 
 def _open_groups(session: Session, machine: str, channel: str) -> list[dict[str, Any]]:
