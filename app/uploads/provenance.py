@@ -137,7 +137,8 @@ def _normalized(value: str) -> str:
 def _checked(candidate: _Candidate, device: str | None) -> tuple[str, bool]:
     """The name with the device as a suffix (and whether it was added), or where it is bad."""
     if len(candidate.value) > 4 * MAX_NAME_CHARS:  # before any pattern scans it
-        raise _error(candidate, f"a name of {len(candidate.value)} characters is no machine name")
+        message = f"a name of {len(candidate.value)} characters is no machine name: give machine="
+        raise _error(candidate, message)
     name = _normalized(candidate.value)
     suffixed = device in DEVICES and device not in _WORDS.split(name.lower())
     if suffixed:
