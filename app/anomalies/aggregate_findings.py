@@ -85,7 +85,12 @@ def judge_run(session: Session, run: Run) -> Judged:
             channel=run.channel,
         )
     _group(session, judged.opened)
-    _explain(session, [f for found in known.values() for f in found])
+    # Per-model steps are confirmed within a few runs of their first bad one: the findings
+    # of the runs read may gain explanations, older open ones no longer do.
+    window = {*earlier, run.id}
+    _explain(
+        session, [f for found in known.values() for f in found if f.first_bad_run_id in window]
+    )
     return judged
 
 

@@ -25,8 +25,8 @@ new level). ``explained_by`` names the per-model findings of the group's cases o
 and channel in the finding's alert group or with a first bad run within
 ``service.GROUP_WINDOW`` of its own: failures for every aggregate (a failing model leaves the
 pass rate and every mean), regressions for the worse of the metrics behind the aggregate
-(``EXPLAINING_METRICS``). It is renewed at every run while the finding is open or in the
-history read, as per-model steps are confirmed only later.
+(``EXPLAINING_METRICS``). It is renewed at every run while its first bad run is among the
+runs read (``aggregate_findings.HISTORY_RUNS``), as per-model steps are confirmed later.
 
 Detection is idempotent: a rule finding is opened once per aggregate and first bad run, and
 not again while one of the same rule is open; a step is not recorded where any finding of the
