@@ -60,7 +60,10 @@ SWEEP_DETECTION = TASKS.add(
     "anomalies.sweep_detection",
     DEFAULT_QUEUE,
     job="app.anomalies.jobs:sweep_detection",
-    config=lambda settings: {"overdue_s": settings.DETECTION_OVERDUE_S},
+    config=lambda settings: {
+        "overdue_s": settings.DETECTION_OVERDUE_S,
+        "shards_quiet_s": settings.RUN_SHARDS_QUIET_S,
+    },
 )
 SWEEP_SILENCE = TASKS.add(  # machines that stopped reporting
     "anomalies.sweep_silence",

@@ -13,6 +13,7 @@ from app.core.config import Schedule
 from app.core.db import Database
 from app.core.queue import enqueue_after_commit
 from app.jobs import DETECT_RUN
+from app.runs import shards
 
 log = logging.getLogger(__name__)
 ATTEMPTS = 5  # of one detection that collides with concurrent ones
@@ -43,14 +44,20 @@ def detect_run(database: Database, thresholds: Thresholds, *, run_id: int) -> No
             time.sleep(0.1 * attempt)
 
 
-def sweep_detection(database: Database, *, overdue_s: float) -> int:
+def sweep_detection(database: Database, *, overdue_s: float, shards_quiet_s: float = 1800.0) -> int:
     """Queue detection again for runs still undetected ``overdue_s`` after they were stored.
 
-    Returns how many; each is published after the commit, and a publish that fails again is
-    logged and retried by the next sweep (detection is idempotent, so a duplicate costs time
-    only).
+    First, a sharded run no shard came to for ``shards_quiet_s`` is complete: it is queued
+    too. Returns how many; each is published after the commit, and a publish that fails
+    again is logged and retried by the next sweep (detection is idempotent, so a duplicate
+    costs time only).
     """
     with database.session_scope() as session:
+        completed = shards.complete_quiet_runs(session, timedelta(seconds=shards_quiet_s))
+        for run_id in completed:
+            enqueue_after_commit(session, DETECT_RUN, run_id=run_id)
+        if completed:
+            log.info("sharded run(s) complete, no shard for a while: %s", completed)
         overdue = service.overdue_runs(session, timedelta(seconds=overdue_s))
         for run_id in overdue:
             enqueue_after_commit(session, DETECT_RUN, run_id=run_id)

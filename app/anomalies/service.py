@@ -55,7 +55,9 @@ from app.benchmarks.service import BenchmarkKey
 from app.core.bulk import member_of
 from app.core.db import utcnow
 from app.runs import service as runs_service
+from app.runs.branches import is_branch_channel
 from app.runs.models import Result, Run
+from app.runs.shards import COMPLETED
 
 GROUP_WINDOW = timedelta(hours=36)  # first bad runs this close share one alert group
 INCREMENTAL_POINTS = 60  # history loaded per series after a run: 3 windows
@@ -89,6 +91,11 @@ def detect_for_run(
     """
     read = registry.read_thresholds(thresholds or {})
     run = runs_service.get_run(session, run_id)
+    if run.status != COMPLETED:
+        return Detection([], [])  # a sharded run waits for its shards
+    if is_branch_channel(run.channel):  # a branch's run is judged by its verdicts instead
+        run.detected_at = utcnow()
+        return Detection([], [])
     hold_machine_channel(session, run)
     series = _series_keys(session, select(Result.series_id).where(Result.run_id == run_id))
     histories = load_histories(session, [s.id for s in series], run.started_at, INCREMENTAL_POINTS)
@@ -117,7 +124,9 @@ def overdue_runs(session: Session, older_than: timedelta, limit: int = OVERDUE_B
     holding it. ``jobs.sweep_detection`` queues them again.
     """
     cutoff = utcnow() - older_than
-    query = select(Run.id).where(Run.detected_at.is_(None), Run.created_at < cutoff)
+    query = select(Run.id).where(
+        Run.detected_at.is_(None), Run.created_at < cutoff, Run.status == COMPLETED
+    )
     return list(session.scalars(query.order_by(Run.id).limit(limit)))
 
 

@@ -40,6 +40,7 @@ from app.benchmarks.models import Machine
 from app.core.config import Schedule
 from app.core.cron import Cron, fire_times, parse_cron
 from app.core.db import utcnow
+from app.runs.branches import is_branch_channel
 from app.runs.models import Run
 
 CADENCE_RUNS = 10  # the newest runs whose intervals give the cadence
@@ -90,6 +91,8 @@ def cadences(session: Session, schedules: Sequence[Schedule] = ()) -> list[Caden
     ).all()
     found = []
     for machine_id, channel in pairs:
+        if is_branch_channel(channel):
+            continue  # a branch's runs come when people push, on no cadence
         newest = session.execute(
             select(Run.id, Run.started_at)
             .where(Run.machine_id == machine_id, Run.channel == channel)

@@ -56,6 +56,12 @@ class Settings(BaseSettings):
     # (its task was lost: broker down, worker killed); the sweep looks every DETECTION_SWEEP_S.
     DETECTION_OVERDUE_S: float = 600.0
     DETECTION_SWEEP_S: float = 300.0
+    # A sharded run (CI jobs uploading parts of one workflow's run) that declared no shard
+    # count, or is still missing some, is complete once no shard came for this long.
+    RUN_SHARDS_QUIET_S: float = 1800.0
+    # Each channel's default branch ("*": the others'): a run of another branch is kept apart
+    # from its history, under the channel "<channel>@<branch>", and gets verdicts instead.
+    DEFAULT_BRANCHES: dict[str, str] = Field(default_factory=lambda: {"*": "main"})
     SILENCE_SWEEP_S: float = 600.0  # how often machines that stopped reporting are looked for
     SHARD_TIMEOUT_S: float = 3600.0  # a shard's subprocess is killed after this long
     SHARD_LEASE_S: float = 60.0  # a worker renews its hold on a shard this often (x1/3)

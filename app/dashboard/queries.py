@@ -5,6 +5,7 @@ from sqlalchemy.orm import Session
 
 from app.benchmarks.models import Machine
 from app.benchmarks.service import list_machines
+from app.runs.branches import is_branch_channel
 from app.runs.models import Run
 
 
@@ -19,9 +20,9 @@ def machine_device(session: Session, name: str | None) -> str:
 
 
 def machine_channels(session: Session, machine: str) -> list[str]:
-    """The channels a machine has runs on."""
+    """The channels a machine has runs on (not the branch channels: ``runs.branches``)."""
     query = select(Run.channel).join(Machine).where(Machine.name == machine).distinct()
-    return sorted(session.scalars(query))
+    return sorted(c for c in session.scalars(query) if not is_branch_channel(c))
 
 
 def default_channel(channels: list[str]) -> str:

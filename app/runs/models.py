@@ -11,6 +11,7 @@ from sqlalchemy import (
     Integer,
     String,
     Text,
+    UniqueConstraint,
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
@@ -56,8 +57,11 @@ class Run(Base):
     branch: Mapped[str] = mapped_column(String(256), default="")
     url: Mapped[str] = mapped_column(Text, default="")
     hostname: Mapped[str] = mapped_column(String(256), default="")
+    # "partial" while a sharded run waits for shards (not detected, not on the overview).
     status: Mapped[str] = mapped_column(String(16), default="completed")
     source: Mapped[str] = mapped_column(String(128), default="")
+    expected_shards: Mapped[int | None] = mapped_column(Integer)  # as the uploads declared
+    base_commit: Mapped[str] = mapped_column(String(64), default="")  # a branch's fork point
     started_at: Mapped[datetime] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
@@ -106,3 +110,23 @@ class Result(Base):
     text_value: Mapped[str | None] = mapped_column(String(256))
     reason: Mapped[str] = mapped_column(Text, default="")
     extra: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+
+
+class RunShard(Base):
+    """One CI job's part of a sharded run: its upload, so a retry is known and the run whole.
+
+    A workflow's shard jobs upload under the workflow's key, each naming itself; the run is
+    one, and it is complete when ``Run.expected_shards`` shards are in (or none came for a
+    while: ``shards.complete_quiet_runs``).
+    """
+
+    __tablename__ = "run_shard"
+    __table_args__ = (UniqueConstraint("run_id", "name"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(128))
+    payload_hash: Mapped[str] = mapped_column(String(64))
+    result_count: Mapped[int] = mapped_column(Integer, default=0)  # results it added
+    duplicates: Mapped[int] = mapped_column(Integer, default=0)  # results another shard had
+    received_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -2,7 +2,7 @@
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query, Request, Response
 
 from app.api.deps import IngestToken, RawBody, ReadAccess, SessionDep
 from app.api.responses import READS, WRITES, errors
@@ -50,15 +50,32 @@ MAX_POINTS_READ = 100_000
     },
 )
 def create_run(
-    run_in: RunIn, body: RawBody, session: SessionDep, token: IngestToken, response: Response
+    run_in: RunIn,
+    body: RawBody,
+    session: SessionDep,
+    token: IngestToken,
+    response: Response,
+    request: Request,
 ) -> Run:
     """Ingest one run with all its results; idempotent on `key`, all-or-nothing.
 
     A retry must send the same body: the stored run answers it with 200, any other body
-    under the same key gets 409.
+    under the same key gets 409. With `shard`, the jobs of one workflow post parts of one
+    run under its key, each naming its shard: a new shard is added (201), a retry of a
+    stored one answers 200, another payload under its name 409; the run is `partial` until
+    `shard.expected` shards are in (or none came for `BENCHWATCH_RUN_SHARDS_QUIET_S`), and
+    only then detected. A run of a branch other than its channel's default
+    (`BENCHWATCH_DEFAULT_BRANCHES`) is stored under the channel `<channel>@<branch>`, apart
+    from the default branch's history, and gets verdicts (`/runs/{id}/verdicts`).
     """
     tokens_service.check_machine(token, run_in.machine.name)
-    ingested = service.ingest_run(session, run_in, source=token.name, body=body)
+    ingested = service.ingest_run(
+        session,
+        run_in,
+        source=token.name,
+        body=body,
+        default_branches=request.app.state.settings.DEFAULT_BRANCHES,
+    )
     queue.commit(session)
     if not ingested.created:
         response.status_code = 200

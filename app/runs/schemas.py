@@ -253,6 +253,25 @@ class ResultIn(Strict):
         return self.spec.kind if self.spec else "performance"
 
 
+class ShardIn(Strict):
+    """One CI job's part of a run: the jobs of one workflow post under the workflow's key."""
+
+    name: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=128,
+            pattern=vocab.NAME_PATTERN.pattern,
+            description="the job (shard) within the workflow: a retry of it sends the same",
+        ),
+    ]
+    expected: Annotated[int, Field(ge=1, le=1000)] | None = Field(
+        default=None,
+        description="how many shards the run has: it is complete (and detected) when they "
+        "are in; without it, once no shard came for BENCHWATCH_RUN_SHARDS_QUIET_S",
+    )
+
+
 class RunIn(Strict):
     """One run with all its results: the body of ``POST /api/v1/runs``."""
 
@@ -265,6 +284,12 @@ class RunIn(Strict):
     tier: Annotated[str, Field(max_length=32)] = ""
     commit: Annotated[str, Field(max_length=64)] = ""
     branch: Annotated[str, Field(max_length=256)] = ""
+    base_commit: Annotated[str, Field(max_length=64)] = Field(
+        default="",
+        description="a branch's fork point from the default branch (git merge-base): its "
+        "verdicts compare with the default branch there",
+    )
+    shard: ShardIn | None = None
     url: HttpUrlText = ""
     started_at: Timestamp | None = None
     finished_at: Timestamp | None = None
@@ -324,9 +349,11 @@ class RunRead(BaseModel):
     tier: str
     commit: str
     branch: str
+    base_commit: str = ""
     url: str
     hostname: str
-    status: str
+    status: str = Field(description="completed, or partial while a sharded run waits for shards")
+    expected_shards: int | None = None
     started_at: datetime
     finished_at: datetime | None
     created_at: datetime

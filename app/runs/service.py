@@ -3,7 +3,7 @@
 import hashlib
 import json
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -16,11 +16,12 @@ from app.benchmarks import vocabulary as vocab
 from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
 from app.benchmarks.resolve import Cases, MachineDescription, cases_of, resolve_catalog
 from app.core.bounds import in_id_range, nul_locations
-from app.core.bulk import insert_missing, insert_returning
+from app.core.bulk import insert_missing, insert_returning, member_of
 from app.core.db import utcnow
 from app.core.errors import Conflict, InvalidInput, NotFound
 from app.core.queue import enqueue_after_commit
 from app.jobs import DETECT_RUN
+from app.runs import branches, shards
 from app.runs.models import Environment, Result, Run
 from app.runs.schemas import EnvironmentIn, ResultIn, RunIn
 from app.runs.writer import ResultRow, write_results
@@ -81,13 +82,20 @@ def payload_hash(run_in: RunIn) -> str:
 
 
 def ingest_run(
-    session: Session, run_in: RunIn, *, source: str, body: bytes | None = None
+    session: Session,
+    run_in: RunIn,
+    *,
+    source: str,
+    body: bytes | None = None,
+    default_branches: Mapping[str, str] = branches.DEFAULT_BRANCHES,
 ) -> Ingested:
     """Store a run and its results; a retry with the same key and payload returns the stored run.
 
     ``body``: the JSON the run was validated from, if any. Its hash then stands for the
     payload: a retry sends the same bytes, and hashing them costs far less than serialising
-    the validated run again.
+    the validated run again. A run of a branch other than its channel's default
+    (``default_branches``) is stored under a channel of its own (``branches``). A shard of a
+    run adds its results to the run of its key (``shards``).
 
     Everything happens in the caller's transaction (the caller commits), so a request that
     fails validation half-way stores nothing.
@@ -97,8 +105,9 @@ def ingest_run(
     if b"\\u0000" in document and (places := list(nul_locations(run_in))):
         raise _refuse_nul(places)
     digest = hashlib.sha256(document).hexdigest()
+    run_in = _kept_apart(run_in, default_branches)
     if (existing := _run_by_key(session, run_in.key)) is not None:
-        ingested = Ingested(_same_payload(existing, run_in, digest), created=False)
+        ingested = _again(session, existing, run_in, digest)
     else:
         cases = cases_of(run_in.results)
         _reject_duplicates(run_in.results, cases)
@@ -106,21 +115,82 @@ def ingest_run(
         resolved = resolve_catalog(
             session, _machine(run_in), run_in.environment.channel, run_in.results, cases
         )
-        ingested = _insert_run(session, run_in, resolved.machine, digest, source, coverage)
-        if ingested.created:
-            rows = [
-                _result_row(series_id, result, factor)
-                for series_id, result, factor in zip(
-                    resolved.series_ids, run_in.results, resolved.factors, strict=True
-                )
-            ]
-            write_results(session, ingested.run.id, ingested.run.started_at, rows)
+        run = _insert_run(session, run_in, resolved.machine, digest, source, coverage)
+        if run is None:  # a concurrent upload of the key committed first
+            stored = _run_by_key(session, run_in.key)
+            if stored is None:
+                raise RuntimeError(f"run key {run_in.key!r} conflicted, yet no run has it")
+            ingested = _again(session, stored, run_in, digest)
+        else:
+            rows = _rows(resolved.series_ids, run_in.results, resolved.factors)
+            write_results(session, run.id, run.started_at, rows)
+            if run_in.shard is not None:
+                shards.record_shard(session, run, run_in, digest, len(rows), 0)
             session.flush()
+            ingested = Ingested(run, created=True)
     # A retry of a run still undetected asks again: the first task may be the one a broker
     # outage lost (detection is idempotent; the sweep would catch it later anyway).
-    if ingested.created or ingested.run.detected_at is None:
-        enqueue_after_commit(session, DETECT_RUN, run_id=ingested.run.id)
+    run = ingested.run
+    if run.status == shards.COMPLETED and (ingested.created or run.detected_at is None):
+        enqueue_after_commit(session, DETECT_RUN, run_id=run.id)
     return ingested
+
+
+def _kept_apart(run_in: RunIn, default_branches: Mapping[str, str]) -> RunIn:
+    """``run_in``, under its branch's own channel when it is not the default branch's."""
+    channel = run_in.environment.channel
+    if branches.is_default(run_in.branch, channel, default_branches):
+        return run_in
+    environment = run_in.environment.model_copy(
+        update={"channel": branches.branch_channel(channel, run_in.branch)}
+    )
+    return run_in.model_copy(update={"environment": environment})
+
+
+def _again(session: Session, run: Run, run_in: RunIn, digest: str) -> Ingested:
+    """A key stored already: a retry, or a further shard of the run."""
+    if run_in.shard is None:
+        return Ingested(_same_payload(run, run_in, digest), created=False)
+    # Shards of one run take turns (their completion check counts the others).
+    session.execute(select(Run.id).where(Run.id == run.id).with_for_update())
+    run = session.get_one(Run, run.id, populate_existing=True)
+    if shards.known_shard(session, run, run_in, digest):
+        return Ingested(run, created=False)
+    cases = cases_of(run_in.results)
+    _reject_duplicates(run_in.results, cases)
+    resolved = resolve_catalog(
+        session, _machine(run_in), run_in.environment.channel, run_in.results, cases
+    )
+    held = _series_held(session, run.id, resolved.series_ids)
+    kept = [i for i, series_id in enumerate(resolved.series_ids) if series_id not in held]
+    results = [run_in.results[i] for i in kept]
+    rows = _rows(
+        [resolved.series_ids[i] for i in kept], results, [resolved.factors[i] for i in kept]
+    )
+    write_results(session, run.id, run.started_at, rows)
+    shards.widen(run, run_in, _coverage(results, cases_of(results)) if results else {})
+    shards.record_shard(session, run, run_in, digest, len(rows), len(run_in.results) - len(rows))
+    session.flush()
+    return Ingested(run, created=True)
+
+
+def _series_held(session: Session, run_id: int, series_ids: Sequence[int]) -> set[int]:
+    """The series among ``series_ids`` the run has a result of already."""
+    held: set[int] = set()
+    for condition in member_of(session, Result.series_id, sorted(set(series_ids))):
+        held.update(
+            session.scalars(select(Result.series_id).where(Result.run_id == run_id, condition))
+        )
+    return held
+
+
+def _rows(
+    series_ids: Sequence[int], results: Sequence[ResultIn], factors: Sequence[float]
+) -> list[ResultRow]:
+    return [
+        _result_row(series_id, result, factor)
+        for series_id, result, factor in zip(series_ids, results, factors, strict=True)
+    ]
 
 
 def _run_by_key(session: Session, key: str) -> Run | None:
@@ -208,7 +278,8 @@ def _insert_run(
     digest: str,
     source: str,
     coverage: dict[str, int],
-) -> Ingested:
+) -> Run | None:
+    """The new run (None: a concurrent upload of its key committed first)."""
     machine_in = run_in.machine
     environment = _environment(session, run_in.environment, machine_in.driver)
     row = {
@@ -221,6 +292,9 @@ def _insert_run(
         "tier": run_in.tier,
         "commit": run_in.commit,
         "branch": run_in.branch,
+        "base_commit": run_in.base_commit,
+        "status": shards.initial_status(run_in),
+        "expected_shards": run_in.shard.expected if run_in.shard else None,
         "url": run_in.url,
         "hostname": machine_in.hostname,
         "source": source[:SOURCE_LENGTH],  # "upload:" and a token name of the same length
@@ -230,18 +304,15 @@ def _insert_run(
         **coverage,
     }
     # ON CONFLICT DO NOTHING: a concurrent upload of the same key waits for the first to
-    # commit, then inserts nothing, and reads the stored run below.
+    # commit, then inserts nothing, and the caller reads the stored run.
     run = insert_returning(session, Run, row, ["key"])
     if run is None:
-        existing = _run_by_key(session, run_in.key)
-        if existing is None:
-            raise RuntimeError(f"run key {run_in.key!r} conflicted, yet no run has it")
-        return Ingested(_same_payload(existing, run_in, digest), created=False)
+        return None
     # The machine and the environment are loaded: attached here, the response needs no query
     # (the identity map holds them weakly, so they may be gone by the time it is written).
     set_committed_value(run, "machine", machine)
     set_committed_value(run, "environment", environment)
-    return Ingested(run, created=True)
+    return run
 
 
 def _environment(session: Session, env_in: EnvironmentIn, machine_driver: str) -> Environment:
