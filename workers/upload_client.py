@@ -107,7 +107,7 @@ def _sources(commit: str, branch: str, url: str, key: str, trigger: str) -> dict
         "branch": branch,
         "url": url,
         "key": f"{key} and the file names",
-        "trigger": f"{trigger} (ci)",
+        "trigger": trigger,
     }
 
 
