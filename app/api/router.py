@@ -15,6 +15,7 @@ from app.runs.router import router as runs_router
 from app.suite_runs.router import router as suites_router
 from app.summaries.router import router as summaries_router
 from app.uploads.router import router as uploads_router
+from app.verdicts.router import router as verdicts_router
 
 api_router = APIRouter(
     prefix="/api/v1", dependencies=[Depends(refuse_nul_in_query)], responses=errors(422)
@@ -23,6 +24,7 @@ for router in (
     runs_router,
     uploads_router,
     runs_reads,
+    verdicts_router,
     benchmarks_router,
     summaries_router,
     anomalies_reads,

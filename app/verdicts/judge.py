@@ -1,0 +1,125 @@
+"""A verdict for one result of a branch's run against the default branch: pure numpy.
+
+The baseline is the default branch's series at the fork point: its points since its last
+accepted step (``baseline_points`` of them at most). A result is a regression only when it
+is worse than the baseline's median by both
+
+- more than the noise: a robust z of at least ``Z`` (the distance over the baseline points'
+  noise scale, as the detector measures it); and, where both sides have enough raw samples
+  for the test to decide, a Mann-Whitney test of the result's samples against the
+  baseline's at ``MAX_P_VALUE``;
+- and at least the series' minimum effect (``DetectorConfig.min_effect``: a few sigmas of its
+  noise, within the floor of its metric kind and the fixed 3%).
+
+A series without noise (instruction counts, memory: every baseline point equal) has an
+expected value instead, and its minimum effect (the kind's floor) is the margin, as PyTorch's
+``pr_time_benchmarks`` does; from an expected 0 (graph breaks, recompiles), any other value
+counts. Better by as much is an improvement; a metric with no better
+direction is never a regression. Too few baseline points: ``no_baseline``, which never fails.
+"""
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from app.anomalies.detectors import DetectorConfig, noise_scale, relative_noise
+
+Kind = Literal["pass", "regression", "improvement", "no_baseline", "error"]
+MIN_POINTS = 3  # baseline points a verdict needs
+Z = 5.0  # robust z a result must reach to be told apart from the noise
+MAX_P_VALUE = 0.01  # the samples' rank test, where both sides have samples
+DEFAULTS = DetectorConfig()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What one result is, against its baseline."""
+
+    verdict: Kind
+    base: float | None = None  # the baseline's median
+    rel_change: float | None = None  # (new - base) / |base|
+    p_value: float | None = None
+    z: float | None = None
+    threshold: float | None = None  # the least relative change that counts
+    reason: str = ""
+
+
+def judge(
+    new: float | None,
+    baseline: Sequence[float],
+    higher_is_better: bool | None,
+    config: DetectorConfig = DEFAULTS,
+    new_samples: Sequence[float] | None = None,
+    baseline_samples: Sequence[float] | None = None,
+) -> Verdict:
+    """The verdict on ``new`` against the baseline points (NaN: failed or missing)."""
+    if new is None or not math.isfinite(new):
+        return Verdict("error", reason="the result has no value")
+    points = np.asarray([v for v in baseline if math.isfinite(v)], dtype=np.float64)
+    if len(points) < MIN_POINTS:
+        return Verdict(
+            "no_baseline", reason=f"{len(points)} baseline point(s); {MIN_POINTS} needed"
+        )
+    base = float(np.median(points))
+    deterministic = float(np.ptp(points)) == 0.0
+    if base == 0:
+        return _from_zero(new, deterministic, higher_is_better)
+    sigma = noise_scale(points) if len(points) > 1 else 0.0
+    least = config.min_effect(0.0 if deterministic else relative_noise(points, sigma))
+    rel = (new - base) / abs(base)
+    z = abs(new - base) / sigma if sigma > 0 else math.inf
+    p_value = _p_value(new_samples, baseline_samples)
+    beyond = abs(rel) >= least and (deterministic or z >= Z)
+    if p_value is not None and p_value > MAX_P_VALUE:
+        beyond = False
+    described = _describe(rel, base, z, p_value, least, deterministic)
+    if not beyond or higher_is_better is None:
+        why = "within the noise" if not beyond else "changed (the metric has no better way)"
+        return Verdict("pass", base, rel, p_value, _finite(z), least, f"{why}: {described}")
+    worse = (rel > 0) != higher_is_better
+    kind: Kind = "regression" if worse else "improvement"
+    return Verdict(kind, base, rel, p_value, _finite(z), least, described)
+
+
+def _from_zero(new: float, deterministic: bool, higher_is_better: bool | None) -> Verdict:
+    """A baseline of exactly 0 (no graph breaks, no recompiles): any other value is a change."""
+    if not deterministic:
+        return Verdict("no_baseline", base=0.0, reason="the baseline is 0: no relative change")
+    if new == 0:
+        return Verdict("pass", 0.0, 0.0, reason="0, as expected")
+    reason = f"{new:.4g} where the baseline is 0"
+    if higher_is_better is None:
+        return Verdict("pass", 0.0, reason=f"changed (the metric has no better way): {reason}")
+    worse = (new > 0) != higher_is_better
+    return Verdict("regression" if worse else "improvement", 0.0, reason=reason)
+
+
+def _p_value(new: Sequence[float] | None, baseline: Sequence[float] | None) -> float | None:
+    if not new or not baseline or len(new) < MIN_POINTS or len(baseline) < MIN_POINTS:
+        return None
+    if 2 / math.comb(len(new) + len(baseline), len(new)) > MAX_P_VALUE:
+        return None  # too few samples for the test ever to agree: it has no say
+    from scipy.stats import mannwhitneyu  # slow to import: only where samples are compared
+
+    both = np.concatenate([np.asarray(new, float), np.asarray(baseline, float)])
+    if float(np.ptp(both)) == 0.0:
+        return 1.0
+    return float(mannwhitneyu(new, baseline, alternative="two-sided").pvalue)
+
+
+def _describe(rel: float, base: float, z: float, p: float | None, least: float, exact: bool) -> str:
+    parts = [f"{rel:+.1%} against {base:.4g}"]
+    if exact:
+        parts.append(f"expected exactly, margin {least:.1%}")
+    else:
+        parts.append(f"z = {z:.1f} (needs {Z:g}), minimum {least:.1%}")
+    if p is not None:
+        parts.append(f"samples p = {p:.2g}")
+    return "; ".join(parts)
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None

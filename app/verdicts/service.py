@@ -1,0 +1,234 @@
+"""Verdicts for a run's results against the default branch at its fork point.
+
+A branch's run (``runs.branches``) is never detected: each of its results gets a verdict at
+once instead (``judge``), against the default branch's series of the same benchmark, metric
+and machine, as it stood at the fork point: the newest default-branch run of the run's
+``base_commit`` (the merge base), else the newest one that started before it. A run of the
+default branch itself is judged against the runs before it, the same way.
+"""
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from typing import Any
+from urllib.parse import urlencode
+
+from sqlalchemy import and_, select
+from sqlalchemy.orm import Session
+
+from app.anomalies import registry
+from app.anomalies.detector_interface import DetectorThresholds
+from app.anomalies.history import History, load_histories, load_samples
+from app.anomalies.models import Regression
+from app.benchmarks.models import Benchmark, CompilerConfig, Metric, Series
+from app.core.bulk import member_of
+from app.core.errors import DomainError
+from app.runs import service as runs_service
+from app.runs.branches import base_channel, is_branch_channel
+from app.runs.models import Result, Run
+from app.runs.shards import COMPLETED
+from app.verdicts.judge import Verdict, judge
+
+MAX_RESULTS = 20_000  # a run's results judged in one answer (a read anyone may ask for)
+HISTORY_POINTS = 60  # of the default branch's series, read up to the fork point
+BASELINE_POINTS = 20  # the newest of them since the series' last accepted step
+ORDER = {"regression": 0, "error": 1, "improvement": 2, "no_baseline": 3, "pass": 4}
+
+
+class TooManyResults(DomainError):
+    """A run too big to judge in one answer."""
+
+    status_code = 413
+
+    def __init__(self, run_id: int, count: int) -> None:
+        super().__init__(
+            f"run {run_id} has {count} results; verdicts are given for at most {MAX_RESULTS}"
+        )
+
+
+def verdicts_of(
+    session: Session, run_id: int, thresholds: DetectorThresholds, public_url: str = ""
+) -> dict[str, Any]:
+    """Every result of the run with its verdict, the baseline used, and the counts."""
+    run = runs_service.get_run(session, run_id)
+    if run.result_count > MAX_RESULTS:
+        raise TooManyResults(run.id, run.result_count)
+    base_run, how = _fork_point(session, run)
+    rows = _results(session, run.id)
+    mainline = _mainline_series(session, run, rows) if base_run is not None else {}
+    histories = (
+        load_histories(session, sorted(set(mainline.values())), base_run.started_at, HISTORY_POINTS)
+        if base_run is not None and mainline
+        else {}
+    )
+    accepted = _accepted_steps(session, histories)
+    items = []
+    for row in rows:
+        series_id = mainline.get((row["benchmark_id"], row["metric_id"]))
+        history = histories.get(series_id) if series_id is not None else None
+        verdict = _verdict(session, row, series_id, history, accepted, thresholds)
+        items.append(_item(row, verdict, series_id, run, public_url))
+    items.sort(key=lambda i: (ORDER[i["verdict"]], -abs(i["rel_change"] or 0.0)))
+    counts = dict.fromkeys(ORDER, 0)
+    for item in items:
+        counts[item["verdict"]] += 1
+    return {
+        "run_id": run.id,
+        "branch": run.branch,
+        "commit": run.commit,
+        "channel": run.channel,
+        "default_branch_channel": base_channel(run.channel),
+        "is_branch": is_branch_channel(run.channel),
+        "baseline": {
+            "how": how,
+            "commit": base_run.commit if base_run is not None else None,
+            "run_ids": [base_run.id] if base_run is not None else [],
+        },
+        "counts": counts,
+        "items": items,
+        "url": f"{public_url.rstrip('/')}/runs/{run.id}/verdicts" if public_url else "",
+    }
+
+
+def _fork_point(session: Session, run: Run) -> tuple[Run | None, str]:
+    """The default branch's run at the fork point, and how it was chosen."""
+    query = select(Run).where(
+        Run.machine_id == run.machine_id,
+        Run.channel == base_channel(run.channel),
+        Run.status == COMPLETED,
+        Run.id != run.id,
+    )
+    newest = (Run.started_at.desc(), Run.id.desc())
+    if run.base_commit:
+        found = session.scalar(query.where(Run.commit == run.base_commit).order_by(*newest))
+        if found is not None:
+            return found, "merge-base"
+    found = session.scalar(query.where(Run.started_at <= run.started_at).order_by(*newest))
+    return (found, "nearest-earlier") if found is not None else (None, "none")
+
+
+def _results(session: Session, run_id: int) -> list[dict[str, Any]]:
+    query = (
+        select(
+            Result.series_id,
+            Series.benchmark_id,
+            Series.metric_id,
+            Benchmark.suite,
+            Benchmark.model,
+            Benchmark.mode,
+            Benchmark.precision,
+            CompilerConfig.name.label("config"),
+            Benchmark.batch_size,
+            Metric.name.label("metric"),
+            Metric.unit,
+            Metric.kind,
+            Metric.higher_is_better,
+            Result.status,
+            Result.value,
+            Result.samples,
+            Result.text_value,
+            Result.reason,
+        )
+        .join(Series, Result.series_id == Series.id)
+        .join(Benchmark, Series.benchmark_id == Benchmark.id)
+        .join(CompilerConfig, Benchmark.compiler_config_id == CompilerConfig.id)
+        .join(Metric, Series.metric_id == Metric.id)
+        .where(Result.run_id == run_id)
+        .order_by(Benchmark.suite, Benchmark.model, Benchmark.id, Metric.name)
+    )
+    return [dict(row._mapping) for row in session.execute(query)]
+
+
+def _mainline_series(
+    session: Session, run: Run, rows: Sequence[Mapping[str, Any]]
+) -> dict[tuple[int, int], int]:
+    """(benchmark, metric) -> the default branch's series of the run's machine."""
+    found: dict[tuple[int, int], int] = {}
+    benchmarks = sorted({row["benchmark_id"] for row in rows})
+    for condition in member_of(session, Series.benchmark_id, benchmarks):
+        query = select(Series.id, Series.benchmark_id, Series.metric_id).where(
+            condition,
+            and_(Series.machine_id == run.machine_id, Series.channel == base_channel(run.channel)),
+        )
+        for series_id, benchmark_id, metric_id in session.execute(query):
+            found[benchmark_id, metric_id] = series_id
+    return found
+
+
+def _accepted_steps(session: Session, histories: Mapping[int, History]) -> dict[int, set[int]]:
+    """Per series, the first bad runs of its accepted steps: where its current level starts."""
+    steps: dict[int, set[int]] = {}
+    for condition in member_of(session, Regression.series_id, sorted(histories)):
+        query = select(Regression.series_id, Regression.first_bad_run_id).where(
+            condition, Regression.state == "confirmed", Regression.status != "invalid"
+        )
+        for series_id, run_id in session.execute(query):
+            steps.setdefault(series_id, set()).add(run_id)
+    return steps
+
+
+def _verdict(
+    session: Session,
+    row: Mapping[str, Any],
+    series_id: int | None,
+    history: History | None,
+    accepted: Mapping[int, set[int]],
+    thresholds: DetectorThresholds,
+) -> Verdict:
+    if row["status"] != "ok" or row["value"] is None:
+        why = row["reason"] or row["text_value"] or row["status"]
+        return Verdict("error", reason=f"the result {row['status']}: {why}")
+    if series_id is None or history is None:
+        return Verdict("no_baseline", reason="the default branch has no such series here")
+    start = max(
+        (i for i, run_id in enumerate(history.run_ids) if run_id in accepted.get(series_id, ())),
+        default=0,
+    )
+    values = history.values[start:][-BASELINE_POINTS:]
+    run_ids = history.run_ids[start:][-BASELINE_POINTS:]
+    config = thresholds.for_series(registry.CHANGE_POINT, row["suite"], row["metric"], row["kind"])
+    verdict = judge(row["value"], values, row["higher_is_better"], config)
+    if verdict.verdict in ("regression", "improvement") and row["samples"]:
+        # The samples can only hold a verdict back: read them where one is found.
+        samples = load_samples(session, series_id, run_ids)
+        pooled = [s for point in samples if point for s in point]
+        verdict = judge(
+            row["value"], values, row["higher_is_better"], config, row["samples"], pooled
+        )
+    return verdict
+
+
+def _item(
+    row: Mapping[str, Any], verdict: Verdict, series_id: int | None, run: Run, public_url: str
+) -> dict[str, Any]:
+    fields = asdict(verdict)
+    return {
+        "suite": row["suite"],
+        "model": row["model"],
+        "config": row["config"],
+        "precision": row["precision"],
+        "mode": row["mode"],
+        "batch_size": row["batch_size"],
+        "metric": row["metric"],
+        "unit": row["unit"],
+        "higher_is_better": row["higher_is_better"],
+        "new": row["value"] if row["value"] is None or math.isfinite(row["value"]) else None,
+        **fields,
+        "series_url": _series_url(row, run, public_url) if series_id is not None else "",
+    }
+
+
+def _series_url(row: Mapping[str, Any], run: Run, public_url: str) -> str:
+    if not public_url:
+        return ""
+    query = {
+        "machine": run.machine.name,
+        "channel": base_channel(run.channel),
+        "model": row["model"],
+        "mode": row["mode"],
+        "precision": row["precision"],
+        "config": row["config"],
+        "metric": row["metric"],
+        "branch": run.channel if is_branch_channel(run.channel) else "",
+    }
+    return f"{public_url.rstrip('/')}/series?{urlencode({k: v for k, v in query.items() if v})}"
