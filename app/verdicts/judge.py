@@ -5,7 +5,8 @@ accepted step (``baseline_points`` of them at most). A result is a regression on
 is worse than the baseline's median by both
 
 - more than the noise: a robust z of at least ``Z`` (the distance over the baseline points'
-  noise scale, as the detector measures it); and, where both sides have enough raw samples
+  noise scale, as the detector measures it), outside the range the baseline points cover
+  (a series with two modes has been there before); and, where both sides have enough raw samples
   for the test to decide, a Mann-Whitney test of the result's samples against the
   baseline's at ``MAX_P_VALUE``;
 - and at least the series' minimum effect (``DetectorConfig.min_effect``: a few sigmas of its
@@ -29,7 +30,7 @@ from app.anomalies.detectors import DetectorConfig, noise_scale, relative_noise
 
 Kind = Literal["pass", "regression", "improvement", "no_baseline", "error"]
 MIN_POINTS = 3  # baseline points a verdict needs
-Z = 5.0  # robust z a result must reach to be told apart from the noise
+Z = 6.0  # robust z a result must reach to be told apart from the noise
 MAX_P_VALUE = 0.01  # the samples' rank test, where both sides have samples
 DEFAULTS = DetectorConfig()
 
@@ -72,7 +73,8 @@ def judge(
     rel = (new - base) / abs(base)
     z = abs(new - base) / sigma if sigma > 0 else math.inf
     p_value = _p_value(new_samples, baseline_samples)
-    beyond = abs(rel) >= least and (deterministic or z >= Z)
+    outside = new > float(points.max()) or new < float(points.min())
+    beyond = abs(rel) >= least and (deterministic or (z >= Z and outside))
     if p_value is not None and p_value > MAX_P_VALUE:
         beyond = False
     described = _describe(rel, base, z, p_value, least, deterministic)
