@@ -299,7 +299,11 @@ def _explain(session: Session, findings: Sequence[AggregateFinding]) -> None:
 def _candidates(
     session: Session, machine_id: int, channel: str, span: tuple[datetime, datetime]
 ) -> list[Candidate]:
-    """The machine and channel's regressions for the worse and failures within ``span``."""
+    """The machine and channel's regressions for the worse and failures within ``span``.
+
+    Coverage changes are left out: a model no longer reported leaves the pass rate's count,
+    it does not lower it, and a new model that passes raises it.
+    """
     regressions = (
         select(
             Regression.id,
@@ -340,6 +344,7 @@ def _candidates(
         .where(
             CaseFailure.machine_id == machine_id,
             CaseFailure.channel == channel,
+            CaseFailure.failure.not_in(CaseFailure.COVERAGE),
             Run.started_at.between(*span),
         )
     )

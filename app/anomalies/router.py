@@ -13,9 +13,11 @@ from app.anomalies.schemas import (
     AlertGroupDetail,
     AlertGroupRead,
     CaseFailureRead,
+    FailureKind,
     MachineSilenceRead,
     RegressionRead,
     RunAnomalyRead,
+    Severity,
     Status,
     StepState,
     TriageUpdate,
@@ -99,9 +101,17 @@ def failure_filter(
     group_id: RowId | None = None,
     open: bool | None = None,
     flaky: bool | None = None,
+    failure: FailureKind | None = None,
+    severity: Severity | None = None,
 ) -> triage.FailureFilter:
-    """The failure listing's filters; ``open``: still failing (true) or passing again (false)."""
-    return triage.FailureFilter(status, machine, channel, suite, group_id, open, flaky)
+    """The failure listing's filters.
+
+    ``open``: still failing (true) or passing again (false); ``failure``: one kind;
+    ``severity``: ``high`` for failing cases, ``low`` for coverage changes.
+    """
+    return triage.FailureFilter(
+        status, machine, channel, suite, group_id, open, flaky, failure, severity
+    )
 
 
 FailureWhere = Annotated[triage.FailureFilter, Depends(failure_filter)]
@@ -111,7 +121,7 @@ FailureWhere = Annotated[triage.FailureFilter, Depends(failure_filter)]
 def list_failures(
     session: SessionDep, where: FailureWhere, paging: Paging
 ) -> Page[CaseFailureRead]:
-    """Cases that passed and now fail, newest first; filter by status, machine, open, ..."""
+    """Failing cases and coverage changes, newest first; filter by status, failure, ..."""
     items, total = triage.list_failures(session, where, paging.offset, paging.limit)
     return paging.of([_failure(f) for f in items], total)
 

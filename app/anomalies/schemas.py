@@ -15,6 +15,8 @@ AggregateStat = Literal[
     "pass_rate", "geomean_speedup", "mean_compile_time_s", "mean_compression_ratio"
 ]
 AggregateRule = Literal["step", "pass_rate_below", "speedup_below_base", "compression_below_base"]
+FailureKind = Literal["failed", "accuracy", "removed", "added"]
+Severity = Literal["high", "low"]
 
 
 class TriageRead(BaseModel):
@@ -63,7 +65,7 @@ class RegressionRead(TriageRead):
 
 
 class CaseFailureRead(TriageRead):
-    """A case that passed and now fails: where, which benchmark, why, its runs and triage."""
+    """A case that passed and now fails, or a coverage change: where, why, its runs, triage."""
 
     id: int
     group_id: int
@@ -76,8 +78,13 @@ class CaseFailureRead(TriageRead):
     precision: str
     mode: str
     batch_size: int | None
-    failure: str  # failed | accuracy
-    metric: str  # the result that failed
+    failure: FailureKind = Field(
+        description="failed (a result failed), accuracy (its accuracy stopped passing); "
+        "coverage changes: removed (no longer reported; the runs are the last that reported "
+        "it and the first that did not), added (new to the machine and channel)"
+    )
+    severity: Severity = Field(description="low for a coverage change, high for a failure")
+    metric: str  # the result that failed ("" for a coverage change)
     reason: str
     flaky: bool
     last_passing_run_id: int
@@ -137,7 +144,7 @@ class AlertGroupRead(TriageRead):
     first_bad_run_id: int
     last_good_run_id: int
     status: str
-    counts: dict[str, int]  # regressions per direction, "failure", "aggregate", ...
+    counts: dict[str, int]  # regressions per direction, "failure", "coverage", "aggregate", ...
     suites: list[str]
     configs: list[str]
     precisions: list[str]

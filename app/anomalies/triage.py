@@ -164,6 +164,8 @@ class FailureFilter:
     group_id: int | None = None
     open: bool | None = None  # True: still failing; False: passing again
     flaky: bool | None = None
+    failure: str | None = None  # failed | accuracy | removed | added
+    severity: str | None = None  # high: failing cases; low: coverage changes
 
 
 def list_failures(
@@ -182,11 +184,15 @@ def list_failures(
         (Benchmark.suite, where.suite),
         (CaseFailure.group_id, where.group_id),
         (CaseFailure.flaky, where.flaky),
+        (CaseFailure.failure, where.failure),
     ]
     query = _equal_where_given(query, conditions)
     if where.open is not None:
         ended = CaseFailure.passing_again_run_id.is_not(None)
         query = query.where(~ended if where.open else ended)
+    if where.severity is not None:  # CaseFailure.severity, in SQL
+        coverage = CaseFailure.failure.in_(CaseFailure.COVERAGE)
+        query = query.where(coverage if where.severity == "low" else ~coverage)
     total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
     page = query.order_by(CaseFailure.id.desc()).offset(offset).limit(limit)
     return list(session.scalars(page)), total
@@ -223,6 +229,7 @@ def describe_failure(failure: CaseFailure) -> dict[str, Any]:
         "mode": benchmark.mode,
         "batch_size": benchmark.batch_size,
         "failure": failure.failure,
+        "severity": failure.severity,
         "metric": failure.metric,
         "reason": failure.reason,
         "flaky": failure.flaky,
@@ -384,13 +391,19 @@ def _status_is(status: str) -> ColumnElement[bool]:
 
 
 def describe_group(session: Session, group: AlertGroup) -> dict[str, Any]:
-    """A group's fields with what it spans, for the read model."""
+    """A group's fields with what it spans, for the read model.
+
+    ``counts``: its steps per direction, then ``failure`` (failing cases), ``coverage``
+    (cases no longer or newly reported, counted apart: nothing is known to fail),
+    ``machine_silent`` and ``aggregate``; a kind it has none of is left out.
+    """
     members, failures = group.regressions, group.failures
     counts: dict[str, int] = {}
     for regression in members:
         counts[regression.direction] = counts.get(regression.direction, 0) + 1
-    if failures:
-        counts["failure"] = len(failures)
+    for failure in failures:
+        kind = "coverage" if failure.severity == "low" else "failure"
+        counts[kind] = counts.get(kind, 0) + 1
     if group.silences:
         counts["machine_silent"] = len(group.silences)
     if group.aggregates:
