@@ -342,3 +342,128 @@ def hardware_chart(panels: Mapping[str, Sequence[tuple[str, float]]]) -> Figure 
     fig.update_layout(**LAYOUT, height=160 * len(names) + 60, showlegend=False)
     fig.update_xaxes(title_text="case, in run order", row=len(names), col=1)
     return _plain(fig)
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A branch's result and what it was judged against, for ``verdict_chart``."""
+
+    at: datetime  # when the branch's run started
+    value: float
+    verdict: str  # regression or improvement
+    base: float | None  # the baseline's median
+    band: tuple[float, float] | None  # the baseline's median ± the least change that counts
+    label: str  # the branch, as the legend names its marker
+    hover: str
+
+
+def verdict_chart(
+    points: Sequence[Point],
+    fork_run_id: int | None,
+    judged: Judged,
+    title: str,
+    channel: str,
+    unit: str,
+) -> Figure:
+    """The default branch's recent points, the fork point, and a branch's result against them.
+
+    Args:
+        points: the default branch's points, oldest first: up to the fork point and a few
+            after it, for context (drawn dotted).
+        fork_run_id: the default branch's run the result was judged against.
+        judged: the branch's result, its verdict and its baseline.
+        title: the chart's title.
+        channel: the default branch's channel, as the legend names its line.
+        unit: the metric's unit.
+
+    Returns:
+        The band, the median, the line up to the fork point, the line after it, the fork
+        point's marker and the branch's result, as far as each exists.
+    """
+    fork_index = next((i for i, p in enumerate(points) if p.run_id == fork_run_id), None)
+    # The line after the fork starts at the fork point, so the two lines join.
+    before = list(points if fork_index is None else points[: fork_index + 1])
+    after = [] if fork_index is None else list(points[fork_index:])
+    xs = [p.at for p in points] + [judged.at]
+    span = [min(xs), max(xs)]
+    traces: list[go.Scatter] = []
+    if judged.band is not None:
+        low, high = judged.band
+        common = {"x": span, "mode": "lines", "line": {"width": 0}, "hoverinfo": "skip"}
+        traces += [
+            go.Scatter(y=[high, high], showlegend=False, legendgroup="band", **common),
+            go.Scatter(
+                y=[low, low],
+                fill="tonexty",
+                fillcolor=_transparent(NEUTRAL),
+                name="baseline ± least change",
+                legendgroup="band",
+                **common,
+            ),
+        ]
+    if judged.base is not None:
+        traces.append(
+            go.Scatter(
+                x=span,
+                y=[judged.base, judged.base],
+                mode="lines",
+                name="baseline median",
+                line={"dash": "dash", "color": NEUTRAL, "width": 1},
+                hovertext=f"baseline median {fmt.number(judged.base, unit)}",
+                hoverinfo="text",
+            )
+        )
+    if before:
+        traces.append(_verdict_line(before, channel, unit, "solid"))
+    if len(after) > 1:
+        traces.append(_verdict_line(after, f"{channel} after the fork", unit, "dot"))
+    if fork_index is not None:
+        fork = points[fork_index]
+        traces.append(
+            go.Scatter(
+                x=[fork.at],
+                y=[fork.value if fork.status == "ok" else None],
+                mode="markers",
+                name="fork point",
+                marker={
+                    "size": 11,
+                    "symbol": "circle-open",
+                    "color": NEUTRAL,
+                    "line": {"width": 2},
+                },
+                hovertext=f"fork point: run {fork.run_id}, commit {fork.commit or '?'}",
+                hoverinfo="text",
+            )
+        )
+    color = REGRESSION if judged.verdict == "regression" else IMPROVEMENT
+    traces.append(
+        go.Scatter(
+            x=[judged.at],
+            y=[judged.value],
+            mode="markers",
+            name=judged.label,
+            marker={"size": 13, "symbol": "diamond", "color": color},
+            hovertext=judged.hover,
+            hoverinfo="text",
+        )
+    )
+    fig = _figure(traces, title, unit, height=300)
+    fig.update_layout(legend={"orientation": "h", "y": -0.25})
+    return _plain(fig)
+
+
+def _verdict_line(points: Sequence[Point], name: str, unit: str, dash: str) -> go.Scatter:
+    return go.Scatter(
+        x=[p.at for p in points],
+        y=[p.value if p.status == "ok" else None for p in points],
+        mode="lines+markers",
+        name=name,
+        marker={"size": 4, "color": PALETTE[0]},
+        line={"color": PALETTE[0], "width": 1.5, "dash": dash},
+        hovertext=[
+            f"{fmt.number(p.value, unit)}<br>commit {p.commit or '?'}<br>run {p.run_id}"
+            + ("" if p.status == "ok" else f"<br>{p.status}")
+            for p in points
+        ],
+        hoverinfo="text",
+    )

@@ -153,3 +153,40 @@ def test_embedding_keeps_a_figure_inside_its_script_element() -> None:
 )
 def test_sparkline(values: list[float | None], expected: str) -> None:
     assert figures.sparkline(values) == expected
+
+
+def test_the_verdict_chart_draws_the_history_the_fork_point_and_the_branch_result() -> None:
+    points = [point(day, 10.0 + 0.01 * day) for day in range(6)]
+    points[2] = point(2, None, status="failed")
+    judged = figures.Judged(
+        at=at(4),
+        value=12.0,
+        verdict="regression",
+        base=10.02,
+        band=(9.9, 10.1),
+        label="feature-x (this run)",
+        hover="regression +20%",
+    )
+    fig = figures.verdict_chart(points, 4, judged, "bert · latency", "nightly", "ms")  # day 3
+    traces = {t.get("name"): t for t in fig["data"]}
+    upper, lower = (t for t in fig["data"] if t.get("legendgroup") == "band")
+    assert (upper["y"], lower["y"], lower["fill"]) == ([10.1, 10.1], [9.9, 9.9], "tonexty")
+    assert upper["x"] == [at(0), at(5)]  # across every point and the result
+    assert traces["baseline median"]["y"] == [10.02, 10.02]
+    line, context = traces["nightly"], traces["nightly after the fork"]
+    assert line["y"] == [10.0, 10.01, None, 10.03]  # up to the fork point; a failure is a gap
+    assert context["y"] == [10.03, 10.04, 10.05]  # from the fork point on, dotted
+    assert context["line"]["dash"] == "dot"
+    assert traces["fork point"]["x"] == [at(3)]
+    ours = traces["feature-x (this run)"]
+    assert (ours["x"], ours["y"], ours["marker"]["color"]) == ([at(4)], [12.0], figures.REGRESSION)
+    assert fig["layout"]["title"]["text"] == "bert · latency"
+
+
+def test_the_verdict_chart_without_a_fork_point_or_a_band() -> None:
+    judged = figures.Judged(at(9), 8.0, "improvement", None, None, "x", "improvement")
+    fig = figures.verdict_chart([point(0, 10.0)], None, judged, "t", "nightly", "ms")
+    assert [t["name"] for t in fig["data"]] == ["nightly", "x"]
+    assert fig["data"][-1]["marker"]["color"] == figures.IMPROVEMENT
+    alone = figures.verdict_chart([], None, judged, "t", "nightly", "ms")
+    assert [t["name"] for t in alone["data"]] == ["x"]
