@@ -17,6 +17,7 @@ from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
 from sqlalchemy.orm import Session
 
+from app.anomalies.registry import read_thresholds
 from app.api.deps import SessionDep
 from app.api.validation import refuse_nul_in_query
 from app.core import queue
@@ -40,6 +41,7 @@ from app.dashboard.sign_in import (
     safe_next,
     sign_in_url,
 )
+from app.dashboard.verdicts_page import verdicts_page
 from app.notifications import outbox, silences
 from app.notifications import service as notifications_service
 from app.suite_runs import service as suite_runs_service
@@ -246,6 +248,14 @@ def alerts_view(
 def run_view(request: Request, session: SessionDep, run_id: int) -> HTMLResponse:
     """One run: metadata, environment, coverage, failures, hardware, kernels, benchmarks."""
     return render(request, session, "run.html", **run_page(session, run_id))
+
+
+@pages.get("/runs/{run_id}/verdicts", response_class=HTMLResponse)
+def run_verdicts_view(request: Request, session: SessionDep, run_id: RowId) -> HTMLResponse:
+    """A branch's run against the default branch: its verdicts, each change drawn on a chart."""
+    thresholds = read_thresholds(request.app.state.settings.DETECTOR_THRESHOLDS)
+    context = verdicts_page(session, run_id, thresholds)
+    return render(request, session, "verdicts.html", **context)
 
 
 @pages.get("/suite-runs", response_class=HTMLResponse)

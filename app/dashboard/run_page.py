@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from app.benchmarks.vocabulary import PASSING_ACCURACY
 from app.dashboard import figures
+from app.runs.branches import base_channel, is_branch_channel
 from app.runs.service import get_run, list_run_results
 
 HARDWARE = (
@@ -35,6 +36,8 @@ def run_page(session: Session, run_id: int) -> dict[str, Any]:
         "cases": _cases(rows, run.machine.name, run.channel),
         "hardware": figures.hardware_chart(hardware_panels(rows)),
         "kernels": _top_kernels(rows),
+        # A branch's run (a pull request's) is judged against its default branch's channel.
+        "verdicts_against": base_channel(run.channel) if is_branch_channel(run.channel) else None,
     }
 
 
