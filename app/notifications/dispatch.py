@@ -5,7 +5,7 @@ that planned a notice. Each step is idempotent, so two sweeps at once, or a swee
 after a crash, send nothing twice:
 
 1. reminders (``NOTIFY_REMIND_S``) and an escalation (``NOTIFY_ESCALATE_S``) for groups whose
-   subscribers were told and that are still untriaged (``new``);
+   subscribers were told and that are still untriaged (``new``), low-severity findings aside;
 2. planned notices whose time has come are rendered: a group's first and "grew" notices wait
    ``NOTIFY_GROUP_WAIT_S`` after they were planned; a digest subscription's wait for its next
    digest hour and go out together as one digest. Findings a silence matches are left out;
@@ -94,13 +94,19 @@ def plan_reminders(session: Session, timing: Timing, now: datetime) -> int:
     The k-th reminder is due ``k * NOTIFY_REMIND_S`` after the group opened (its key holds
     k, so each is planned once); the escalation once, ``NOTIFY_ESCALATE_S`` after, in place
     of the reminder of that moment. Only groups with an untriaged finding are read.
+
+    Low-severity findings (coverage changes) neither call for nor count in a reminder: a
+    model removed from a suite stays open until it returns, which may be never, and would
+    otherwise remind its subscribers every day. They are told when opened and resolved.
     """
     untriaged_groups = union(
         select(Regression.group_id).where(
             Regression.status == "new", Regression.reverted.is_(False)
         ),
         select(CaseFailure.group_id).where(
-            CaseFailure.status == "new", CaseFailure.passing_again_run_id.is_(None)
+            CaseFailure.status == "new",
+            CaseFailure.passing_again_run_id.is_(None),
+            CaseFailure.failure.not_in(CaseFailure.COVERAGE),
         ),
         select(MachineSilence.group_id).where(
             MachineSilence.status == "new", MachineSilence.ended_by_run_id.is_(None)
@@ -124,11 +130,19 @@ def plan_reminders(session: Session, timing: Timing, now: datetime) -> int:
             continue
         selected = selected_findings([subscription], group)
         untriaged = [
-            f for _, chosen in selected for f in chosen if f.status == "new" and is_open(f)
+            f
+            for _, chosen in selected
+            for f in chosen
+            if f.status == "new" and is_open(f) and not _low_severity(f)
         ]
         if untriaged:
             planned += _remind(session, timing, subscription, group, len(untriaged), now)
     return planned
+
+
+def _low_severity(found: Found) -> bool:
+    """A coverage change: told when it opens and ends, never reminded of."""
+    return isinstance(found, CaseFailure) and found.severity == "low"
 
 
 def _remind(

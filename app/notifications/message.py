@@ -27,10 +27,13 @@ say the same thing. Its shape, version 1::
          "direction": "regression", "before": 10.0, "after": 13.52, "rel_change": 0.352,
          "status": "new", "reverted": false, "hints": ["..."],
          "history": [10.1, 9.9, ..., 13.5], "first_bad_index": 24},  # history: worst 3 only
-        {"id": 9, "kind": "failure", "url": "...", "suite": "torchbench", "model": "t5",
-         ..., "metric": "latency", "failure": "failed", "reason": "CUDA out of memory",
-         "flaky": false, "last_passing_run": {...}, "first_failing_run": {...},
-         "passing_again_run_id": null, "status": "new"}   # failures come first
+        {"id": 9, "kind": "failure", "severity": "high", "url": "...", "suite": "torchbench",
+         "model": "t5", ..., "metric": "latency", "failure": "failed",
+         "reason": "CUDA out of memory", "flaky": false, "last_passing_run": {...},
+         "first_failing_run": {...}, "passing_again_run_id": null, "status": "new"},
+                                    # failures come first; coverage changes last, as
+                                    # failures of kind "coverage", severity "low", failure
+                                    # "removed" or "added", reason "no longer reported"
       ],
       "findings_omitted": 25,       # selected, but beyond the 20 listed
       "groups": []                  # a digest: one entry per group, each as "group" above
@@ -94,6 +97,8 @@ def finding_line(finding: Mapping[str, Any]) -> str:
     if finding.get("kind") == "failure":
         flaky = " (flaky)" if finding.get("flaky") else ""
         return f"failure{flaky} {case}: {finding.get('reason', '')}".strip()
+    if finding.get("kind") == "coverage":
+        return f"coverage {case}: {finding.get('reason', '')}".strip()
     change = percent(float(finding.get("rel_change") or 0.0))
     before, after = finding.get("before"), finding.get("after")
     values = f" ({before:.4g} -> {after:.4g})" if before is not None and after is not None else ""

@@ -36,6 +36,8 @@ EVENT_WORDS = {
     "resolved": "Resolved: ",
 }
 AGGREGATE_UNITS = {"pass_rate": "%", "mean_compile_time_s": " s"}  # the others: "x"
+# How a model's coverage finding's reason starts (``failures._coverage_findings``).
+COVERAGE_VERBS = ("no longer reported", "newly reported")
 RULE_WORDS = {
     "step": "a step",
     "pass_rate_below": "pass rate below 90%",
@@ -134,10 +136,12 @@ class Renderer:
 
         A silence comes first, then failures (a case that no longer runs is worse than any
         step), then aggregates (each sums up a group of models), then the steps by the size of
-        their change.
+        their change, then coverage changes (low severity: nothing is known to be broken).
         """
         silent = [s for s in chosen if isinstance(s, MachineSilence)]
-        failing = sorted((f for f in chosen if isinstance(f, CaseFailure)), key=lambda f: f.id)
+        cases = sorted((f for f in chosen if isinstance(f, CaseFailure)), key=lambda f: f.id)
+        failing = [f for f in cases if f.severity != "low"]
+        coverage = [f for f in cases if f.severity == "low"]
         summed = sorted(
             (a for a in chosen if isinstance(a, AggregateFinding)),
             key=lambda a: (-abs(a.rel_change), a.id),
@@ -146,14 +150,14 @@ class Renderer:
             (r for r in chosen if isinstance(r, Regression)),
             key=lambda r: (-abs(r.rel_change), r.id),
         )
-        worst: list[Found] = [*silent, *failing, *summed, *steps]
+        worst: list[Found] = [*silent, *failing, *summed, *steps, *coverage]
         listed = worst[:MAX_FINDINGS]
         charts = self._charts([r for r in listed if isinstance(r, Regression)][:CHART_FINDINGS])
         machine = self.session.get_one(Machine, group.machine_id)
         findings = [self.any_finding(f, charts) for f in listed]
         return {
             "headline": EVENT_WORDS.get(event, "")
-            + headline(machine.name, group, silent, failing, steps, summed),
+            + headline(machine.name, group, silent, failing, steps, summed, coverage),
             "id": group.id,
             "url": self.group_url(group.id),
             "machine": machine.name,
@@ -262,11 +266,17 @@ class Renderer:
         }
 
     def failure(self, failure: CaseFailure) -> dict[str, Any]:
-        """A failing case of the payload: what fails, why, since when."""
+        """A failing case of the payload: what fails, why, since when.
+
+        A coverage change (``failure`` ``removed`` or ``added``) is of kind ``coverage``; its
+        runs are the one compared with and the one that changed (the fields keep a failing
+        case's names, so that a receiver reads both alike).
+        """
         benchmark = failure.benchmark
         return {
             "id": failure.id,
-            "kind": "failure",
+            "kind": "coverage" if failure.failure in CaseFailure.COVERAGE else "failure",
+            "severity": failure.severity,
             "url": f"{self.base}/runs/{failure.first_failing_run_id}",
             "suite": benchmark.suite,
             "model": benchmark.model,
@@ -335,11 +345,15 @@ def headline(
     failing: Sequence[CaseFailure],
     steps: Sequence[Regression],
     summed: Sequence[AggregateFinding] = (),
+    coverage: Sequence[CaseFailure] = (),
 ) -> str:
     """``2 failures, 3 regressions on h100-a (nightly): t5 fails (CUDA out of memory)``.
 
     A silence says since when; else the worst is the first failure, else the largest
-    aggregate (``summed``), else the largest step.
+    aggregate (``summed``), else the largest step, else the first coverage change
+    (``1 coverage change on h100-a (nightly): vit newly reported``). ``failing`` holds
+    failing cases alone: coverage changes are counted apart, so that a model added to the
+    suite does not read as one that fails.
     """
     if silent:
         since = silent[0].silent_since
@@ -347,6 +361,8 @@ def headline(
     counts: dict[str, int] = {"failure": len(failing)} if failing else {}
     if summed:
         counts["aggregate"] = len(summed)
+    if coverage:
+        counts["coverage change"] = len(coverage)
     for regression in steps:
         kind = "improvement" if regression.direction == "improvement" else "regression"
         counts[kind] = counts.get(kind, 0) + 1
@@ -364,7 +380,21 @@ def headline(
         top = steps[0]
         model = top.series.benchmark.model
         text += f": worst {percent(top.rel_change)} {top.series.metric.name} {model}"
+    elif coverage:
+        text += f": {coverage_words(coverage[0])[:120]}"
     return text
+
+
+def coverage_words(change: CaseFailure) -> str:
+    """A coverage change in words: ``t5 no longer reported``, ``vit newly reported``.
+
+    A model's finding has a reason that starts with what happened (``no longer reported``,
+    maybe with its count of cases), so the model is named first; a suite's finding (many
+    models at once) has a reason that names its models, and is told as it is.
+    """
+    if change.reason.startswith(COVERAGE_VERBS):
+        return f"{change.benchmark.model} {change.reason}"
+    return change.reason
 
 
 def level(stat: str, value: float) -> str:

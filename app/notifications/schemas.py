@@ -29,7 +29,7 @@ OneOrMore = BeforeValidator(_one_as_list)
 Text = Annotated[str, NulFree, Field(min_length=1, max_length=256)]
 TextRule = Annotated[list[Text], OneOrMore, Field(min_length=1, max_length=100)]
 Direction = Literal["regression", "improvement", "change"]
-Kind = Literal["regression", "improvement", "failure", "machine_silent", "aggregate"]
+Kind = Literal["regression", "improvement", "failure", "coverage", "machine_silent", "aggregate"]
 StepState = Literal["suspected", "confirmed"]
 Name = Annotated[str, NulFree, Field(min_length=1, max_length=128)]
 Owner = Annotated[str, NulFree, Field(max_length=256)]
@@ -59,7 +59,7 @@ class Rules(BaseModel):
     direction: Annotated[list[Direction], OneOrMore, Field(min_length=1, max_length=3)] | None = (
         None
     )
-    kind: Annotated[list[Kind], OneOrMore, Field(min_length=1, max_length=4)] | None = None
+    kind: Annotated[list[Kind], OneOrMore, Field(min_length=1, max_length=6)] | None = None
     state: Annotated[list[StepState], OneOrMore, Field(min_length=1, max_length=2)] | None = Field(
         default=None,
         description="suspected: steps reported before the test confirms them; absent "

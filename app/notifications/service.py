@@ -224,8 +224,12 @@ def finding_of(found: Found) -> Finding:
     A step that helps is an ``improvement`` finding; one that hurts, or one of a metric
     with no good direction (``direction`` ``change``), is a ``regression`` finding. A case
     that started failing is a ``failure``, a machine that stopped reporting is
-    ``machine_silent``: both a change larger than any ``min_rel_change``. A dashboard
-    aggregate that got worse is an ``aggregate`` whose ``metric`` names the aggregate.
+    ``machine_silent``: both a change larger than any ``min_rel_change``. A case no longer
+    reported, or newly reported, is a ``coverage`` finding (of low severity: a subscription
+    that asks for ``failure`` is not told of it); one no longer reported is a ``regression``
+    (a model can vanish because it crashed before writing anything), a new one a ``change``.
+    A dashboard aggregate that got worse is an ``aggregate`` whose ``metric`` names the
+    aggregate.
     """
     if isinstance(found, MachineSilence):
         return Finding(
@@ -250,8 +254,9 @@ def finding_of(found: Found) -> Finding:
         )
     if isinstance(found, CaseFailure):
         benchmark = found.benchmark
+        coverage = found.failure in CaseFailure.COVERAGE
         return Finding(
-            kind="failure",
+            kind="coverage" if coverage else "failure",
             machine=found.machine.name,
             channel=found.channel,
             suite=benchmark.suite,
@@ -261,7 +266,7 @@ def finding_of(found: Found) -> Finding:
             precision=benchmark.precision,
             mode=benchmark.mode,
             metric=found.metric,
-            direction="regression",
+            direction="change" if found.failure == "added" else "regression",
             rel_change=math.inf,
         )
     series = found.series
