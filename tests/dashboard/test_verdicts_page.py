@@ -117,7 +117,7 @@ def test_what_one_view_renders_is_capped(
 
     (chart,) = figures(html).values()  # the regression's: improvements come after
     assert "bert · eager" in chart["layout"]["title"]["text"]
-    assert "1 more changes are not drawn" in html
+    assert "1 more change is not drawn" in html
     traces = {t["name"]: t for t in chart["data"] if "name" in t}
     assert len(traces["nightly"]["y"]) == 5
     assert len(traces["nightly after the fork"]["y"]) == 2  # the fork point, then the later run
