@@ -15,10 +15,11 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from app.core.db import Database
+    from workers.upload_client import Uploader
 
 DESCRIPTION = "benchwatch: a performance-regression dashboard for PyTorch stacks."
 EPILOG = (
@@ -30,6 +31,15 @@ EPILOG = (
 # Fields `benchwatch upload` takes from the CI's environment when no flag gives them
 # (workers.upload_client.metadata).
 CI_FIELDS = ("commit", "branch", "url", "trigger", "key")
+UPLOAD_HELP = {
+    "shard": "this upload's part of a run whose jobs upload under one key (default: in CI, "
+    "the job and the files' names, the key being the workflow's)",
+    "shards": "how many shards make the run whole: it is detected once they are in "
+    "(default: 1; a GitHub matrix: ${{ strategy.job-total }})",
+    "base_commit": "a branch's fork point from the default branch, whose run its verdicts "
+    "compare with (default: git merge-base of a pull request's head and base, where the "
+    "checkout can tell; else the newest default-branch run before it)",
+}
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -351,7 +361,28 @@ def cmd_upload(args: argparse.Namespace) -> int:
     print(f"run {run['id']} {state}: key {run['key']}, {run['coverage']['attempted']} cases")
     for line in client.describe_sources(run, only=("machine.name",)):
         print(line)
+    if run.get("status") == "partial":
+        expected = run.get("expected_shards") or "?"
+        print(f"run {run['id']} waits for its other shards ({expected} expected)")
     if not args.fail_on_regression:
+        return client.OK
+    return _gate(args, uploader, run)
+
+
+def _gate(args: argparse.Namespace, uploader: "Uploader", run: dict[str, Any]) -> int:
+    """--fail-on-regression: a branch's verdicts at once, else the detection's regressions."""
+    from workers import upload_client as client
+
+    if "@" in run["channel"]:  # a branch's run, kept apart from the default branch
+        from workers import gate_report
+
+        verdicts = uploader.verdicts_of(run["id"])
+        if verdicts is None:
+            print("benchwatch upload: the server gave no verdicts", file=sys.stderr)
+            return client.UNREACHABLE
+        return gate_report.run_gate(verdicts, gate_report.gate_options(args), os.environ)
+    if run.get("status") == "partial":
+        print("the default branch's detection runs once every shard is in: nothing to gate yet")
         return client.OK
     found = uploader.regressions_of(run["id"], args.wait)
     if found is None:
@@ -608,7 +639,8 @@ def _upload_options(upload: argparse.ArgumentParser) -> None:
     upload.add_argument(
         "--fail-on-regression",
         action="store_true",
-        help="wait for detection; exit 3 on a regression (default: off)",
+        help="exit 3 on a regression: a branch's (pull request's) verdicts against the "
+        "default branch at once, the default branch's detection when it finishes (default: off)",
     )
     upload.add_argument(
         "--wait",
@@ -616,9 +648,15 @@ def _upload_options(upload: argparse.ArgumentParser) -> None:
         default=600.0,
         help="seconds to wait for detection (default: %(default)s)",
     )
+    from workers.gate_report import add_gate_arguments  # here: it imports httpx
+
+    add_gate_arguments(upload)
     metadata = upload.add_argument_group("run metadata", "each sets a field of the run")
     for name in METADATA:
         source = "from the CI job, else from the files" if name in CI_FIELDS else "from the files"
+        if name in UPLOAD_HELP:
+            metadata.add_argument(f"--{name.replace('_', '-')}", dest=name, help=UPLOAD_HELP[name])
+            continue
         if name == "machine":
             source = (
                 "the host the files name, else the CI runner's name (RUNNER_NAME, "

@@ -1,18 +1,25 @@
 """``benchwatch upload``: send result files to a benchwatch server from any CI job.
 
 Run metadata comes from flags or, when absent, from the CI's environment (GitHub Actions,
-GitLab CI, Jenkins, Buildkite): commit, branch, job URL, and an idempotency key made of the
-CI run id, attempt and job, so a retried step never stores the run twice. The machine's name
-comes from the flag, else the files, else the CI runner's name, else this host's name; the
-run records where each field came from. Exit codes CI can
-act on: 0 stored, 1 rejected input, 2 server unreachable (or detection did not finish), 3
-regressions found (with ``--fail-on-regression``).
+GitLab CI, Jenkins, Buildkite): commit, branch, job URL, and an idempotency key. In a CI
+that runs a workflow of jobs, the key is the workflow's (its run id and attempt) and each
+job's upload is a shard of it (the job and the files it sends), so the shard jobs of one
+workflow make one run and a retried step never stores anything twice; ``--shards N`` says
+how many uploads make the run whole. A pull request's upload names its own branch and head
+commit (not GitHub's merge commit) and, where git can tell, its fork point (merge base).
+The machine's name comes from the flag, else the files, else the CI runner's name, else
+this host's name; the run records where each field came from. Exit codes CI can act on:
+0 stored, 1 rejected input, 2 server unreachable (or detection did not finish), 3
+regressions found (with ``--fail-on-regression``: a pull request's verdicts at once, the
+default branch's detection when it finishes).
 """
 
 import hashlib
 import json
 import os
+import re
 import socket
+import subprocess
 import sys
 import time
 import uuid
@@ -47,40 +54,44 @@ class CiRun:
     key: str
     # field -> the variables it came from, for the run's provenance
     sources: Mapping[str, str] = field(default_factory=dict)
+    workflow: str = ""  # the key of the workflow the job is part of ("": no such thing)
+    job: str = ""  # the job within it: its uploads are shards of the workflow's run
+    base_commit: str = ""  # a pull request's fork point, where the CI says it
 
 
 def ci_run(env: Mapping[str, str]) -> CiRun | None:
     """The CI job this process runs in, from its environment variables; None outside CI."""
     get = env.get
     if get("GITHUB_ACTIONS") == "true":
-        url = f"{get('GITHUB_SERVER_URL', '')}/{get('GITHUB_REPOSITORY', '')}/actions/runs/"
-        run_id = get("GITHUB_RUN_ID", "")
-        key = f"gha-{run_id}-{get('GITHUB_RUN_ATTEMPT', '1')}-{get('GITHUB_JOB', '')}"
-        commit, branch = get("GITHUB_SHA", ""), get("GITHUB_REF_NAME", "")
-        sources = _sources(
-            "GITHUB_SHA",
-            "GITHUB_REF_NAME",
-            "GITHUB_SERVER_URL, GITHUB_REPOSITORY, GITHUB_RUN_ID",
-            "GITHUB_RUN_ID, GITHUB_RUN_ATTEMPT, GITHUB_JOB",
-            "GITHUB_ACTIONS",
-        )
-        return CiRun("github", commit, branch, url + run_id, key, sources)
+        return _github(env)
     if get("GITLAB_CI") == "true":
-        key = f"gitlab-{get('CI_PIPELINE_ID', '')}-{get('CI_JOB_ID', '')}"
-        branch = get("CI_COMMIT_REF_NAME", "")
+        pipeline = f"gitlab-{get('CI_PIPELINE_ID', '')}"
+        key = f"{pipeline}-{get('CI_JOB_ID', '')}"
+        # A merge request pipeline names its source branch; a branch pipeline, its branch.
+        branch_from = "CI_MERGE_REQUEST_SOURCE_BRANCH_NAME"
+        if not get(branch_from):
+            branch_from = "CI_COMMIT_REF_NAME"
         sources = _sources(
             "CI_COMMIT_SHA",
-            "CI_COMMIT_REF_NAME",
+            branch_from,
             "CI_JOB_URL",
             "CI_PIPELINE_ID, CI_JOB_ID",
             "GITLAB_CI",
         )
         return CiRun(
-            "gitlab", get("CI_COMMIT_SHA", ""), branch, get("CI_JOB_URL", ""), key, sources
+            "gitlab",
+            get("CI_COMMIT_SHA", ""),
+            get(branch_from, ""),
+            get("CI_JOB_URL", ""),
+            key,
+            sources,
+            workflow=pipeline,
+            job=get("CI_JOB_NAME") or get("CI_JOB_ID", ""),
+            base_commit=get("CI_MERGE_REQUEST_DIFF_BASE_SHA", ""),
         )
     if get("BUILDKITE") == "true":
-        job = f"{get('BUILDKITE_BUILD_ID', '')}-{get('BUILDKITE_JOB_ID', '')}"
-        key = f"buildkite-{job}-{get('BUILDKITE_RETRY_COUNT', '0')}"
+        build = f"buildkite-{get('BUILDKITE_BUILD_ID', '')}"
+        key = f"{build}-{get('BUILDKITE_JOB_ID', '')}-{get('BUILDKITE_RETRY_COUNT', '0')}"
         commit, branch = get("BUILDKITE_COMMIT", ""), get("BUILDKITE_BRANCH", "")
         sources = _sources(
             "BUILDKITE_COMMIT",
@@ -89,7 +100,16 @@ def ci_run(env: Mapping[str, str]) -> CiRun | None:
             "BUILDKITE_BUILD_ID, BUILDKITE_JOB_ID, BUILDKITE_RETRY_COUNT",
             "BUILDKITE",
         )
-        return CiRun("buildkite", commit, branch, get("BUILDKITE_BUILD_URL", ""), key, sources)
+        return CiRun(
+            "buildkite",
+            commit,
+            branch,
+            get("BUILDKITE_BUILD_URL", ""),
+            key,
+            sources,
+            workflow=build,
+            job=f"{get('BUILDKITE_JOB_ID', '')}-{get('BUILDKITE_RETRY_COUNT', '0')}",
+        )
     if get("JENKINS_URL") and get("BUILD_NUMBER"):
         key = f"jenkins-{get('JOB_NAME', '')}-{get('BUILD_NUMBER', '')}".replace("/", "-")
         branch = get("BRANCH_NAME") or get("GIT_BRANCH", "")
@@ -99,6 +119,84 @@ def ci_run(env: Mapping[str, str]) -> CiRun | None:
         )
         return CiRun("jenkins", get("GIT_COMMIT", ""), branch, get("BUILD_URL", ""), key, sources)
     return None
+
+
+def _github(env: Mapping[str, str]) -> CiRun:
+    """GitHub Actions: on a pull request, its own branch and head commit, and its base."""
+    get = env.get
+    url = f"{get('GITHUB_SERVER_URL', '')}/{get('GITHUB_REPOSITORY', '')}/actions/runs/"
+    run_id = get("GITHUB_RUN_ID", "")
+    workflow = f"gha-{run_id}-{get('GITHUB_RUN_ATTEMPT', '1')}"
+    # GITHUB_SHA and GITHUB_REF_NAME are a test merge commit and "<n>/merge" on a pull
+    # request: its head commit and branch are in the event and GITHUB_HEAD_REF.
+    pull = _event(env).get("pull_request") or {}
+    head = str((pull.get("head") or {}).get("sha") or "")
+    commit, commit_from = (
+        (head, "GITHUB_EVENT_PATH pull_request.head.sha")
+        if head
+        else (
+            get("GITHUB_SHA", ""),
+            "GITHUB_SHA",
+        )
+    )
+    branch_from = "GITHUB_HEAD_REF" if get("GITHUB_HEAD_REF") else "GITHUB_REF_NAME"
+    sources = _sources(
+        commit_from,
+        branch_from,
+        "GITHUB_SERVER_URL, GITHUB_REPOSITORY, GITHUB_RUN_ID",
+        "GITHUB_RUN_ID, GITHUB_RUN_ATTEMPT, GITHUB_JOB",
+        "GITHUB_ACTIONS",
+    )
+    base = str((pull.get("base") or {}).get("sha") or "")
+    return CiRun(
+        "github",
+        commit,
+        get(branch_from, ""),
+        url + run_id,
+        f"{workflow}-{get('GITHUB_JOB', '')}",
+        sources,
+        workflow=workflow,
+        job=get("GITHUB_JOB", ""),
+        base_commit=merge_base(commit, base) if commit and base else "",
+    )
+
+
+def _event(env: Mapping[str, str]) -> dict[str, Any]:
+    """The GitHub event that started the workflow (empty when it cannot be read)."""
+    path = env.get("GITHUB_EVENT_PATH")
+    if not path:
+        return {}
+    try:
+        with open(path, "rb") as handle:
+            event = json.loads(handle.read(10 * 1024 * 1024))
+    except (OSError, ValueError):
+        return {}
+    return event if isinstance(event, dict) else {}
+
+
+SHA = re.compile(r"[0-9a-fA-F]{7,64}")
+
+
+def merge_base(head: str, base: str) -> str:
+    """Where ``head`` forked from ``base``, as the checkout's git says ("" when it cannot).
+
+    A shallow checkout (GitHub's default) has no history to tell: the server then compares
+    with the newest default-branch run before the upload.
+    """
+    if not (SHA.fullmatch(head) and SHA.fullmatch(base)):
+        return ""
+    try:
+        found = subprocess.run(
+            ["git", "merge-base", head, base],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    answer = found.stdout.strip()
+    return answer if found.returncode == 0 and SHA.fullmatch(answer) else ""
 
 
 def _sources(commit: str, branch: str, url: str, key: str, trigger: str) -> dict[str, str]:
@@ -135,11 +233,24 @@ def metadata(
             # inferred, so left out when the CI's variables make no link
             "url": ci.url if is_http_url(ci.url) else "",
             "trigger": "ci",
-            "key": f"{ci.key}-{names[:8]}",  # several uploads per job may differ
+            "base_commit": ci.base_commit,
         }
+        if ci.workflow and "key" not in fields:
+            # One run per workflow: each job's upload (its files) is a shard of it.
+            found["key"] = ci.workflow
+            found["shard"] = shard_name(f"{ci.job}-{names[:8]}")
+            ci_sources = {**ci.sources, "shard": "the CI job and the file names"}
+        else:
+            found["key"] = f"{ci.key}-{names[:8]}"  # several uploads per job may differ
+            ci_sources = dict(ci.sources)
+        ci_sources.setdefault("base_commit", "git merge-base of the pull request's head and base")
+        if ci.system == "gitlab":
+            ci_sources["base_commit"] = "CI_MERGE_REQUEST_DIFF_BASE_SHA"
         for name, value in found.items():
             if value and name not in fields:
-                fields[name], said[name] = value, ci.sources[name]
+                fields[name], said[name] = value, ci_sources[name]
+    if fields.get("shard") and not fields.get("shards"):
+        fields["shards"], said["shards"] = "1", "default (1: give --shards for more)"
     if "machine" not in fields:
         runner = next((v for v in RUNNER_VARIABLES if env.get(v, "").strip()), None)
         default = env[runner].strip() if runner else (host or socket.gethostname()).strip()
@@ -148,6 +259,12 @@ def metadata(
     if said:
         fields[PROVENANCE] = json.dumps(said)
     return fields
+
+
+def shard_name(text: str) -> str:
+    """A shard's name as the server takes it: letters, digits and ``_.:+-``, at most 128."""
+    name = re.sub(r"[^A-Za-z0-9_.:+\-]+", "-", text).strip("-")[:128]
+    return name if name and name[0].isalnum() else f"job-{name}"[:128]
 
 
 def multipart(
@@ -235,6 +352,12 @@ class Uploader:
                 time.sleep(self.backoff_s * 2**attempt)
         raise AssertionError("unreachable")
 
+    def verdicts_of(self, run_id: int) -> Any:
+        """The run's verdicts against the default branch (None: the server gave none)."""
+        with self.client() as client:
+            response = client.get(f"/api/v1/runs/{run_id}/verdicts")
+        return response.json() if response.status_code == 200 else None
+
     def regressions_of(self, run_id: int, wait_s: float) -> list[dict[str, Any]] | None:
         """Regressions this run's detection confirmed; None if it did not run within wait_s."""
         deadline = time.monotonic() + wait_s
@@ -255,10 +378,12 @@ def describe_regression(regression: dict[str, Any]) -> str:
     """One line per regression for a CI log."""
     series = regression["series"]
     benchmark, metric = series["benchmark"], series["metric"]["name"]
+    state = regression.get("state", "confirmed")
     return (
         f"  {benchmark['suite']}/{benchmark['model']} {benchmark['config']} "
         f"{benchmark['precision']} {benchmark['mode']}: {metric} "
         f"{regression['rel_change']:+.1%} ({regression['before']:.4g} -> {regression['after']:.4g})"
+        + ("" if state == "confirmed" else f" [{state}]")
     )
 
 

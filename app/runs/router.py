@@ -61,8 +61,9 @@ def create_run(
 
     A retry must send the same body: the stored run answers it with 200, any other body
     under the same key gets 409. With `shard`, the jobs of one workflow post parts of one
-    run under its key, each naming its shard: a new shard is added (201), a retry of a
-    stored one answers 200, another payload under its name 409; the run is `partial` until
+    run under its key, each naming its shard (the run's key is then `<key>/<machine>/<channel>`:
+    a workflow on several machines makes a run on each): a new shard is added (201), a retry
+    of a stored one answers 200, another payload under its name 409; the run is `partial` until
     `shard.expected` shards are in (or none came for `BENCHWATCH_RUN_SHARDS_QUIET_S`), and
     only then detected. A run of a branch other than its channel's default
     (`BENCHWATCH_DEFAULT_BRANCHES`) is stored under the channel `<channel>@<branch>`, apart

@@ -262,7 +262,8 @@ class ShardIn(Strict):
             min_length=1,
             max_length=128,
             pattern=vocab.NAME_PATTERN.pattern,
-            description="the job (shard) within the workflow: a retry of it sends the same",
+            description="the job (shard) within the workflow: a retry of it sends the same; "
+            "the run is the workflow's (its key) on the shard's machine and channel",
         ),
     ]
     expected: Annotated[int, Field(ge=1, le=1000)] | None = Field(

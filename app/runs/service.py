@@ -106,6 +106,8 @@ def ingest_run(
         raise _refuse_nul(places)
     digest = hashlib.sha256(document).hexdigest()
     run_in = _kept_apart(run_in, default_branches)
+    if run_in.shard is not None:
+        run_in = run_in.model_copy(update={"key": shards.run_key(run_in)})
     if (existing := _run_by_key(session, run_in.key)) is not None:
         ingested = _again(session, existing, run_in, digest)
     else:

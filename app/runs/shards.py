@@ -1,6 +1,9 @@
 """Sharded runs: the jobs of one CI workflow upload parts of one run, in any order, retried.
 
-The first shard's upload creates the run (``partial``, unless it is the only one expected);
+A run is one machine's, on one channel: a workflow whose jobs run on several machines (a
+matrix over GPU kinds) makes a run per machine and channel, so a shard's run key is the
+workflow's key with its machine and channel (``run_key``). The first shard's upload creates
+the run (``partial``, unless it is the only one expected);
 each later one adds its results under the same key. A shard is known by its name: a retry
 with the same payload changes nothing, a different payload under a stored shard's name is
 refused (409). Results a stored shard already holds (the same series) are kept as they are
@@ -9,6 +12,7 @@ shards are in, or once none came for ``BENCHWATCH_RUN_SHARDS_QUIET_S``
 (``complete_quiet_runs``).
 """
 
+import hashlib
 from datetime import datetime, timedelta
 
 from sqlalchemy import func, select
@@ -33,13 +37,25 @@ class ShardReused(Conflict):
 
 
 class ShardMismatch(Conflict):
-    """A shard that names another machine, channel or commit than its run."""
+    """A shard that names another commit than its run."""
 
     def __init__(self, key: str, field: str, stored: str, given: str) -> None:
         super().__init__(
             f"run {key!r} is of {field} {stored!r}, this shard of {given!r}: the shards of "
-            "one run share its machine, channel and commit"
+            "one run share its commit"
         )
+
+
+KEY_LENGTH = 256  # of Run.key
+
+
+def run_key(run_in: RunIn) -> str:
+    """The key of the run a shard belongs to: its workflow's, on its machine and channel."""
+    key = f"{run_in.key}/{run_in.machine.name}/{run_in.environment.channel}"
+    if len(key) <= KEY_LENGTH:
+        return key
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return f"{key[: KEY_LENGTH - len(digest) - 1]}-{digest}"
 
 
 def initial_status(run_in: RunIn) -> str:
@@ -54,7 +70,7 @@ def known_shard(session: Session, run: Run, run_in: RunIn, digest: str) -> bool:
 
     Raises:
         ShardReused: the shard's name is stored with another payload.
-        ShardMismatch: the shard's machine, channel or commit is not the run's.
+        ShardMismatch: the shard's commit is not the run's.
     """
     assert run_in.shard is not None
     stored = session.scalar(
@@ -64,13 +80,8 @@ def known_shard(session: Session, run: Run, run_in: RunIn, digest: str) -> bool:
         if stored.payload_hash != digest:
             raise ShardReused(run.key, run_in.shard.name)
         return True
-    for field, mine, theirs in (
-        ("machine", run.machine.name, run_in.machine.name),
-        ("channel", run.channel, run_in.environment.channel),
-        ("commit", run.commit, run_in.commit),
-    ):
-        if mine != theirs:
-            raise ShardMismatch(run.key, field, mine, theirs)
+    if run.commit != run_in.commit:
+        raise ShardMismatch(run.key, "commit", run.commit, run_in.commit)
     return False
 
 

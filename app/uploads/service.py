@@ -29,12 +29,26 @@ PARSERS = {
 }
 FORMATS = (*PARSERS, "native", "auto")
 # Run fields an upload may set (form fields or query parameters), and where they go.
-RUN_FIELDS = ("key", "trigger", "tier", "commit", "branch", "url", "started_at", "finished_at")
+RUN_FIELDS = (
+    "key",
+    "trigger",
+    "tier",
+    "commit",
+    "branch",
+    "base_commit",
+    "url",
+    "started_at",
+    "finished_at",
+)
+# A shard of a run (its name) and how many shards the run has: RunIn.shard.
+SHARD_FIELDS = ("shard", "shards")
 MACHINE_FIELDS = {"machine": "name", "device": "device", "arch": "arch", "hostname": "hostname"}
 ENVIRONMENT_FIELDS = ("channel", "torch", "triton", "python", "cuda", "hip", "driver")
 HINT_FIELDS = ("suite", "config", "precision", "mode", "device")
 # Every field an uploader may set, each once (``benchwatch upload`` has a flag for each).
-METADATA = tuple(dict.fromkeys((*RUN_FIELDS, *MACHINE_FIELDS, *ENVIRONMENT_FIELDS, *HINT_FIELDS)))
+METADATA = tuple(
+    dict.fromkeys((*RUN_FIELDS, *SHARD_FIELDS, *MACHINE_FIELDS, *ENVIRONMENT_FIELDS, *HINT_FIELDS))
+)
 # And what an uploading tool adds: the machine's name when neither the upload nor the files
 # give one, and where its fields came from (app.uploads.provenance).
 UPLOAD_FIELDS = (*METADATA, provenance.DEFAULT_MACHINE, provenance.PROVENANCE)
@@ -160,7 +174,26 @@ def _native(files: list[UploadFile], fields: dict[str, str]) -> RunIn:
         raise UploadError(files[0].name, "a native payload is a JSON object (a run)")
     if fields.get("key"):
         payload["key"] = fields["key"]
+    # What the CI job says fills in what the payload leaves out: a pull request's branch and
+    # commit, and the shard of the workflow's run it is.
+    for name in ("commit", "branch", "base_commit", "url"):
+        if fields.get(name) and not payload.get(name):
+            payload[name] = fields[name]
+    if (shard := _shard(fields)) is not None and "shard" not in payload:
+        payload["shard"] = shard
     return _validated(payload, files, None)
+
+
+def _shard(fields: dict[str, str]) -> dict[str, Any] | None:
+    """RunIn.shard from the fields ``shard`` and ``shards`` (None without a shard)."""
+    if not fields.get("shard"):
+        return None
+    expected = fields.get("shards") or None
+    # a count as a number; anything else is left for validation to name
+    return {
+        "name": fields["shard"],
+        "expected": int(expected) if expected and expected.isdigit() else expected,
+    }
 
 
 def _payload(
@@ -178,6 +211,8 @@ def _payload(
     }
     environment |= {name: fields[name] for name in ENVIRONMENT_FIELDS if fields.get(name)}
     run |= {name: fields[name] for name in RUN_FIELDS if fields.get(name)}
+    if (shard := _shard(fields)) is not None:
+        run["shard"] = shard
     said = provenance.claims(fields, UPLOAD_FIELDS)
     found = provenance.sources(files, parsed, fields, said, TRACKED)
     if named := provenance.machine_name(files, parsed, fields, machine.get("device"), said):

@@ -84,12 +84,21 @@ def test_a_shard_is_refused_when_it_changes_or_does_not_belong(
     response = post(client, ingest_headers, changed)
     assert response.status_code == 409
     assert "already holds shard 'shard-1'" in response.json()["detail"]
-    elsewhere = shard("shard-2", MODELS[2:4], machine="mi300x-1")
-    response = post(client, ingest_headers, elsewhere)
-    assert response.status_code == 409
-    assert "machine 'h100-8'" in response.json()["detail"]
     other_commit = shard("shard-2", MODELS[2:4], commit="fff999")
-    assert post(client, ingest_headers, other_commit).status_code == 409
+    response = post(client, ingest_headers, other_commit)
+    assert response.status_code == 409
+    assert "commit 'abc123'" in response.json()["detail"]
+
+
+def test_a_workflow_on_two_machines_makes_a_run_on_each(
+    client: TestClient, ingest_headers: dict[str, str]
+) -> None:
+    h100 = post(client, ingest_headers, shard("h100", MODELS, expected=1)).json()
+    mi300 = post(client, ingest_headers, shard("mi300", MODELS, expected=1, machine="mi300-1"))
+    assert mi300.status_code == 201
+    assert h100["key"] == "gha-1234-1/h100-8/nightly"
+    assert mi300.json()["key"] == "gha-1234-1/mi300-1/nightly"
+    assert mi300.json()["id"] != h100["id"]
 
 
 def test_results_two_shards_both_hold_are_kept_once(

@@ -71,10 +71,15 @@ def test_flags_win_over_the_ci_and_the_key_names_the_files(tmp_path: Path) -> No
     assert fields["branch"] == "release/2.6"
     assert fields["commit"] == "3f2c9e1"
     assert fields["url"] == "https://github.example/org/repo/actions/runs/123"
-    assert fields["key"].startswith("gha-123-2-bench-")
+    assert fields["key"] == "gha-123-2"  # the workflow's run: each job's upload is a shard
+    assert fields["shard"].startswith("bench-")
+    assert fields["shards"] == "1"
     assert "tier" not in fields
     other = metadata({}, [tmp_path / "c.csv"], GITHUB)
-    assert other["key"] != fields["key"]  # two uploads of one job do not collide
+    assert other["shard"] != fields["shard"]  # two uploads of one job do not collide
+    declared = metadata({"shards": "4", "key": "mine"}, files, GITHUB)
+    assert (declared["key"], declared["shards"]) == ("mine", "4")
+    assert "shard" not in declared  # a key of one's own: no workflow to be a shard of
     # outside CI nothing is invented: the host's name is only a default for the machine's name
     assert metadata({}, files, {}, host="box") == {
         "default_machine": "box",
