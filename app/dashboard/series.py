@@ -1,6 +1,6 @@
 """The series page: one benchmark's metric over time, one line per config, precision or channel."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -14,6 +14,7 @@ from app.dashboard import figures
 from app.dashboard import format as fmt
 from app.dashboard.figures import Line, Point, Step
 from app.dashboard.queries import machine_device, machine_names
+from app.runs.branches import base_channel, is_branch_channel
 from app.runs.downsample import downsample_indices
 from app.runs.models import Environment, Result, Run
 from app.runs.service import series_points
@@ -37,6 +38,7 @@ class SeriesQuery:
     metric: str = "latency"
     by: str = "config"
     days: str = "90"
+    branch: str | None = None  # a branch's channel (``<channel>@<branch>``), drawn beside
 
 
 def choices(session: Session, query: SeriesQuery) -> dict[str, list[str]]:
@@ -47,10 +49,15 @@ def choices(session: Session, query: SeriesQuery) -> dict[str, list[str]]:
     benchmarks = select(Benchmark).where(Benchmark.id.in_(in_machine))
     stored = list(session.scalars(benchmarks))
     metrics = select(Metric.name).join(Series).join(Machine).where(Machine.name == machine)
-    channels = select(Series.channel).join(Machine).where(Machine.name == machine)
+    channels = set(
+        session.scalars(select(Series.channel).join(Machine).where(Machine.name == machine))
+    )
     return {
         "machine": machines,
-        "channel": sorted(set(session.scalars(channels))),
+        "channel": sorted(c for c in channels if not is_branch_channel(c)),
+        "branch": sorted(
+            c for c in channels if is_branch_channel(c) and base_channel(c) == query.channel
+        ),
         "suite": sorted({b.suite for b in stored}),
         "model": sorted({b.model for b in stored if query.suite in (None, b.suite)}),
         "mode": sorted({b.mode for b in stored}),
@@ -83,6 +90,9 @@ def series_page(session: Session, query: SeriesQuery) -> dict[str, Any]:
     if machine is None or model is None:
         return context
     found = matching_series(session, query, machine, model)
+    if query.branch and is_branch_channel(query.branch) and query.by != "channel":
+        # The branch's points beside the default branch's: the same benchmarks, its channel.
+        found += matching_series(session, replace(query, channel=query.branch), machine, model)
     drawn = lines(session, found, query.by, machine_device(session, machine), query.days)
     unit = found[0].metric.unit if found else ""
     return context | {
@@ -178,7 +188,10 @@ def _since(session: Session, series_ids: list[int], days: str) -> datetime | Non
 def _label(series: Series, by: str) -> str:
     if by == "channel":
         return series.channel
-    return str(getattr(series.benchmark, by))
+    label = str(getattr(series.benchmark, by))
+    if is_branch_channel(series.channel):
+        return f"{label} @{series.channel.partition('@')[2]}"
+    return label
 
 
 def _torch_versions(session: Session, run_ids: set[int]) -> dict[int, str]:
