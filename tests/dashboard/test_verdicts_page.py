@@ -8,6 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.dashboard import verdicts_page
+from app.verdicts import service as verdicts_service
 from tests.anomalies.test_service import history_rows, post_history
 from tests.dashboard.test_pages import figures
 from tests.factories import nightly
@@ -92,6 +93,9 @@ def test_a_pull_request_twenty_percent_slower_on_one_model(
     assert f'<a href="/runs/{run_id}/verdicts">Verdicts against nightly</a>' in run_page
     main_page = client.get(f"/runs/{main_history[-1]}").text
     assert "Verdicts against" not in main_page  # a default branch's run has no such link
+    own = client.get(f"/runs/{main_history[-1]}/verdicts")  # reachable by URL all the same
+    assert own.status_code == 200
+    assert "This run is nightly's own: it is judged against the runs before it." in own.text
 
 
 def test_what_one_view_renders_is_capped(
@@ -130,7 +134,10 @@ def test_what_one_view_renders_is_capped(
 
 
 def test_names_from_uploads_stay_text_and_a_missing_run_gets_the_error_page(
-    client: TestClient, ingest_headers: dict[str, str], main_history: list[int]
+    client: TestClient,
+    ingest_headers: dict[str, str],
+    main_history: list[int],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     evil = "<script>alert(1)</script>"
     payload = pr_payload(MAIN_RUNS, {("bert", "eager"): 12.0})
@@ -145,3 +152,8 @@ def test_names_from_uploads_stay_text_and_a_missing_run_gets_the_error_page(
     missing = client.get("/runs/999999/verdicts")
     assert missing.status_code == 404
     assert "Nothing here" in missing.text
+    monkeypatch.setattr(verdicts_service, "MAX_RESULTS", 5)  # a run too big to judge at once
+    too_big = client.get(f"/runs/{run_id}/verdicts")
+    assert too_big.status_code == 413
+    assert "This view cannot be shown" in too_big.text
+    assert "at most 5" in too_big.text
