@@ -1,6 +1,6 @@
 """What ``GET /runs/{run_id}/verdicts`` answers."""
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -27,6 +27,7 @@ class VerdictItem(BaseModel):
     precision: str
     mode: str
     batch_size: int | None
+    params: dict[str, Any]
     metric: str
     unit: str
     higher_is_better: bool | None
@@ -38,6 +39,10 @@ class VerdictItem(BaseModel):
     z: float | None = Field(description="the change over the baseline's noise (robust)")
     threshold: float | None = Field(description="the least relative change that counts")
     reason: str
+    series_id: int = Field(description="the run's result's series (the branch's)")
+    default_branch_series_id: int | None = Field(
+        description="the default branch's series it was judged against (None: there is none)"
+    )
     series_url: str
 
 

@@ -119,6 +119,7 @@ def _results(session: Session, run_id: int) -> list[dict[str, Any]]:
             Benchmark.precision,
             CompilerConfig.name.label("config"),
             Benchmark.batch_size,
+            Benchmark.params,
             Metric.name.label("metric"),
             Metric.unit,
             Metric.kind,
@@ -209,11 +210,14 @@ def _item(
         "precision": row["precision"],
         "mode": row["mode"],
         "batch_size": row["batch_size"],
+        "params": row["params"] or {},
         "metric": row["metric"],
         "unit": row["unit"],
         "higher_is_better": row["higher_is_better"],
         "new": row["value"] if row["value"] is None or math.isfinite(row["value"]) else None,
         **fields,
+        "series_id": row["series_id"],
+        "default_branch_series_id": series_id,
         "series_url": _series_url(row, run, public_url) if series_id is not None else "",
     }
 

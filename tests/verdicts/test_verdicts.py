@@ -99,6 +99,9 @@ def test_a_pull_request_twenty_percent_slower_on_one_model(
     )
     assert regression["rel_change"] == pytest.approx(0.2, abs=0.02)
     assert verdicts["items"][0] == regression  # worst first
+    main_series = client.get(f"/api/v1/series/{regression['default_branch_series_id']}").json()
+    assert main_series["channel"] == "nightly"
+    assert regression["series_id"] != regression["default_branch_series_id"]
     assert verdicts["counts"]["regression"] == 1
     assert verdicts["counts"]["pass"] == len(verdicts["items"]) - 1
 
