@@ -1,4 +1,4 @@
-"""The alerts page: the triage inbox of alert groups, their steps, failing cases, aggregates."""
+"""The alerts page: the triage inbox of alert groups: steps, failing cases, coverage, aggregates."""
 
 from dataclasses import dataclass
 from datetime import timedelta
@@ -53,7 +53,7 @@ class AlertQuery:
     status: str = "new"
     machine: str | None = None
     channel: str | None = None
-    direction: str | None = None  # a kind of member: regression, improvement, failure, ...
+    direction: str | None = None  # a kind of member: regression, failure, coverage, ...
     group: int | None = None
 
 
@@ -79,11 +79,13 @@ def inbox(session: Session, query: AlertQuery) -> dict[str, Any]:
 
 def _group(session: Session, group: AlertGroup, charts: bool) -> dict[str, Any]:
     members = sorted(group.regressions, key=lambda r: -abs(r.rel_change))
-    # Still failing first, then by case.
-    failures = sorted(
+    # Still failing (or still missing) first, then by case.
+    cases = sorted(
         group.failures,
         key=lambda f: (f.passing_again_run_id is not None, f.benchmark.model, f.id),
     )
+    failures = [f for f in cases if f.severity != "low"]
+    coverage = [f for f in cases if f.severity == "low"]  # a table of their own: none fails
     first_bad = session.get(Run, group.first_bad_run_id)
     anomaly = session.scalar(select(RunAnomaly).where(RunAnomaly.run_id == group.first_bad_run_id))
     return {
@@ -96,6 +98,8 @@ def _group(session: Session, group: AlertGroup, charts: bool) -> dict[str, Any]:
         "silences": group.silences,
         "failures": [_failure(f) for f in failures[:SHOWN_PER_GROUP]],
         "more_failures": max(len(failures) - SHOWN_PER_GROUP, 0),
+        "coverage": [_coverage(f) for f in coverage[:SHOWN_PER_GROUP]],
+        "more_coverage": max(len(coverage) - SHOWN_PER_GROUP, 0),
         "aggregates": _aggregates(session, group.aggregates),
         "charts": [_chart(session, r) for r in members[:CHARTS_PER_GROUP]] if charts else [],
     }
@@ -161,6 +165,19 @@ def _failure(failure: CaseFailure) -> dict[str, Any]:
         "first_failing_run_id": failure.first_failing_run_id,
         "passing_again_run_id": failure.passing_again_run_id,
     }
+
+
+def _coverage(change: CaseFailure) -> dict[str, Any]:
+    """A coverage change with its runs in words (``runs``: text and the run it links to)."""
+    shown = _failure(change)
+    if change.failure == "removed":
+        runs = [
+            ("last reported in", change.last_passing_run_id),
+            ("missing since", change.first_failing_run_id),
+        ]
+    else:
+        runs = [("new in", change.first_failing_run_id)]
+    return shown | {"severity": change.severity, "runs": runs}
 
 
 def _aggregates(session: Session, findings: list[AggregateFinding]) -> list[dict[str, Any]]:

@@ -195,8 +195,14 @@ NEWLY_FAILING = 10  # cases listed on top
 
 
 def _newly_failing(session: Session, machine: str, channel: str) -> tuple[list[CaseFailure], int]:
-    """Its cases that fail now, untriaged, newest first; and how many there are."""
-    where = triage.FailureFilter(status="new", machine=machine, channel=channel, open=True)
+    """Its cases that fail now, untriaged, newest first; and how many there are.
+
+    Failing cases only (``failed``, ``accuracy``): a model no longer or newly reported is a
+    coverage change, which the alerts page shows, not a failing case.
+    """
+    where = triage.FailureFilter(
+        status="new", machine=machine, channel=channel, open=True, severity="high"
+    )
     return triage.list_failures(session, where, 0, NEWLY_FAILING)
 
 
