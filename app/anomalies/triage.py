@@ -425,7 +425,7 @@ def describe_group(session: Session, group: AlertGroup) -> dict[str, Any]:
         "precisions": sorted({b.precision for b in spans}),
         "metrics": sorted(
             {r.series.metric.name for r in members}
-            | {f.metric for f in failures}
+            | {f.metric for f in failures if f.metric}  # a coverage change names none
             | {a.stat for a in group.aggregates}
         ),
         "environment_diff": group.environment_diff,

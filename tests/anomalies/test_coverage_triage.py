@@ -52,6 +52,7 @@ def test_coverage_findings_have_a_low_severity_and_are_filtered_apart(
 
     (group,) = client.get("/api/v1/alert-groups").json()["items"]
     assert group["counts"] == {"failure": 1, "coverage": 2}  # a new model does not fail
+    assert group["metrics"] == ["latency"]  # bert's; a coverage change names no metric
     detail = client.get(f"/api/v1/alert-groups/{group['id']}").json()
     removed = next(f for f in detail["failures"] if f["failure"] == "removed")
     assert (removed["severity"], removed["model"], removed["metric"]) == ("low", "t5", "")
