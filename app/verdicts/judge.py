@@ -1,7 +1,9 @@
 """A verdict for one result of a branch's run against the default branch: pure numpy.
 
 The baseline is the default branch's series at the fork point: its points since its last
-accepted step (``baseline_points`` of them at most). A result is a regression only when it
+accepted step (60 at most). The newest ``LEVEL_POINTS`` of them give its level and range;
+all of them its noise (the more points, the steadier the estimate, and the lower the z a
+step needs for the same rate of false failures). A result is a regression only when it
 is worse than the baseline's median by both
 
 - more than the noise: a robust z of at least ``Z`` (the distance over the baseline points'
@@ -30,7 +32,8 @@ from app.anomalies.detectors import DetectorConfig, noise_scale, relative_noise
 
 Kind = Literal["pass", "regression", "improvement", "no_baseline", "error"]
 MIN_POINTS = 3  # baseline points a verdict needs
-Z = 6.0  # robust z a result must reach to be told apart from the noise
+Z = 5.0  # robust z a result must reach to be told apart from the noise
+LEVEL_POINTS = 20  # the newest baseline points give the level and its range (all: the noise)
 MAX_P_VALUE = 0.01  # the samples' rank test, where both sides have samples
 DEFAULTS = DetectorConfig()
 
@@ -59,7 +62,8 @@ def judge(
     """The verdict on ``new`` against the baseline points (NaN: failed or missing)."""
     if new is None or not math.isfinite(new):
         return Verdict("error", reason="the result has no value")
-    points = np.asarray([v for v in baseline if math.isfinite(v)], dtype=np.float64)
+    history = np.asarray([v for v in baseline if math.isfinite(v)], dtype=np.float64)
+    points = history[-LEVEL_POINTS:]
     if len(points) < MIN_POINTS:
         return Verdict(
             "no_baseline", reason=f"{len(points)} baseline point(s); {MIN_POINTS} needed"
@@ -68,8 +72,8 @@ def judge(
     deterministic = float(np.ptp(points)) == 0.0
     if base == 0:
         return _from_zero(new, deterministic, higher_is_better)
-    sigma = noise_scale(points) if len(points) > 1 else 0.0
-    least = config.min_effect(0.0 if deterministic else relative_noise(points, sigma))
+    sigma = noise_scale(history) if len(history) > 1 else 0.0
+    least = config.min_effect(0.0 if deterministic else relative_noise(history, sigma))
     rel = (new - base) / abs(base)
     z = abs(new - base) / sigma if sigma > 0 else math.inf
     p_value = _p_value(new_samples, baseline_samples)

@@ -23,7 +23,7 @@ def run_verdicts(run_id: RowId, session: SessionDep, request: Request) -> dict[s
     `no_baseline` or `error` per result, against the default branch's series of the same
     benchmark, metric and machine, since its last accepted step, up to the fork point (the
     run of its `base_commit`, else the newest default-branch run before it). Regression and
-    improvement need a change beyond the noise (a robust z >= 6, outside the baseline's
+    improvement need a change beyond the noise (a robust z >= 5, outside the baseline's
     range, and the samples' rank test where both sides have enough samples) and at least
     the series' minimum effect; a series with no
     noise (counts, memory) has an expected value with its metric kind's margin. A run of

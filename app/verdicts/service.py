@@ -27,11 +27,10 @@ from app.runs import service as runs_service
 from app.runs.branches import base_channel, is_branch_channel
 from app.runs.models import Result, Run
 from app.runs.shards import COMPLETED
-from app.verdicts.judge import Verdict, judge
+from app.verdicts.judge import LEVEL_POINTS, Verdict, judge
 
 MAX_RESULTS = 20_000  # a run's results judged in one answer (a read anyone may ask for)
 HISTORY_POINTS = 60  # of the default branch's series, read up to the fork point
-BASELINE_POINTS = 20  # the newest of them since the series' last accepted step
 ORDER = {"regression": 0, "error": 1, "improvement": 2, "no_baseline": 3, "pass": 4}
 
 
@@ -185,8 +184,8 @@ def _verdict(
         (i for i, run_id in enumerate(history.run_ids) if run_id in accepted.get(series_id, ())),
         default=0,
     )
-    values = history.values[start:][-BASELINE_POINTS:]
-    run_ids = history.run_ids[start:][-BASELINE_POINTS:]
+    values = history.values[start:]
+    run_ids = history.run_ids[start:][-LEVEL_POINTS:]
     config = thresholds.for_series(registry.CHANGE_POINT, row["suite"], row["metric"], row["kind"])
     verdict = judge(row["value"], values, row["higher_is_better"], config)
     if verdict.verdict in ("regression", "improvement") and row["samples"]:
