@@ -23,7 +23,13 @@ from typing import Protocol
 from sqlalchemy import and_, func, or_, select, union
 from sqlalchemy.orm import Session
 
-from app.anomalies.models import AlertGroup, CaseFailure, MachineSilence, Regression
+from app.anomalies.models import (
+    AggregateFinding,
+    AlertGroup,
+    CaseFailure,
+    MachineSilence,
+    Regression,
+)
 from app.core.db import utcnow
 from app.core.queue import enqueue_after_commit
 from app.jobs import DELIVER
@@ -110,6 +116,9 @@ def plan_reminders(session: Session, timing: Timing, now: datetime) -> int:
         ),
         select(MachineSilence.group_id).where(
             MachineSilence.status == "new", MachineSilence.ended_by_run_id.is_(None)
+        ),
+        select(AggregateFinding.group_id).where(
+            AggregateFinding.status == "new", AggregateFinding.resolved_run_id.is_(None)
         ),
     )
     told = (

@@ -15,10 +15,12 @@ from tests.conftest import make_token
 from tests.notifications.receiver import receiving
 from tests.notifications.test_delivery import (  # noqa: F401  (fixtures)
     app_client,
+    deliver_due,
     notify_settings,
     received_events,
     settle,
     subscribe,
+    sweep,
 )
 
 
@@ -91,3 +93,28 @@ def test_a_pass_rate_drop_is_told_and_its_recovery_resolves_it(
         nightly(app_client, headers, 5)
         settle(app_client)
         assert received_events(hook.wait_for(2)) == ["opened", "resolved"]
+
+
+def test_a_group_whose_untriaged_finding_is_an_aggregate_is_reminded(
+    app_client: TestClient,  # noqa: F811
+    database: Database,
+    notify_settings: Settings,  # noqa: F811
+) -> None:
+    day = notify_settings.NOTIFY_REMIND_S
+    headers = {"Authorization": f"Bearer {make_token(database, 'ingest')}"}
+    with receiving() as hook:
+        subscribe(
+            app_client,
+            database,
+            name="dashboard",
+            match={"kind": "aggregate"},
+            receivers=[{"kind": "webhook", "url": hook.url}],
+        )
+        for index in range(4):
+            nightly(app_client, headers, index)
+        nightly(app_client, headers, 4, BREAKING)
+        settle(app_client)
+        hook.wait_for(1)
+        sweep(database, notify_settings, after_s=day + 60)
+        deliver_due(database, notify_settings)
+        assert received_events(hook.wait_for(2)) == ["opened", "reminder"]
