@@ -132,6 +132,10 @@ how many lasting failures (aggregate events) found end at the right run (passing
 still open), how many flaky cases were marked flaky, how many single runs were missed, which
 rules found the aggregate events and how many models came and went.
 
+**Suspected steps.** Last, the suspected state's precision and delay by step size on the
+first 400 series of the target's corpus (``--quick``: 120), walked point by point as
+``bench/sooner.py`` describes; that script also measures the noise-dependent minimum effect.
+
 Run ``.venv/bin/python bench/detection.py [--quick] [--seed N] [--step-mix MIX]`` from the
 repository root.
 """
@@ -800,8 +804,18 @@ def main() -> int:
         print_targets(results[TARGET_MIX], timing, timing_count)
         print_examples(results[TARGET_MIX][0], args.examples)
     print_finding_kinds(kinds, kinds_seconds)
+    print_suspected(args.seed, 120 if args.quick else 400)
     print(f"\nelapsed {time.perf_counter() - began:.0f} s")
     return 0
+
+
+def print_suspected(seed: int, count: int) -> None:
+    """The suspected state on the target's corpus: bench/sooner.py's first part."""
+    from bench import sooner
+
+    began = time.perf_counter()
+    walks = [sooner.walk(series) for series in make_corpus(seed, count)]
+    sooner.print_suspected(walks, time.perf_counter() - began)
 
 
 if __name__ == "__main__":
