@@ -44,9 +44,9 @@ GLOB_CHARACTERS = frozenset("*?[")
 class Finding:
     """What a notice is about, as rules see it: a step in one series, or a machine's silence.
 
-    ``kind``: ``regression``, ``improvement``, ``failure``, ``machine_silent`` or
-    ``aggregate`` (a dashboard aggregate of a group of models; its ``metric`` is the
-    aggregate: ``pass_rate``, ``geomean_speedup``, ...);
+    ``kind``: ``regression``, ``improvement``, ``failure``, ``coverage`` (a case removed or
+    added), ``machine_silent`` or ``aggregate`` (a dashboard aggregate of a group of models;
+    its ``metric`` is the aggregate: ``pass_rate``, ``geomean_speedup``, ...);
     ``direction``: ``regression``, ``improvement`` or ``change`` (a metric with no good
     direction); ``rel_change``: the relative change, signed (0 where there is none);
     ``state``: ``suspected`` for a step reported before the test confirmed it (or one that was
