@@ -1,5 +1,6 @@
 """Every domain's models, imported so that ``Base.metadata`` is complete (Alembic, tests)."""
 
+from app.annotations.models import Annotation
 from app.anomalies.models import AlertGroup, CaseFailure, MachineSilence, Regression, RunAnomaly
 from app.benchmarks.models import (
     Benchmark,
@@ -17,6 +18,7 @@ from app.tokens.models import ApiToken
 
 __all__ = [
     "AlertGroup",
+    "Annotation",
     "ApiToken",
     "Base",
     "Benchmark",

@@ -2,6 +2,8 @@
 
 from fastapi import APIRouter, Depends
 
+from app.annotations.router import reads as annotations_reads
+from app.annotations.router import writes as annotations_writes
 from app.anomalies.router import reads as anomalies_reads
 from app.anomalies.router import writes as anomalies_writes
 from app.api.responses import errors
@@ -34,5 +36,7 @@ for router in (
     deliveries_router,
     silence_reads,
     silence_writes,
+    annotations_reads,
+    annotations_writes,
 ):
     api_router.include_router(router)

@@ -1,0 +1,1 @@
+"""Annotations: events on the timeline (a driver upgrade, a node swap, a known outage)."""
