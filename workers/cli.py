@@ -1,6 +1,6 @@
 """The ``benchwatch`` command line.
 
-serve, migrate, worker, beat, trigger, run-suite, upload, demo, token, detect.
+serve, migrate, copy, worker, beat, trigger, run-suite, upload, demo, token, detect.
 
 Each command imports what it needs inside its own function, and the parser builds only the
 chosen command's options: the commands need very different stacks (torch, scikit-learn, the
@@ -78,6 +78,63 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     upgrade_database(settings.DATABASE_URL, args.revision)
     print(f"database at {_safe_url()} is at {args.revision}")
     return 0
+
+
+def cmd_copy(args: argparse.Namespace) -> int:
+    """Copy a whole database into an empty one, then compare their row counts table by table."""
+    import app.models  # noqa: F401  (every table in Base.metadata)
+    from app.benchmarks.models import CatalogGeneration
+    from app.core import copy as copying
+    from app.core.db import Base
+    from workers.progress import progress_bar
+
+    # The target's migration fills catalog_generation with a token of its own: servers that
+    # remember ids by the source's token must not take them for the target's.
+    keep = (CatalogGeneration.__tablename__,)
+    source, target = _hide_password(args.source), _hide_password(args.target)
+    if not args.verify_only:
+        print(f"copying {source} to {target}", file=sys.stderr)
+
+        def copied(table: "copying.TableCopied") -> None:
+            print(
+                f"{table.table:<20} {table.rows:>12,} rows  {table.seconds:8.1f} s  "
+                f"{table.rows_per_s:>10,.0f} rows/s",
+                flush=True,
+            )
+
+        with progress_bar("row") as progress:
+            done = copying.copy_database(
+                args.source,
+                args.target,
+                Base.metadata,
+                keep=keep,
+                progress=progress,
+                on_table=copied,
+            )
+        seconds = sum(t.seconds for t in done)
+        print(f"copied {sum(t.rows for t in done):,} rows in {len(done)} tables in {seconds:.1f} s")
+    mismatches = copying.verify(args.source, args.target, Base.metadata, keep=keep)
+    for m in mismatches:
+        print(
+            f"benchwatch copy: table {m.table} has {m.source:,} rows in the source and "
+            f"{m.target:,} in the target",
+            file=sys.stderr,
+        )
+    if mismatches:
+        print(
+            "benchwatch copy: the row counts differ: was the source written to during the copy? "
+            "Stop the servers and workers that use it, empty the target and copy again",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"verified: every table has as many rows in {target} as in {source}")
+    return 0
+
+
+def _hide_password(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
 
 
 def cmd_token_create(args: argparse.Namespace) -> int:
@@ -487,6 +544,30 @@ def _migrate_options(migrate: argparse.ArgumentParser) -> None:
     )
 
 
+def _copy_options(copy: argparse.ArgumentParser) -> None:
+    copy.add_argument(
+        "--from",
+        dest="source",
+        required=True,
+        metavar="URL",
+        help="the database to copy, at the newest schema, e.g. sqlite:////path/benchwatch.db "
+        "(stop the servers and workers that write to it first)",
+    )
+    copy.add_argument(
+        "--to",
+        dest="target",
+        required=True,
+        metavar="URL",
+        help="an empty database, migrated here first, e.g. "
+        "postgresql+psycopg://user:password@host/benchwatch",
+    )
+    copy.add_argument(
+        "--verify-only",
+        action="store_true",
+        help="copy nothing, only compare the row counts of each table (default: off)",
+    )
+
+
 def _detect_options(detect: argparse.ArgumentParser) -> None:
     from app.anomalies.detectors import DetectorConfig
 
@@ -711,6 +792,11 @@ Options = Callable[[argparse.ArgumentParser], None]
 COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace], int] | None, Options]] = {
     "serve": ("run the API (migrates the database first)", cmd_serve, _serve_options),
     "migrate": ("upgrade the database schema", cmd_migrate, _migrate_options),
+    "copy": (
+        "copy a whole database into an empty one (e.g. SQLite to Postgres) and verify it",
+        cmd_copy,
+        _copy_options,
+    ),
     "detect": ("find steps in a series (CSV or JSON file)", cmd_detect, _detect_options),
     "run-suite": ("run a tier of the built-in suite here", cmd_run_suite, _run_suite_options),
     "worker": (
