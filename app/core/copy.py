@@ -13,19 +13,32 @@ so this module knows no domain. The copy:
 4. moves each Postgres sequence past the largest id copied;
 5. and ``verify`` counts each table's rows on both sides afterwards.
 
-Values pass through the column types: JSON is decoded and encoded again, ``UTCDateTime`` gives
-aware datetimes whichever dialect stored them, booleans stored as 0/1 by SQLite become booleans.
+Values pass through the column types: ``UTCDateTime`` gives aware datetimes whichever dialect
+stored them (SQLite's are naive UTC), booleans stored as 0/1 by SQLite become booleans, JSON is
+decoded and encoded again, except into Postgres, where COPY takes the source's JSON text as it is.
 """
 
-import json
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Integer, MetaData, Table, func, inspect, select, text
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Engine,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    cast,
+    func,
+    inspect,
+    select,
+    text,
+)
 from sqlalchemy.engine import make_url
 from sqlalchemy.types import JSON, TypeDecorator, TypeEngine
 
@@ -227,22 +240,14 @@ def _copy_table(reading: Connection, writing: Connection, table: Table, progress
     total = reading.scalar(select(func.count()).select_from(table)) or 0
     progress(0, total, table.name)
     order = list(table.primary_key.columns) or list(table.columns)
-    result = reading.execution_options(yield_per=BATCH).execute(select(table).order_by(*order))
-    done = 0
     if writing.dialect.name == "postgresql":
-        cursor = writing.connection.driver_connection.cursor()  # type: ignore[union-attr]
-        quote = writing.dialect.identifier_preparer.quote
-        columns = ", ".join(quote(c.name) for c in table.columns)
-        encoders = [_copy_encoder(c.type, nullable=bool(c.nullable)) for c in table.columns]
-        with cursor.copy(f"COPY {quote(table.name)} ({columns}) FROM STDIN") as copy:
-            for batch in result.partitions():
-                for row in batch:
-                    copy.write_row([encode(v) for encode, v in zip(encoders, row, strict=True)])
-                done += len(batch)
-                progress(done, total, table.name)
-        return done
+        return _copy_into_postgres(
+            reading, writing, table, order, lambda done: progress(done, total, table.name)
+        )
+    result = reading.execution_options(yield_per=BATCH).execute(select(table).order_by(*order))
     keys = [c.key for c in table.columns]
     insert = table.insert()
+    done = 0
     for batch in result.partitions():
         writing.execute(insert, [dict(zip(keys, row, strict=True)) for row in batch])
         done += len(batch)
@@ -250,20 +255,47 @@ def _copy_table(reading: Connection, writing: Connection, table: Table, progress
     return done
 
 
-def _copy_encoder(type_: TypeEngine[Any], *, nullable: bool) -> Callable[[Any], Any]:
-    """How a value read through ``type_`` is written by COPY (psycopg adapts the rest)."""
+def _copy_into_postgres(
+    reading: Connection,
+    writing: Connection,
+    table: Table,
+    order: Sequence[ColumnElement[Any]],
+    progress: Callable[[int], None],
+) -> int:
+    """COPY the rows in; JSON travels as the source's text (decoding it costs the most).
+
+    The text of a JSON null in a nullable column becomes SQL NULL, as the app's COPY of
+    results writes a missing value (SQLite's JSON columns store None as that text).
+    """
+    columns = list(table.columns)
+    json_at = [i for i, c in enumerate(columns) if _is_json(c.type)]
+    nullable_json_at = [i for i in json_at if columns[i].nullable]
+    selected = [cast(c, Text) if i in json_at else c for i, c in enumerate(columns)]
+    result = reading.execution_options(yield_per=BATCH).execute(select(*selected).order_by(*order))
+    cursor = writing.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    quote = writing.dialect.identifier_preparer.quote
+    names = ", ".join(quote(c.name) for c in columns)
+    done = 0
+    with cursor.copy(f"COPY {quote(table.name)} ({names}) FROM STDIN") as copy:
+        for batch in result.partitions():
+            for row in batch:
+                if nullable_json_at:
+                    values = list(row)
+                    for i in nullable_json_at:
+                        if values[i] == "null":
+                            values[i] = None
+                    copy.write_row(values)
+                else:
+                    copy.write_row(row)
+            done += len(batch)
+            progress(done)
+    return done
+
+
+def _is_json(type_: TypeEngine[Any]) -> bool:
     if isinstance(type_, TypeDecorator):
         type_ = type_.impl_instance
-    if not isinstance(type_, JSON):
-        return _same
-    # JSON's None is SQL NULL where the column allows it (as the app's COPY of results
-    # writes it), JSON null where it does not (as the ORM writes it into such a column).
-    none = None if nullable else "null"
-    return lambda value: none if value is None else json.dumps(value)
-
-
-def _same(value: Any) -> Any:
-    return value
+    return isinstance(type_, JSON)
 
 
 def _reset_sequences(writing: Connection, tables: list[Table]) -> None:
