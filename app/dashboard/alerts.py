@@ -7,6 +7,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.annotations import service as annotations_service
 from app.anomalies import triage
 from app.anomalies.models import (
     STATUSES,
@@ -26,6 +27,8 @@ GROUPS_PER_PAGE = 20
 SHOWN_PER_GROUP = 25
 CHARTS_PER_GROUP = 6
 CHART_WINDOW = timedelta(days=20)  # either side of the step
+ANNOTATIONS_SHOWN = 10  # per group: those in its window, the newest
+ANNOTATION_AFTER = timedelta(days=1)  # a group's window ends this long after its first bad run
 EXPLAINING_SHOWN = 8  # links to the per-model findings behind an aggregate finding
 RULE_WORDS = {
     "step": "step (change-point detector)",
@@ -88,10 +91,15 @@ def _group(session: Session, group: AlertGroup, charts: bool) -> dict[str, Any]:
     coverage = [f for f in cases if f.severity == "low"]  # a table of their own: none fails
     first_bad = session.get(Run, group.first_bad_run_id)
     anomaly = session.scalar(select(RunAnomaly).where(RunAnomaly.run_id == group.first_bad_run_id))
+    summary = triage.describe_group(session, group)
+    last_good = session.get(Run, group.last_good_run_id)
     return {
-        "summary": triage.describe_group(session, group),
+        "summary": summary,
         "first_bad": first_bad,
-        "last_good": session.get(Run, group.last_good_run_id),
+        "last_good": last_good,
+        "annotations": _annotations(
+            session, summary["machine"], group.channel, last_good, first_bad
+        ),
         "anomaly": anomaly,
         "regressions": [_regression(r) for r in members[:SHOWN_PER_GROUP]],
         "more": max(len(members) - SHOWN_PER_GROUP, 0),
@@ -103,6 +111,36 @@ def _group(session: Session, group: AlertGroup, charts: bool) -> dict[str, Any]:
         "aggregates": _aggregates(session, group.aggregates),
         "charts": [_chart(session, r) for r in members[:CHARTS_PER_GROUP]] if charts else [],
     }
+
+
+def _annotations(
+    session: Session, machine: str, channel: str, last_good: Run | None, first_bad: Run | None
+) -> list[dict[str, Any]]:
+    """The annotations in a group's window, global or of its machine (and channel).
+
+    The window runs from the group's last good run to a day after its first bad run.
+    """
+    if last_good is None or first_bad is None:
+        return []
+    found = annotations_service.annotations_for(
+        session,
+        machine,
+        [channel],
+        last_good.started_at,
+        first_bad.started_at + ANNOTATION_AFTER,
+        ANNOTATIONS_SHOWN,
+    )
+    return [
+        {
+            "id": a.id,
+            "at": a.at,
+            "ends_at": a.ends_at,
+            "text": a.text,
+            "url": a.url,
+            "scope": annotations_service.scope_of(a),
+        }
+        for a in found
+    ]
 
 
 def _regression(regression: Regression) -> dict[str, Any]:

@@ -5,6 +5,7 @@ out as plotly.js needs it) and hand back ``Figure.to_dict()``; pages embed the d
 ``embed`` (the templates' ``embed`` filter).
 """
 
+import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -25,6 +26,8 @@ LAYOUT = {
     "template": "plotly_white",
 }
 REGRESSION, IMPROVEMENT, NEUTRAL = "#cf222e", "#1a7f37", "#57606a"
+MARK = "#8250df"  # annotations: a dotted line at their time, a band over their span
+MARK_LABEL = 24  # characters of an annotation's text written above the chart
 RANGE_BUTTONS = [
     {"count": 7, "label": "7d", "step": "day", "stepmode": "backward"},
     {"count": 30, "label": "30d", "step": "day", "stepmode": "backward"},
@@ -163,8 +166,26 @@ class Line:
     steps: list[Step]
 
 
-def series_chart(lines: Sequence[Line], metric: str, mode: str, by: str, unit: str) -> Figure:
-    """Lines over time, each with its samples' band and a marker per step.
+@dataclass(frozen=True)
+class Mark:
+    """An annotation on a chart: an event at ``at``, or a span until ``ends_at``."""
+
+    id: int
+    at: datetime
+    ends_at: datetime | None
+    text: str
+    scope: str  # where it applies, in words ("everywhere", "h100-8 · nightly")
+
+
+def series_chart(
+    lines: Sequence[Line],
+    metric: str,
+    mode: str,
+    by: str,
+    unit: str,
+    marks: Sequence[Mark] = (),
+) -> Figure:
+    """Lines over time, each with its samples' band and a marker per step; annotations.
 
     Args:
         lines: the lines, in legend order.
@@ -172,9 +193,12 @@ def series_chart(lines: Sequence[Line], metric: str, mode: str, by: str, unit: s
         mode: training or inference.
         by: what tells the lines apart (config, precision or channel).
         unit: the metric's unit.
+        marks: the annotations to draw, oldest first.
 
     Returns:
-        Per line: the band (when samples exist), the line, then its steps.
+        Per line: the band (when samples exist), the line, then its steps. Per annotation: a
+        dotted line (an event) or a shaded band (a span), and a label above the plot whose
+        hover text is the annotation's.
     """
     traces: list[go.Scatter] = []
     for index, line in enumerate(lines):
@@ -196,7 +220,52 @@ def series_chart(lines: Sequence[Line], metric: str, mode: str, by: str, unit: s
         traces += _markers(line, color)
     fig = _figure(traces, f"{metric} · {mode} · by {by}", _axis_title(metric, unit))
     fig.update_xaxes(rangeselector={"buttons": RANGE_BUTTONS})
+    _annotate(fig, marks)
     return _plain(fig)
+
+
+def _annotate(fig: go.Figure, marks: Sequence[Mark]) -> None:
+    """A dotted line or a shaded span per annotation, with a label that tells its text.
+
+    The text is the user's: escaped, so that plotly draws it as typed (plotly reads tags in
+    labels and hover text).
+    """
+    for mark in marks:
+        common = {"xref": "x", "yref": "paper", "y0": 0, "y1": 1, "name": f"annotation-{mark.id}"}
+        if mark.ends_at is None:
+            line = {"color": MARK, "width": 1.5, "dash": "dot"}
+            fig.add_shape(type="line", x0=mark.at, x1=mark.at, line=line, **common)
+        else:
+            fig.add_shape(
+                type="rect",
+                x0=mark.at,
+                x1=mark.ends_at,
+                fillcolor=MARK,
+                opacity=0.12,
+                line={"width": 0},
+                layer="below",
+                **common,
+            )
+        text = mark.text if len(mark.text) <= MARK_LABEL else mark.text[: MARK_LABEL - 1] + "…"
+        when = f"{mark.at:%Y-%m-%d %H:%M}" + (
+            f" to {mark.ends_at:%Y-%m-%d %H:%M}" if mark.ends_at else ""
+        )
+        fig.add_annotation(
+            x=mark.at,
+            y=1,
+            xref="x",
+            yref="paper",
+            xanchor="left",
+            yanchor="bottom",
+            showarrow=False,
+            text=f"⚑ {html.escape(text, quote=False)}",
+            font={"size": 10, "color": MARK},
+            hovertext=(
+                f"{html.escape(mark.text, quote=False)}<br>{when} UTC"
+                f"<br>{html.escape(mark.scope, quote=False)}"
+            ),
+            name=f"annotation-{mark.id}",
+        )
 
 
 def _point_hover(point: Point, unit: str) -> str:

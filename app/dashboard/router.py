@@ -17,6 +17,7 @@ from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
 from sqlalchemy.orm import Session
 
+from app.annotations import service as annotations_service
 from app.anomalies.registry import read_thresholds
 from app.api.deps import SessionDep
 from app.api.validation import refuse_nul_in_query
@@ -24,6 +25,7 @@ from app.core import queue
 from app.core.bounds import RowId, in_id_range
 from app.core.errors import DomainError, NotFound
 from app.core.urls import safe_href
+from app.dashboard import annotations_page
 from app.dashboard import format as fmt
 from app.dashboard import subscriptions as subs
 from app.dashboard.alerts import AlertQuery, inbox
@@ -476,3 +478,50 @@ def expire_silence_form(
     silences.expire_silence(session, silence_id)
     queue.commit(session)
     return RedirectResponse(subs.with_done(safe_next(back), "expired"), status_code=303)
+
+
+@pages.get("/annotations", response_class=HTMLResponse)
+def annotations_view(
+    request: Request, session: SessionDep, done: str | None = None
+) -> HTMLResponse:
+    """The newest annotations; triage adds and deletes them."""
+    scopes = subs.scopes_of(request, session)
+    context = annotations_page.page_context(session, scopes, done=done)
+    return render(request, session, "annotations.html", **context)
+
+
+@pages.post("/annotations", response_class=HTMLResponse, response_model=None)
+def create_annotation_form(
+    request: Request,
+    session: SessionDep,
+    actor: subs.TriageForm,
+    form: Annotated[annotations_page.AnnotationForm, Depends(annotations_page.annotation_form)],
+) -> Response:
+    """Add an annotation from the page's form; refused, the form again with why."""
+    body, errors = annotations_page.parse_annotation(form)
+    if body is None:
+        scopes = subs.scopes_of(request, session)
+        context = annotations_page.page_context(session, scopes, form, errors)
+        return render(request, session, "annotations.html", **context)
+    annotations_service.create_annotation(
+        session,
+        body.at,
+        body.ends_at,
+        body.machine,
+        body.channel,
+        body.text,
+        body.url,
+        actor.label,
+    )
+    queue.commit(session)
+    return RedirectResponse("/annotations?done=added", status_code=303)
+
+
+@pages.post("/annotations/{annotation_id}/delete")
+def delete_annotation_form(
+    session: SessionDep, actor: subs.TriageForm, annotation_id: RowId
+) -> RedirectResponse:
+    """Delete an annotation."""
+    annotations_service.delete_annotation(session, annotation_id)
+    queue.commit(session)
+    return RedirectResponse("/annotations?done=deleted", status_code=303)

@@ -7,12 +7,13 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from app.annotations import service as annotations_service
 from app.anomalies.models import Regression
 from app.benchmarks.models import Benchmark, Machine, Metric, Series
 from app.benchmarks.service import SeriesFilter, search_series
 from app.dashboard import figures
 from app.dashboard import format as fmt
-from app.dashboard.figures import Line, Point, Step
+from app.dashboard.figures import Line, Mark, Point, Step
 from app.dashboard.queries import machine_device, machine_names
 from app.runs.branches import base_channel, is_branch_channel
 from app.runs.downsample import downsample_indices
@@ -22,6 +23,7 @@ from app.runs.service import series_points
 GROUPINGS = ("config", "precision", "channel")
 MAX_POINTS = 400  # per line, after M4 downsampling (steps and extremes are kept)
 RANGES = {"7": 7, "30": 30, "90": 90, "all": None}
+MAX_MARKS = 50  # annotations drawn on one chart (the newest in its range)
 
 
 @dataclass(frozen=True)
@@ -95,12 +97,16 @@ def series_page(session: Session, query: SeriesQuery) -> dict[str, Any]:
         found += matching_series(session, replace(query, channel=query.branch), machine, model)
     drawn = lines(session, found, query.by, machine_device(session, machine), query.days)
     unit = found[0].metric.unit if found else ""
+    drawn_marks = marks(session, machine, found, drawn)
     return context | {
         "series": found,
         "unit": unit,
-        "figure": figures.series_chart(drawn.lines, query.metric, query.mode, query.by, unit)
+        "figure": figures.series_chart(
+            drawn.lines, query.metric, query.mode, query.by, unit, drawn_marks
+        )
         if found
         else None,
+        "marks": drawn_marks,
         "regressions": [step for line in drawn.lines for step in line.steps],
         "points": drawn.points,
         "shown": drawn.shown,
@@ -156,6 +162,22 @@ def lines(session: Session, found: list[Series], by: str, device: str, days: str
         )
         total += len(rows)
     return Drawn(drawn, total, sum(len(line.points) for line in drawn))
+
+
+def marks(session: Session, machine: str, found: list[Series], drawn: Drawn) -> list[Mark]:
+    """The annotations that apply to the chart, within the time its points span.
+
+    Global ones, the machine's, and those of the chart's channels (a branch's channel counts
+    as its default branch's too); at most ``MAX_MARKS``, the newest.
+    """
+    times = [p.at for line in drawn.lines for p in line.points]
+    if not times:
+        return []
+    channels = {s.channel for s in found} | {base_channel(s.channel) for s in found}
+    rows = annotations_service.annotations_for(
+        session, machine, sorted(channels), min(times), max(times) + timedelta(seconds=1), MAX_MARKS
+    )
+    return [Mark(a.id, a.at, a.ends_at, a.text, annotations_service.scope_of(a)) for a in rows]
 
 
 def _filter(query: SeriesQuery, machine: str, model: str) -> SeriesFilter:
