@@ -410,6 +410,8 @@ def list_run_results(
     query = (
         select(
             Result.series_id,
+            Series.benchmark_id,
+            Series.metric_id,
             Benchmark.suite,
             Benchmark.model,
             Benchmark.category,
@@ -420,6 +422,7 @@ def list_run_results(
             Benchmark.params,
             Metric.name.label("metric"),
             Metric.unit,
+            Metric.kind,
             Metric.higher_is_better,
             Result.status,
             Result.value,

@@ -20,12 +20,12 @@ from app.anomalies import registry
 from app.anomalies.detector_interface import DetectorThresholds
 from app.anomalies.history import History, load_histories, load_samples
 from app.anomalies.models import Regression
-from app.benchmarks.models import Benchmark, CompilerConfig, Metric, Series
+from app.benchmarks.models import Series
 from app.core.bulk import member_of
 from app.core.errors import DomainError
 from app.runs import service as runs_service
 from app.runs.branches import base_channel, is_branch_channel
-from app.runs.models import Result, Run
+from app.runs.models import Run
 from app.runs.shards import COMPLETED
 from app.verdicts.judge import LEVEL_POINTS, Verdict, judge
 
@@ -53,7 +53,7 @@ def verdicts_of(
     if run.result_count > MAX_RESULTS:
         raise TooManyResults(run.id, run.result_count)
     base_run, how = _fork_point(session, run)
-    rows = _results(session, run.id)
+    rows = runs_service.list_run_results(session, run.id)
     mainline = _mainline_series(session, run, rows) if base_run is not None else {}
     histories = (
         load_histories(session, sorted(set(mainline.values())), base_run.started_at, HISTORY_POINTS)
@@ -104,39 +104,6 @@ def _fork_point(session: Session, run: Run) -> tuple[Run | None, str]:
             return found, "merge-base"
     found = session.scalar(query.where(Run.started_at <= run.started_at).order_by(*newest))
     return (found, "nearest-earlier") if found is not None else (None, "none")
-
-
-def _results(session: Session, run_id: int) -> list[dict[str, Any]]:
-    query = (
-        select(
-            Result.series_id,
-            Series.benchmark_id,
-            Series.metric_id,
-            Benchmark.suite,
-            Benchmark.model,
-            Benchmark.mode,
-            Benchmark.precision,
-            CompilerConfig.name.label("config"),
-            Benchmark.batch_size,
-            Benchmark.params,
-            Metric.name.label("metric"),
-            Metric.unit,
-            Metric.kind,
-            Metric.higher_is_better,
-            Result.status,
-            Result.value,
-            Result.samples,
-            Result.text_value,
-            Result.reason,
-        )
-        .join(Series, Result.series_id == Series.id)
-        .join(Benchmark, Series.benchmark_id == Benchmark.id)
-        .join(CompilerConfig, Benchmark.compiler_config_id == CompilerConfig.id)
-        .join(Metric, Series.metric_id == Metric.id)
-        .where(Result.run_id == run_id)
-        .order_by(Benchmark.suite, Benchmark.model, Benchmark.id, Metric.name)
-    )
-    return [dict(row._mapping) for row in session.execute(query)]
 
 
 def _mainline_series(
