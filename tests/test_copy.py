@@ -204,3 +204,7 @@ def test_a_source_not_at_the_newest_schema_is_refused(
     assert copy(f"sqlite:///{tmp_path / 'typo.db'}", f"sqlite:///{target}") == 2
     assert "does not exist" in capsys.readouterr().err
     assert not (tmp_path / "typo.db").exists()
+
+    upgrade_database(old)
+    assert copy(old, f"sqlite:///{tmp_path}/../{tmp_path.name}/old.db") == 2
+    assert "name the same database" in capsys.readouterr().err

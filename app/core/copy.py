@@ -107,7 +107,7 @@ def copy_database(
         _check_source(source, tables)
         _refuse_unless_empty(target, tables, metadata.tables)
         upgrade_database(target_url)
-        _refuse_unless_empty(target, tables, metadata.tables)  # a writer may have begun meanwhile
+        _refuse_unless_empty(target, tables)  # a writer may have begun meanwhile
         done: list[TableCopied] = []
         with _snapshot(source) as reading, target.begin() as writing:
             for table in tables:
@@ -198,8 +198,13 @@ def _check_source(source: Engine, tables: list[Table]) -> None:
             )
 
 
-def _refuse_unless_empty(target: Engine, tables: list[Table], ours: Collection[str]) -> None:
-    """Refuse a target with rows in a copied table, or with tables of something else."""
+def _refuse_unless_empty(
+    target: Engine, tables: list[Table], ours: Collection[str] | None = None
+) -> None:
+    """Refuse a target with rows in a copied table, or (given ``ours``) with tables of others.
+
+    A Postgres partition of one of ours (the migrations may partition a table) is ours.
+    """
     present = set(inspect(target).get_table_names())
     with target.connect() as connection:
         for table in tables:
@@ -209,11 +214,21 @@ def _refuse_unless_empty(target: Engine, tables: list[Table], ours: Collection[s
                     "into an empty one: on Postgres `DROP DATABASE name` and `CREATE DATABASE "
                     "name` (or createdb a new one); on SQLite a path where no file is yet"
                 )
-    if strangers := sorted(present - set(ours) - {VERSION_TABLE}):
+    if ours is None:
+        return
+    if strangers := sorted(present - set(ours) - {VERSION_TABLE} - _partitions(target)):
         raise CopyRefused(
             f"the target database holds tables benchwatch does not use ({', '.join(strangers)}):"
             " copy into a database of its own"
         )
+
+
+def _partitions(engine: Engine) -> set[str]:
+    if engine.dialect.name != "postgresql":
+        return set()
+    with engine.connect() as connection:
+        query = "SELECT relname FROM pg_class WHERE relispartition AND relkind IN ('r', 'p')"
+        return set(connection.exec_driver_sql(query).scalars())
 
 
 @contextmanager
