@@ -21,6 +21,7 @@ from app.core.config import Settings
 from app.core.db import Database, utcnow
 from app.core.migrate import upgrade_database
 from app.main import create_app
+from app.notifications.models import Notice
 from tests.anomalies.test_service import dynamic_bert_slower, post_history
 from tests.conftest import PEPPER, POSTGRES_URL, make_token, service_missing
 from tests.factories import case_rows, nightly
@@ -73,6 +74,7 @@ def filled_sqlite(tmp_path: Path) -> tuple[str, dict[str, str]]:
         }
         made = client.post("/api/v1/subscriptions", json=subscription, headers=admin)
         assert made.status_code == 201, made.text
+        made_subscription = made.json()
         silence = {
             "matchers": {"model": "llama"},
             "ends_at": (utcnow() + timedelta(days=3)).isoformat(),
@@ -87,7 +89,29 @@ def filled_sqlite(tmp_path: Path) -> tuple[str, dict[str, str]]:
             headers=admin,
         )
         assert triaged.status_code == 200, triaged.text
+    digested(url, made_subscription["id"], regression["group_id"])
     return url, admin
+
+
+def digested(url: str, subscription_id: int, group_id: int) -> None:
+    """A notice gathered into a digest with a larger id (a row pointing at a later row)."""
+    database = Database(url)
+    with database.session_scope() as session:
+        common = {"subscription_id": subscription_id, "revision": 1, "group_id": group_id}
+        session.add(Notice(id=900, event="digest", event_key="digest:1", state="sent", **common))
+        session.flush()
+        session.add(
+            Notice(
+                id=800,
+                event="new",
+                event_key="g1:new",
+                state="digested",
+                digest_id=900,
+                payload={"findings": [1.5, None], "ok": True},
+                **common,
+            )
+        )
+    database.dispose()
 
 
 def answers(client: TestClient, admin: dict[str, str]) -> dict[str, Any]:
@@ -96,6 +120,7 @@ def answers(client: TestClient, admin: dict[str, str]) -> dict[str, Any]:
     (regression,) = client.get("/api/v1/regressions").json()["items"]
     series = regression["series"]["id"]
     newest = max(run["id"] for run in runs["items"])
+    subscriptions = client.get("/api/v1/subscriptions", headers=admin).json()
     paths = [
         "/api/v1/runs?limit=100",
         f"/api/v1/runs/{newest}",
@@ -106,6 +131,7 @@ def answers(client: TestClient, admin: dict[str, str]) -> dict[str, Any]:
         "/api/v1/alert-groups",
         f"/api/v1/summary?run_id={newest}",
         "/api/v1/subscriptions",
+        f"/api/v1/subscriptions/{subscriptions['items'][0]['id']}/notices",
         "/api/v1/silences",
         "/api/v1/benchmarks?limit=100",
     ]
