@@ -234,3 +234,9 @@ def test_a_source_not_at_the_newest_schema_is_refused(
     upgrade_database(old)
     assert copy(old, f"sqlite:///{tmp_path}/../{tmp_path.name}/old.db") == 2
     assert "name the same database" in capsys.readouterr().err
+
+    missing = make_url(POSTGRES_URL).set(database="benchwatch_no_such_db", password=PASSWORD)
+    assert copy(old, missing.render_as_string(hide_password=False)) == 2
+    err = capsys.readouterr().err
+    assert "benchwatch copy: OperationalError" in err  # one line, not a traceback
+    assert PASSWORD not in err

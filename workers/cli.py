@@ -82,6 +82,16 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 def cmd_copy(args: argparse.Namespace) -> int:
     """Copy a whole database into an empty one, then compare their row counts table by table."""
+    from sqlalchemy.exc import DBAPIError
+
+    try:
+        return _copy(args)
+    except DBAPIError as error:  # unreachable, or a value the target refuses: rolled back
+        print(f"benchwatch copy: {type(error.orig).__name__}: {error.orig}", file=sys.stderr)
+        return 2
+
+
+def _copy(args: argparse.Namespace) -> int:
     import app.models  # noqa: F401  (every table in Base.metadata)
     from app.benchmarks.models import CatalogGeneration
     from app.core import copy as copying
