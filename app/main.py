@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from http import HTTPStatus
 
-from fastapi import FastAPI, Request, Response
+from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.gzip import GZipMiddleware
@@ -16,15 +16,18 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import app.models  # noqa: F401  (every model registered before the first query)
 from app.anomalies.registry import read_thresholds
+from app.api.deps import ReadAccess
 from app.api.router import api_router
 from app.api.validation import handle_validation_error
 from app.core.config import DEV_PEPPER, Settings, settings
-from app.core.db import UNAVAILABLE, database_unavailable
+from app.core.db import UNAVAILABLE, Database, database_unavailable
 from app.core.errors import DomainError, error_body, handle_domain_error
 from app.core.headers import SecurityHeaders, docs_router
 from app.core.limits import BodySizeLimit
 from app.core.logging import configure_logging
-from app.core.queue import InProcessPublisher
+from app.core.metrics import RequestMetrics, render
+from app.core.queue import InProcessPublisher, Publisher
+from app.core.request_id import RequestId
 from app.dashboard import router as dashboard
 from app.dashboard.router import FRONTEND
 from app.dashboard.sign_in import SignInRequired, to_sign_in
@@ -41,6 +44,7 @@ from app.notifications import config_file
 from app.notifications.outbound import AllowList
 from app.notifications.router import feeds as feeds_router
 from app.notifications.service import check_receivers
+from app.observability import WorkWaiting
 
 log = logging.getLogger(__name__)
 
@@ -89,10 +93,23 @@ def refuse_development_secrets(config: Settings) -> None:
         )
 
 
+def metrics_router(database: Database, publisher: Publisher) -> APIRouter:
+    """``GET /metrics``: the Prometheus text format, readable as the other reads are."""
+    waiting = WorkWaiting(database, publisher)
+    router = APIRouter(include_in_schema=False, dependencies=[ReadAccess])
+
+    @router.get("/metrics")
+    def metrics() -> Response:
+        body, content_type = render([waiting])
+        return Response(body, media_type=content_type, headers={"Cache-Control": "no-store"})
+
+    return router
+
+
 def create_app(config: Settings | None = None) -> FastAPI:
     """The application for ``config`` (default: the environment's settings)."""
     config = config or settings
-    configure_logging(config.LOG_LEVEL)
+    configure_logging(config.LOG_LEVEL, config.LOG_FORMAT)
     refuse_development_secrets(config)
     read_thresholds(config.DETECTOR_THRESHOLDS)  # a bad mapping stops the server at start
     AllowList.parse(config.RECEIVER_ALLOW)  # a bad entry stops the server at start
@@ -143,7 +160,11 @@ def create_app(config: Settings | None = None) -> FastAPI:
     # smaller.
     application.add_middleware(GZipMiddleware, minimum_size=2048, compresslevel=6)
     application.add_middleware(SecurityHeaders)
+    application.add_middleware(RequestMetrics)
+    application.add_middleware(RequestId)  # outermost: every log line of the request has it
     application.include_router(health_router)
+    if config.METRICS:
+        application.include_router(metrics_router(database, publisher))
     application.include_router(docs_router(application))
     application.include_router(api_router)
     application.include_router(feeds_router)

@@ -4,19 +4,30 @@ import logging
 import time
 from collections.abc import Sequence
 from datetime import timedelta
+from functools import partial
 
+from prometheus_client import Histogram
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from app.anomalies import service, silence
 from app.anomalies.detector_interface import Thresholds
+from app.core.bounds import in_id_range
 from app.core.config import Schedule
 from app.core.db import Database
+from app.core.metrics import after_commit
 from app.core.queue import enqueue_after_commit
 from app.jobs import DETECT_RUN
 from app.runs import shards
+from app.runs.models import Run
 
 log = logging.getLogger(__name__)
 ATTEMPTS = 5  # of one detection that collides with concurrent ones
+# From an in-process detection (under a second) to a backlog of hours (docs/metrics.md).
+DETECTION_LAG = Histogram(
+    "benchwatch_detection_lag_seconds",
+    "From a run's upload to the end of its first detection",
+    buckets=(0.25, 0.5, 1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400),
+)
 
 
 def detect_run(database: Database, thresholds: Thresholds, *, run_id: int) -> None:
@@ -29,7 +40,12 @@ def detect_run(database: Database, thresholds: Thresholds, *, run_id: int) -> No
     for attempt in range(1, ATTEMPTS + 1):
         try:
             with database.session_scope() as session:
+                run = session.get(Run, run_id) if in_id_range(run_id) else None
+                first = run is not None and run.detected_at is None
                 found = service.detect_for_run(session, run_id, thresholds)
+                if first and run is not None and run.detected_at is not None:
+                    lag = (run.detected_at - run.created_at).total_seconds()
+                    after_commit(session, partial(DETECTION_LAG.observe, max(lag, 0.0)))
                 log.info(
                     "run %s: %d new finding(s), %d reverted",
                     run_id,

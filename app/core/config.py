@@ -1,6 +1,7 @@
 """Settings, read once from ``BENCHWATCH_*`` environment variables (or a ``.env`` file)."""
 
 from pathlib import Path
+from typing import Literal
 
 from platformdirs import user_data_dir
 from pydantic import BaseModel, Field, SecretStr, field_validator
@@ -46,6 +47,8 @@ class Settings(BaseSettings):
     MAX_BODY_BYTES: int = 64 * 1024 * 1024  # larger request bodies get 413
     PARSE_TIMEOUT_S: float = 20.0  # an upload still being read after this long gets 413
     LOG_LEVEL: str = "INFO"
+    LOG_FORMAT: Literal["text", "json"] = "text"  # json: one object per line, with request_id
+    METRICS: bool = True  # False: no /metrics (docs/metrics.md); else readable as other reads
     # Detector thresholds per suite or metric, e.g. {"metric:dynamo_peak_mem":
     # {"min_rel_change": 0.2}, "suite:timm_models": {"max_p_value": 0.0001}} (JSON in the env).
     DETECTOR_THRESHOLDS: dict[str, dict[str, float]] = Field(default_factory=dict)

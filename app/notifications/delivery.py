@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from importlib import import_module
 from typing import Any
 
+from prometheus_client import Counter
 from sqlalchemy import and_, or_, select, update
 from sqlalchemy.orm import Session
 
@@ -41,6 +42,13 @@ SENDERS = {
 }
 MAX_DELAY_S = 7200.0  # between two attempts, however many failed
 ERROR_CHARS = 1000  # of an error kept in the log
+# Each attempt that reported back, by receiver kind and outcome: delivered (this attempt), retry
+# (it failed; the delivery is tried again later) or failed (it failed; the delivery gave up).
+ATTEMPTS = Counter(
+    "benchwatch_notification_attempts",
+    "Notification delivery attempts by receiver kind and outcome (delivered, retry, failed)",
+    ["kind", "outcome"],
+)
 
 
 def sender(kind: str) -> Sender:
@@ -98,7 +106,10 @@ def deliver(database: Database, settings: Settings, delivery_id: int) -> str:
         elapsed = (time.perf_counter() - started) * 1000
         outcome = Outcome(ok=False, latency_ms=elapsed, error=f"sender error: {exc}", retry=True)
     with database.session_scope() as session:
-        return record(session, settings, delivery_id, outcome, utcnow(), lease_until)
+        state = record(session, settings, delivery_id, outcome, utcnow(), lease_until)
+    counted = "delivered" if outcome.ok else "failed" if state == "failed" else "retry"
+    ATTEMPTS.labels(kind=receiver["kind"], outcome=counted).inc()
+    return state
 
 
 def claim(session: Session, delivery_id: int, lease_until: datetime) -> bool:

@@ -3,11 +3,12 @@
 import hashlib
 import json
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from prometheus_client import Counter
 from sqlalchemy import Select, bindparam, select
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
@@ -19,6 +20,7 @@ from app.core.bounds import in_id_range, nul_locations
 from app.core.bulk import insert_missing, insert_returning, member_of
 from app.core.db import utcnow
 from app.core.errors import Conflict, InvalidInput, NotFound
+from app.core.metrics import after_commit
 from app.core.queue import enqueue_after_commit
 from app.jobs import DETECT_RUN
 from app.runs import branches, shards
@@ -58,6 +60,13 @@ _RUN_ID_BY_KEY = select(Run.id).where(Run.key == bindparam("key"))
 _ENVIRONMENT_BY_HASH = select(Environment).where(
     Environment.content_hash == bindparam("content_hash")
 )
+# Counted once the upload's transaction commits (docs/metrics.md).
+UPLOADS = Counter(
+    "benchwatch_uploads",
+    "Runs and shards received: stored (new results) or retry (stored before, nothing added)",
+    ["outcome"],
+)
+RESULTS_INGESTED = Counter("benchwatch_results_ingested", "Results received in stored uploads")
 
 
 def _refuse_nul(places: list[str]) -> InvalidInput:
@@ -135,7 +144,19 @@ def ingest_run(
     run = ingested.run
     if run.status == shards.COMPLETED and (ingested.created or run.detected_at is None):
         enqueue_after_commit(session, DETECT_RUN, run_id=run.id)
+    after_commit(session, _counter(ingested.created, len(run_in.results)))
     return ingested
+
+
+def _counter(created: bool, results: int) -> Callable[[], None]:
+    """What the commit of an upload adds to ``UPLOADS`` and ``RESULTS_INGESTED``."""
+
+    def count() -> None:
+        UPLOADS.labels(outcome="stored" if created else "retry").inc()
+        if created:
+            RESULTS_INGESTED.inc(results)
+
+    return count
 
 
 def _kept_apart(run_in: RunIn, default_branches: Mapping[str, str]) -> RunIn:

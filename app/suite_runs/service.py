@@ -17,12 +17,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from prometheus_client import Counter
 from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session, selectinload
 
 from app.core.db import utcnow
 from app.core.errors import DomainError, NotFound
+from app.core.metrics import after_commit
 from app.runs import service as runs_service
 from app.runs.models import Run
 from app.runs.schemas import ResultIn, RunIn
@@ -32,6 +34,11 @@ from app.suite_runs.rows import failed_rows
 ROWS = TypeAdapter(list[ResultIn])
 UNFINISHED = ("pending", "running")
 log = logging.getLogger(__name__)
+SHARDS = Counter(
+    "benchwatch_shards",
+    "Suite shard attempts by outcome: done, failed (for good), released (to run again)",
+    ["outcome"],
+)
 
 
 @dataclass(frozen=True)
@@ -124,6 +131,7 @@ def release_shard(session: Session, shard_id: int, lease: str, reason: str) -> b
     if not _held_by(shard, lease):
         return False
     shard.status, shard.lease_until, shard.reason = "pending", None, reason
+    after_commit(session, SHARDS.labels(outcome="released").inc)
     return True
 
 
@@ -146,6 +154,7 @@ def finish_shard(
     shard.status = "done" if rows is not None else "failed"
     shard.rows = rows if rows is not None else _failed(shard.cases, reason)
     shard.reason, shard.lease_until, shard.finished_at = reason[:4000], None, utcnow()
+    after_commit(session, SHARDS.labels(outcome=shard.status).inc)
     return True
 
 
