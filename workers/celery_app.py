@@ -33,10 +33,17 @@ def beat_schedule(config: Settings) -> dict[str, dict[str, Any]]:
     """Beat's entries: the detection and notice sweeps, each machine's suite runs, the shards'.
 
     Raises:
-        ValueError: a schedule names a tier the suite does not have.
+        ValueError: a schedule names a tier the suite does not have, or a command suite
+            that BENCHWATCH_COMMAND_SUITES does not define.
     """
     for s in config.SCHEDULES:
-        if s.tier not in SUITE_TIERS:
+        if s.command is not None and s.command not in config.COMMAND_SUITES:
+            known = ", ".join(config.COMMAND_SUITES) or "none defined"
+            raise ValueError(
+                f"BENCHWATCH_SCHEDULES: machine {s.machine!r} names command suite "
+                f"{s.command!r}, not in BENCHWATCH_COMMAND_SUITES ({known})"
+            )
+        if s.command is None and s.tier not in SUITE_TIERS:
             raise ValueError(
                 f"BENCHWATCH_SCHEDULES: machine {s.machine!r} has unknown tier {s.tier!r}; "
                 f"one of {', '.join(SUITE_TIERS)}"
@@ -47,8 +54,8 @@ def beat_schedule(config: Settings) -> dict[str, dict[str, Any]]:
         "sweep-silence": entry(SWEEP_SILENCE, config.SILENCE_SWEEP_S),
     }
     entries |= {
-        f"suite-{s.machine}-{s.tier}": entry(
-            START_SUITE, cron(s), machine=s.machine, tier=s.tier, channel=s.channel
+        f"suite-{s.machine}-{s.suite_tier}": entry(
+            START_SUITE, cron(s), machine=s.machine, tier=s.suite_tier, channel=s.channel
         )
         for s in config.SCHEDULES
     }

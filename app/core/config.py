@@ -7,6 +7,7 @@ from platformdirs import user_data_dir
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.core.command_suites import CommandSuite, check_names, command_tier
 from app.core.cron import parse_cron
 
 
@@ -26,6 +27,14 @@ class Schedule(BaseModel):
     tier: str = "daily"  # a tier of the built-in suite: beat refuses an unknown one at start
     cron: str = Field(default="0 */12 * * *", pattern=r"^\S+( \S+){4}$")
     channel: str = "nightly"
+    # A command suite of BENCHWATCH_COMMAND_SUITES to run instead of a tier (beat refuses an
+    # unknown one at start); its suite runs have the tier "command:<name>".
+    command: str | None = Field(default=None, min_length=1, max_length=24)
+
+    @property
+    def suite_tier(self) -> str:
+        """The tier of the suite runs this schedule starts: a built-in tier or a command's."""
+        return command_tier(self.command) if self.command else self.tier
 
     @field_validator("cron")
     @classmethod
@@ -55,6 +64,10 @@ class Settings(BaseSettings):
     # Benchmark workers. SCHEDULES is JSON, e.g. [{"machine": "h100-a", "tier": "daily",
     # "cron": "0 */12 * * *"}]: a suite run per machine every 12 hours.
     SCHEDULES: list[Schedule] = Field(default_factory=list)
+    # Commands a worker may run as suites (docs/command-suites.md), JSON: name -> {"command":
+    # [argv...], "cwd", "env", "timeout_s", "outputs": [glob...], "format", "hints", "shards"}.
+    # Only the operator sets them; a schedule or a trigger names one.
+    COMMAND_SUITES: dict[str, CommandSuite] = Field(default_factory=dict)
     # A run whose detection has not finished this long after it was stored is queued again
     # (its task was lost: broker down, worker killed); the sweep looks every DETECTION_SWEEP_S.
     DETECTION_OVERDUE_S: float = 600.0
@@ -95,6 +108,11 @@ class Settings(BaseSettings):
     GITHUB_TOKEN: SecretStr = SecretStr("")  # for GitHub issue receivers
     # Apprise URL schemes a subscription may use (Teams workflows, Discord, Mattermost).
     APPRISE_SCHEMES: str = "workflows,discord,mmost,mmosts"
+
+    @field_validator("COMMAND_SUITES")
+    @classmethod
+    def _command_names(cls, suites: dict[str, CommandSuite]) -> dict[str, CommandSuite]:
+        return check_names(suites)
 
 
 settings = Settings()
