@@ -29,6 +29,7 @@ class ShardOutcome:
 
     rows: list[dict[str, Any]] | None
     reason: str = ""
+    retry: bool = True  # False: trying again would fail the same way (a file that does not parse)
 
 
 def run_shard_process(
@@ -61,6 +62,59 @@ def run_shard_process(
         if child.returncode != 0:
             return ShardOutcome(None, f"{_describe(child.returncode)}; stderr: {_tail(err)}")
         return ShardOutcome(json.loads(out.read_text()))
+
+
+def run_command_process(
+    argv: list[str],
+    *,
+    cwd: str | None,
+    env: dict[str, str],
+    logs: Path,
+    timeout_s: float,
+    heartbeat: Callable[[], bool],
+    every_s: float,
+) -> str | None:
+    """Run an operator's command (no shell) as a shard: None when it exited 0, else why not.
+
+    Its stdout and stderr go to files in ``logs``; a reason ends with the tail of its stderr
+    (of its stdout when stderr is empty). It gets its own process group, killed whole on a
+    timeout or a lost lease, and on Linux dies with the worker process that started it.
+    """
+    out, err = logs / "stdout.txt", logs / "stderr.txt"
+    with out.open("w") as stdout, err.open("w") as stderr:
+        try:
+            child = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=stdout,
+                stderr=stderr,
+                start_new_session=True,
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            )
+        except OSError as error:  # no such program or directory, not executable
+            return f"the command could not be started: {error}"
+        try:
+            ended = _wait(child, timeout_s, heartbeat, every_s)
+        except BaseException:
+            _kill(child)
+            raise
+    tail = _tail(err) if err.stat().st_size else _tail(out)
+    if ended is not None:
+        return f"{ended.replace('the shard', 'the command', 1)}; output: {tail}"
+    if child.returncode != 0:
+        described = _describe(child.returncode).replace("the shard process", "the command")
+        return f"{described}; output: {tail}"
+    return None
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL when the thread that started it ends (Linux)."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
 def _wait(

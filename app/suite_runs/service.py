@@ -177,6 +177,12 @@ def finalize(session: Session, suite_run_id: int) -> Run | None:
         return session.get(Run, suite_run.run_id)
     if suite_run.status != "running" or any(s.status in UNFINISHED for s in suite_run.shards):
         return None
+    if suite_run.shards and not any(shard.rows for shard in suite_run.shards):
+        # A command suite's shards know their cases once they ran: failed, they have no rows.
+        reasons = "; ".join(f"{s.label}: {s.reason}" for s in suite_run.shards if s.reason)
+        suite_run.status, suite_run.reason = "failed", f"no results: {reasons}"[:4000]
+        suite_run.finished_at = utcnow()
+        return None
     try:
         with session.begin_nested():  # a refused ingest leaves nothing behind
             run = runs_service.ingest_run(session, _run_payload(suite_run), source="worker").run

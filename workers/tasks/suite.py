@@ -6,16 +6,19 @@ at a time). torch is imported inside the tasks only, so a service-only worker st
 """
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from celery import Task
 from celery.signals import worker_ready
 
 from app.anomalies import confirmation
+from app.core.command_suites import CommandSuite, command_name
 from app.core.config import settings
 from app.jobs import REQUEUE_SHARDS, RUN_SHARD, START_SUITE, TASKS
-from app.suite_runs import service
+from app.suite_runs import service, triggers
 from workers.celery_app import declared
+from workers.command_suite import plan_command_shards, run_command_shard
 from workers.shard_runner import ShardOutcome, run_shard_process
 from workers.tasks.jobs import worker_database
 
@@ -31,25 +34,39 @@ def start_suite(
     channel: str = "nightly",
     trigger: str = "schedule",
     models: list[str] | None = None,
+    suite_run_id: int | None = None,
 ) -> int:
-    """Describe this machine, plan the tier's shards and queue them; a redelivery reuses the run."""
+    """Describe this machine, plan the tier's shards and queue them; a redelivery reuses the run.
+
+    ``suite_run_id``: a suite run triggered over the API, queued and waiting to be adopted.
+    """
     from workers.environment import describe_environment, describe_machine
-    from workers.tiers import plan_shards
 
     description = {
         "machine": describe_machine(machine).model_dump(mode="json", exclude_none=True),
         "environment": describe_environment(channel).model_dump(mode="json", exclude_none=True),
     }
+    if (name := command_name(tier)) is not None:  # a command suite of this worker's settings
+        command = command_suite(name)
+        shards = plan_command_shards(name, command)
+        description["extra"] = {"command": {"name": name, **command.model_dump(exclude={"env"})}}
+    else:
+        from workers.tiers import plan_shards
+
+        shards = plan_shards(tier, models)
     with worker_database().session_scope() as session:
-        suite_run = service.open_suite_run(
-            session,
-            key=f"suite-{machine}-{tier}-{self.request.id}",
-            machine=machine,
-            tier=tier,
-            trigger=trigger,
-            description=description,
-            shards=plan_shards(tier, models),
-        )
+        if suite_run_id is not None:
+            suite_run = triggers.adopt_suite_run(session, suite_run_id, description, shards)
+        else:
+            suite_run = service.open_suite_run(
+                session,
+                key=f"suite-{machine}-{tier}-{self.request.id}",
+                machine=machine,
+                tier=tier,
+                trigger=trigger,
+                description=description,
+                shards=shards,
+            )
         suite_run_id = suite_run.id
         pending = [shard.id for shard in suite_run.shards if shard.status == "pending"]
     for shard_id in pending:
@@ -69,19 +86,22 @@ def run_shard(self: Task[Any, Any], *, shard_id: int) -> None:
     with worker_database().session_scope() as session:
         claim = service.claim_shard(session, shard_id, worker, settings.SHARD_LEASE_S)
         lease = claim.lease
-        spec = {"tier": claim.shard.suite_run.tier, "cases": claim.shard.cases}
+        tier = claim.shard.suite_run.tier
+        spec = {"tier": tier, "cases": claim.shard.cases}
+        position, described = claim.shard.position, claim.shard.suite_run.description
         attempt, suite_run_id = claim.shard.attempts, claim.shard.suite_run_id
         suspect = confirmation.suspect_environment(claim.shard.suite_run)
     if claim.outcome == "busy":  # another worker holds it: look again when its lease lapses
         raise self.retry(countdown=claim.wait_s + 1)
     if claim.outcome == "claimed" and not _environment_changed(suite_run_id, suspect):
-        outcome = run_shard_process(
-            spec,
-            timeout_s=settings.SHARD_TIMEOUT_S,
-            heartbeat=lambda: _renew(shard_id, lease),
-            every_s=settings.SHARD_LEASE_S / 3,
-        )
-        if outcome.rows is None and attempt < settings.SHARD_ATTEMPTS:
+        heartbeat, every_s = (lambda: _renew(shard_id, lease)), settings.SHARD_LEASE_S / 3
+        if (name := command_name(tier)) is not None:
+            outcome = _run_command(name, position, described, heartbeat, every_s)
+        else:
+            outcome = run_shard_process(
+                spec, timeout_s=settings.SHARD_TIMEOUT_S, heartbeat=heartbeat, every_s=every_s
+            )
+        if outcome.rows is None and outcome.retry and attempt < settings.SHARD_ATTEMPTS:
             _release(shard_id, lease, outcome.reason)
             raise self.retry(countdown=min(10 * attempt, 60))
         _finish(shard_id, lease, outcome, attempt)
@@ -109,6 +129,46 @@ def queue_shard(shard_id: int, machine: str, countdown: float = 0) -> None:
     """Send a shard to its machine's worker (``countdown``: not before this many seconds)."""
     queue = TASKS.queue_for(RUN_SHARD, machine=machine)
     run_shard.apply_async(kwargs={"shard_id": shard_id}, queue=queue, countdown=countdown)
+
+
+def command_suite(name: str) -> CommandSuite:
+    """This worker's command suite ``name`` (``BENCHWATCH_COMMAND_SUITES``).
+
+    Raises:
+        ValueError: this worker's settings do not define it.
+    """
+    if name not in settings.COMMAND_SUITES:
+        known = ", ".join(settings.COMMAND_SUITES) or "none"
+        raise ValueError(
+            f"no command suite {name!r} in this worker's BENCHWATCH_COMMAND_SUITES ({known})"
+        )
+    return settings.COMMAND_SUITES[name]
+
+
+def _run_command(
+    name: str,
+    position: int,
+    described: dict[str, Any],
+    heartbeat: Callable[[], bool],
+    every_s: float,
+) -> ShardOutcome:
+    """Shard ``position`` of command suite ``name``, on the machine the run describes."""
+    try:
+        command = command_suite(name)
+    except ValueError as error:  # removed from the settings since the run started
+        return ShardOutcome(None, str(error), retry=False)
+    machine = described.get("machine", {})
+    return run_command_shard(
+        command,
+        index=position,
+        machine=machine.get("name", ""),
+        device=command.hints.device or machine.get("device", ""),
+        timeout_s=settings.SHARD_TIMEOUT_S,
+        heartbeat=heartbeat,
+        every_s=every_s,
+        max_bytes=settings.MAX_BODY_BYTES,
+        parse_timeout_s=settings.PARSE_TIMEOUT_S,
+    )
 
 
 def _environment_changed(suite_run_id: int, suspect: dict[str, Any] | None) -> bool:
@@ -139,6 +199,8 @@ def _release(shard_id: int, lease: str, reason: str) -> None:
 
 def _finish(shard_id: int, lease: str, outcome: ShardOutcome, attempt: int) -> None:
     reason = f"failed {attempt} times; last: {outcome.reason}" if outcome.rows is None else ""
+    if outcome.rows is None and not outcome.retry:  # not tried again: it would fail the same way
+        reason = f"failed (not retried): {outcome.reason}"
     with worker_database().session_scope() as session:
         service.finish_shard(session, shard_id, lease, outcome.rows, reason)
 
