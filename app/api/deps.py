@@ -18,3 +18,4 @@ RawBody = Annotated[bytes, Depends(raw_body)]
 IngestToken = Annotated[ApiToken, Depends(require_scope("ingest"))]
 TriageActor = Annotated[Actor, Depends(require_actor("triage"))]
 ReadAccess = Depends(read_access)
+TriggerToken = Annotated[ApiToken, Depends(require_scope("trigger"))]

@@ -14,7 +14,7 @@ from app.core.db import utcnow
 from app.core.errors import Forbidden, InvalidInput, NotFound
 from app.tokens.models import ApiToken, WebSession
 
-SCOPES = ("ingest", "triage", "admin", "read")
+SCOPES = ("ingest", "triage", "admin", "read", "trigger")
 TOKEN_PREFIX = "bw_"
 MAX_NAME_LENGTH = 128  # the column's size
 SESSION_DAYS = 14  # how long a browser stays signed in
