@@ -1,37 +1,122 @@
-"""Suite runs in flight and done: their progress per shard, and why one failed."""
+"""Suite runs in flight and done: their progress per shard, and why one failed; triggers."""
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request, Response
 
-from app.api.deps import ReadAccess, SessionDep
-from app.api.responses import READS, errors
+from app.api.deps import ReadAccess, SessionDep, TriggerToken
+from app.api.responses import READS, WRITES, errors
 from app.api.validation import ApiRoute
+from app.core import queue
 from app.core.bounds import RowId
+from app.core.command_suites import command_tier
+from app.core.config import Settings
+from app.core.errors import DomainError, ErrorBody, InvalidInput
 from app.core.pagination import Page, PageParams
-from app.suite_runs import service
-from app.suite_runs.schemas import ShardRead, SuiteRunDetail, SuiteRunRead
+from app.jobs import START_SUITE
+from app.suite_runs import service, triggers
+from app.suite_runs.models import SuiteRun
+from app.suite_runs.schemas import ShardRead, SuiteRunDetail, SuiteRunRead, SuiteRunTrigger
+from app.tokens import service as tokens_service
 
-router = APIRouter(
-    tags=["suite runs"], dependencies=[ReadAccess], route_class=ApiRoute, responses=READS
+MAX_TIER_LENGTH = 32  # SuiteRun.tier
+router = APIRouter(tags=["suite runs"], route_class=ApiRoute)
+TRIGGER_ANSWERS: dict[int | str, dict[str, Any]] = {
+    200: {"description": "A retry: the suite run triggered earlier under this key"},
+    **errors(409),
+    429: {
+        "model": ErrorBody,
+        "description": "Too many triggered suite runs still queued or running on the machine "
+        "or of the token",
+    },
+    503: {
+        "model": ErrorBody,
+        "description": "No broker (BENCHWATCH_BROKER_URL): no worker to run it",
+    },
+}
+
+
+@router.post(
+    "/suite-runs",
+    status_code=202,
+    response_model=SuiteRunDetail,
+    responses={**WRITES, **TRIGGER_ANSWERS},
 )
+def trigger_suite_run(
+    body: SuiteRunTrigger,
+    session: SessionDep,
+    token: TriggerToken,
+    request: Request,
+    response: Response,
+) -> SuiteRunDetail:
+    """Start a tier on a machine now, for a commit and a channel (scope `trigger`).
+
+    The suite run is stored queued (`GET /suite-runs/{id}` shows it at once) and the machine's
+    benchmark worker (`benchwatch worker --machine <machine>`) is told after the commit; it plans
+    the shards and runs them. `machine` names one machine (pools are not yet triggerable).
+    `command` names a command suite of `BENCHWATCH_COMMAND_SUITES` instead of a tier. With
+    `key`, a retry answers the stored suite run (200); the same key with another body, 409.
+    At most a few triggered suite runs may be queued or running per machine and per token: 429.
+    """
+    settings: Settings = request.app.state.settings
+    tokens_service.check_machine(token, body.machine)
+    tier = body.tier or _command_tier(settings, body.command or "")
+    if not settings.BROKER_URL:
+        raise NoBroker("no broker (BENCHWATCH_BROKER_URL): benchmark workers take triggers there")
+    asked = body.model_dump(exclude={"key", "command"}) | {"tier": tier}
+    suite_run, new = triggers.trigger_suite_run(
+        session, token_id=token.id, key=body.key, request=asked
+    )
+    if new:
+        kwargs = {k: asked[k] for k in ("machine", "tier", "channel", "trigger", "models")}
+        queue.enqueue_after_commit(session, START_SUITE, suite_run_id=suite_run.id, **kwargs)
+    queue.commit(session)
+    response.status_code = 202 if new else 200
+    response.headers["Location"] = str(request.url_for("get_suite_run", suite_run_id=suite_run.id))
+    return _detail(suite_run)
 
 
-@router.get("/suite-runs", response_model=Page[SuiteRunRead])
+def _command_tier(settings: Settings, name: str) -> str:
+    """The suite run tier of command suite ``name`` (``command:<name>``); 422 if unknown."""
+    tier = command_tier(name)
+    if name not in settings.COMMAND_SUITES or len(tier) > MAX_TIER_LENGTH:
+        known = sorted(settings.COMMAND_SUITES)
+        message = f"unknown command suite {name!r}; known (BENCHWATCH_COMMAND_SUITES): {known}"
+        raise InvalidInput(message, errors=[{"loc": "body.command", "message": message}])
+    return tier
+
+
+class NoBroker(DomainError):
+    """Triggers need a broker: without one no benchmark worker runs."""
+
+    status_code = 503
+
+
+@router.get(
+    "/suite-runs", response_model=Page[SuiteRunRead], dependencies=[ReadAccess], responses=READS
+)
 def list_suite_runs(
     session: SessionDep,
     paging: Annotated[PageParams, Depends()],
     machine: Annotated[str | None, Query(max_length=128)] = None,
-    status: Literal["running", "finished", "failed"] | None = None,
+    status: Literal["queued", "running", "finished", "failed"] | None = None,
 ) -> Page[SuiteRunRead]:
     """Suite runs, newest first; filter by machine and status."""
     items, total = service.list_suite_runs(session, machine, status, paging.offset, paging.limit)
     return paging.of([SuiteRunRead.of(s) for s in items], total)
 
 
-@router.get("/suite-runs/{suite_run_id}", response_model=SuiteRunDetail, responses=errors(404))
+@router.get(
+    "/suite-runs/{suite_run_id}",
+    response_model=SuiteRunDetail,
+    dependencies=[ReadAccess],
+    responses={**READS, **errors(404)},
+)
 def get_suite_run(suite_run_id: RowId, session: SessionDep) -> SuiteRunDetail:
-    """One suite run with each shard's status, attempts, worker and reason."""
-    suite_run = service.get_suite_run(session, suite_run_id)
+    """One suite run with its progress and each shard's status, attempts, worker and reason."""
+    return _detail(service.get_suite_run(session, suite_run_id))
+
+
+def _detail(suite_run: SuiteRun) -> SuiteRunDetail:
     shards = [ShardRead.model_validate(shard) for shard in suite_run.shards]
     return SuiteRunDetail(**SuiteRunRead.of(suite_run).model_dump(), shards=shards)

@@ -2,11 +2,63 @@
 
 from collections import Counter
 from datetime import datetime
-from typing import Self
+from typing import Annotated, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from app.suite_runs.models import SuiteRun
+from app.benchmarks import vocabulary as vocab
+from app.runs.schemas import Strict
+from app.suite_runs.models import SHARD_STATES, SuiteRun
+
+Name = Annotated[str, Field(min_length=1, max_length=128, pattern=vocab.NAME_PATTERN.pattern)]
+
+
+class SuiteRunTrigger(Strict):
+    """What ``POST /api/v1/suite-runs`` starts: a tier (or a command suite) on a machine."""
+
+    machine: Name = Field(description="the machine's name: its worker's queue (pools: later)")
+    tier: Annotated[str, Field(max_length=32)] | None = Field(
+        default=None, description=f"a tier ({', '.join(vocab.SUITE_TIERS)}); or give `command`"
+    )
+    command: Name | None = Field(
+        default=None, description="a command suite of BENCHWATCH_COMMAND_SUITES; or give `tier`"
+    )
+    commit: Annotated[
+        str, Field(min_length=1, max_length=64, pattern=vocab.NAME_PATTERN.pattern)
+    ] = Field(description="the commit measured (recorded on the run)")
+    channel: Annotated[
+        str, Field(min_length=1, max_length=64, pattern=vocab.NAME_PATTERN.pattern)
+    ] = "nightly"
+    trigger: vocab.Trigger = Field(default="ci", description="ci, schedule or manual")
+    models: Annotated[list[Name], Field(min_length=1, max_length=64)] | None = Field(
+        default=None, description="only these models' cases (as `benchwatch run-suite --models`)"
+    )
+    key: Name | None = Field(
+        default=None, description="idempotency key: a retry with it answers the same suite run"
+    )
+
+    @field_validator("tier")
+    @classmethod
+    def _known_tier(cls, tier: str | None) -> str | None:
+        if tier is not None and tier not in vocab.SUITE_TIERS:
+            raise ValueError(f"unknown tier {tier!r}; known: {', '.join(vocab.SUITE_TIERS)}")
+        return tier
+
+    @model_validator(mode="after")
+    def _one_suite(self) -> Self:
+        if (self.tier is None) == (self.command is None):
+            raise ValueError("give exactly one of tier and command")
+        return self
+
+
+class Progress(BaseModel):
+    """A suite run's shards counted by state, and the share that is over (done or failed)."""
+
+    pending: int
+    running: int
+    done: int
+    failed: int
+    percent: float = Field(description="done and failed shards of all, 0 to 100")
 
 
 class ShardRead(BaseModel):
@@ -35,21 +87,36 @@ class SuiteRunRead(BaseModel):
     machine: str
     tier: str
     trigger: str
-    status: str = Field(description="running | finished | failed")
+    status: str = Field(description="queued | running | finished | failed")
     reason: str = Field(description="why it failed (a run that could not be ingested)")
     started_at: datetime
     finished_at: datetime | None
     run_id: int | None = Field(description="the run it stored, once finished")
     shards_total: int
     shards_by_status: dict[str, int]
+    progress: Progress
+    commit: str = Field(description="the commit it measures, as its trigger named it")
 
     @classmethod
     def of(cls, suite_run: SuiteRun) -> Self:
         """The suite run's fields and its shards counted by status."""
-        derived = {"shards_total", "shards_by_status"}
+        derived = {"shards_total", "shards_by_status", "progress", "commit"}
         fields = {name: getattr(suite_run, name) for name in cls.model_fields.keys() - derived}
         counts = Counter(shard.status for shard in suite_run.shards)
-        return cls(**fields, shards_total=len(suite_run.shards), shards_by_status=counts)
+        total = len(suite_run.shards)
+        over = counts["done"] + counts["failed"]
+        progress = Progress(
+            **{state: counts[state] for state in SHARD_STATES},
+            percent=round(100 * over / total, 1) if total else 0.0,
+        )
+        commit = str(suite_run.description.get("commit", ""))
+        return cls(
+            **fields,
+            shards_total=total,
+            shards_by_status=counts,
+            progress=progress,
+            commit=commit,
+        )
 
 
 class SuiteRunDetail(SuiteRunRead):
