@@ -264,12 +264,28 @@ def run_verdicts_view(request: Request, session: SessionDep, run_id: RowId) -> H
 def suite_runs_view(
     request: Request, session: SessionDep, machine: str | None = None
 ) -> HTMLResponse:
-    """The newest suite runs: in flight or done, each shard's progress, why one failed."""
-    found, _ = suite_runs_service.list_suite_runs(
+    """Suite runs in flight (queued, running) first, then the newest; shards, why one failed."""
+    in_flight = [
+        suite_run
+        for status in ("queued", "running")
+        for suite_run in suite_runs_service.list_suite_runs(
+            session, machine or None, status, 0, SUITE_RUNS_SHOWN
+        )[0]
+    ]
+    recent, _ = suite_runs_service.list_suite_runs(
         session, machine or None, None, 0, SUITE_RUNS_SHOWN
     )
+    flying = {s.id for s in in_flight}
+    found = sorted(in_flight, key=lambda s: -s.id) + [s for s in recent if s.id not in flying]
     suite_runs = [{**SuiteRunRead.of(s).model_dump(), "shards": s.shards} for s in found]
-    return render(request, session, "suite_runs.html", suite_runs=suite_runs, machine=machine)
+    return render(
+        request,
+        session,
+        "suite_runs.html",
+        suite_runs=suite_runs,
+        in_flight=len(in_flight),
+        machine=machine,
+    )
 
 
 @pages.get("/compare", response_class=HTMLResponse, response_model=None)
