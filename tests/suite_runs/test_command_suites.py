@@ -19,9 +19,11 @@ from app.core.command_suites import CommandSuite, command_name, command_tier
 from app.core.config import Schedule, Settings
 from app.core.db import Database
 from app.main import create_app
+from app.runs.models import Run
 from app.suite_runs.models import SuiteRun
 from app.uploads.service import PARSERS
 from tests.conftest import PEPPER
+from tests.suite_runs.test_triggers import queued
 from tests.suite_runs.test_workers import benchwatch, environment, finished, wait_for
 from workers.celery_app import beat_schedule
 from workers.tasks import suite
@@ -253,6 +255,33 @@ def test_a_worker_whose_settings_lack_the_suite_refuses_to_start_it(
         suite.start_suite.apply(kwargs={"machine": MACHINE, "tier": "command:gone"}).get()
     with eager_tasks.session_scope() as session:
         assert session.scalar(select(SuiteRun)) is None
+    triggered = queued(eager_tasks, machine=MACHINE, tier="command:gone")
+    kwargs = {"machine": MACHINE, "tier": "command:gone", "suite_run_id": triggered}
+    with pytest.raises(ValueError, match="no command suite 'gone'"):
+        suite.start_suite.apply(kwargs=kwargs).get()
+    with eager_tasks.session_scope() as session:
+        suite_run = session.get_one(SuiteRun, triggered)  # failed, not queued for ever
+        assert suite_run.status == "failed"
+        assert suite_run.reason.startswith("no command suite 'gone' in this worker's")
+
+
+def test_a_triggered_command_suite_is_adopted_and_run(
+    eager_tasks: Database, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    command = CommandSuite.model_validate(dynamo_suite(tmp_path))
+    monkeypatch.setattr(suite.settings, "COMMAND_SUITES", {"dynamo": command})
+    triggered = queued(eager_tasks, machine=MACHINE, tier="command:dynamo")
+    kwargs = {"machine": MACHINE, "tier": "command:dynamo", "suite_run_id": triggered}
+    assert suite.start_suite.apply(kwargs=kwargs).get() == triggered
+    with eager_tasks.session_scope() as session:
+        (shard_id,) = [s.id for s in session.get_one(SuiteRun, triggered).shards]
+    suite.run_shard.apply(kwargs={"shard_id": shard_id})
+    with eager_tasks.session_scope() as session:
+        suite_run = session.get_one(SuiteRun, triggered)
+        assert suite_run.status == "finished"
+        run = session.get_one(Run, suite_run.run_id)
+        assert (run.commit, run.tier) == ("abc123", "command:dynamo")
+        assert set(run.extra) >= {"command", "request"}
 
 
 @pytest.mark.slow

@@ -15,8 +15,10 @@ from celery.signals import worker_ready
 from app.anomalies import confirmation
 from app.core.command_suites import CommandSuite, command_name
 from app.core.config import settings
+from app.core.db import utcnow
 from app.jobs import REQUEUE_SHARDS, RUN_SHARD, START_SUITE, TASKS
 from app.suite_runs import service, triggers
+from app.suite_runs.models import SuiteRun
 from workers.celery_app import declared
 from workers.command_suite import plan_command_shards, run_command_shard
 from workers.shard_runner import ShardOutcome, run_shard_process
@@ -47,7 +49,12 @@ def start_suite(
         "environment": describe_environment(channel).model_dump(mode="json", exclude_none=True),
     }
     if (name := command_name(tier)) is not None:  # a command suite of this worker's settings
-        command = command_suite(name)
+        try:
+            command = command_suite(name)
+        except ValueError as error:
+            if suite_run_id is not None:  # triggered: it fails, instead of waiting for ever
+                _fail_queued(suite_run_id, str(error))
+            raise
         shards = plan_command_shards(name, command)
         description["extra"] = {"command": {"name": name, **command.model_dump(exclude={"env"})}}
     else:
@@ -143,6 +150,14 @@ def command_suite(name: str) -> CommandSuite:
             f"no command suite {name!r} in this worker's BENCHWATCH_COMMAND_SUITES ({known})"
         )
     return settings.COMMAND_SUITES[name]
+
+
+def _fail_queued(suite_run_id: int, reason: str) -> None:
+    """A triggered suite run this worker cannot start is failed with why (if still queued)."""
+    with worker_database().session_scope() as session:
+        suite_run = session.get(SuiteRun, suite_run_id, with_for_update=True)
+        if suite_run is not None and suite_run.status == triggers.QUEUED:
+            suite_run.status, suite_run.reason, suite_run.finished_at = "failed", reason, utcnow()
 
 
 def _run_command(
