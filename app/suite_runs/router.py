@@ -1,5 +1,6 @@
 """Suite runs in flight and done: their progress per shard, and why one failed; triggers."""
 
+import logging
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -19,6 +20,7 @@ from app.suite_runs.models import SuiteRun
 from app.suite_runs.schemas import ShardRead, SuiteRunDetail, SuiteRunRead, SuiteRunTrigger
 from app.tokens import service as tokens_service
 
+log = logging.getLogger(__name__)
 MAX_TIER_LENGTH = 32  # SuiteRun.tier
 router = APIRouter(tags=["suite runs"], route_class=ApiRoute)
 TRIGGER_ANSWERS: dict[int | str, dict[str, Any]] = {
@@ -31,7 +33,8 @@ TRIGGER_ANSWERS: dict[int | str, dict[str, Any]] = {
     },
     503: {
         "model": ErrorBody,
-        "description": "No broker (BENCHWATCH_BROKER_URL): no worker to run it",
+        "description": "No broker (BENCHWATCH_BROKER_URL), or it did not take the task: "
+        "nothing was queued",
     },
 }
 
@@ -67,10 +70,20 @@ def trigger_suite_run(
     suite_run, new = triggers.trigger_suite_run(
         session, token_id=token.id, key=body.key, request=asked
     )
-    if new:
-        kwargs = {k: asked[k] for k in ("machine", "tier", "channel", "trigger", "models")}
-        queue.enqueue_after_commit(session, START_SUITE, suite_run_id=suite_run.id, **kwargs)
     queue.commit(session)
+    if new:  # after the commit: the worker finds the row it is told of
+        kwargs = {k: asked[k] for k in ("machine", "tier", "channel", "trigger", "models")}
+        publisher: queue.Publisher = request.app.state.publisher
+        try:
+            publisher.publish(START_SUITE, {"suite_run_id": suite_run.id, **kwargs})
+        except Exception as exc:  # no worker will hear of it: withdrawn, so a retry can queue it
+            log.exception("could not publish the start of suite run %s", suite_run.id)
+            triggers.withdraw(session, suite_run.id)
+            queue.commit(session)
+            raise NoBroker(
+                f"the broker did not take the trigger ({type(exc).__name__}): "
+                "nothing was queued; try again"
+            ) from exc
     response.status_code = 202 if new else 200
     response.headers["Location"] = str(request.url_for("get_suite_run", suite_run_id=suite_run.id))
     return _detail(suite_run)

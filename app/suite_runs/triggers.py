@@ -78,6 +78,14 @@ def trigger_suite_run(
     return suite_run, True
 
 
+def withdraw(session: Session, suite_run_id: int) -> None:
+    """Remove a queued suite run whose worker could not be told (its key is free again)."""
+    suite_run = session.get(SuiteRun, suite_run_id)
+    if suite_run is not None and suite_run.status == QUEUED:
+        session.delete(suite_run)
+        session.flush()
+
+
 def requested(suite_run: SuiteRun) -> dict[str, Any] | None:
     """What the trigger of an API suite run asked for (None for other suite runs)."""
     request = suite_run.description.get("extra", {}).get("request")

@@ -28,12 +28,15 @@ BODY = {"machine": "gpu-box", "tier": "test", "commit": "abc123", "channel": "ni
 
 
 class Recorder:
-    """A publisher that keeps what it was asked to send."""
+    """A publisher that keeps what it was asked to send (or fails while ``down``)."""
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, dict[str, Any]]] = []
+        self.down = False
 
     def publish(self, name: str, kwargs: dict[str, Any]) -> None:
+        if self.down:
+            raise ConnectionError("the broker is down")
         self.sent.append((name, kwargs))
 
 
@@ -50,7 +53,7 @@ def api(database: Database, published: Recorder) -> Iterator[TestClient]:
     )
     application = create_app(settings)
     with TestClient(application) as client:
-        application.state.database.set_publisher(published)
+        application.state.publisher = published
         yield client
     application.state.database.dispose()
 
@@ -119,7 +122,7 @@ def test_a_command_suite_of_the_settings_is_triggered_as_its_tier(
     application = create_app(settings)
     body = {k: v for k, v in BODY.items() if k != "tier"}
     with TestClient(application) as client:
-        application.state.database.set_publisher(published)
+        application.state.publisher = published
         headers = bearer(database, "trigger")
         answer = client.post(
             "/api/v1/suite-runs", json={**body, "command": "dynamo"}, headers=headers
@@ -217,6 +220,21 @@ def test_without_a_broker_nothing_is_queued(client: TestClient, database: Databa
     assert answer.status_code == 503
     assert "BENCHWATCH_BROKER_URL" in answer.json()["detail"]
     assert client.get("/api/v1/suite-runs").json()["total"] == 0
+
+
+def test_a_trigger_the_broker_does_not_take_is_withdrawn(
+    api: TestClient, database: Database, published: Recorder
+) -> None:
+    headers = bearer(database, "trigger")
+    published.down = True
+    answer = api.post("/api/v1/suite-runs", json={**BODY, "key": "ci-2"}, headers=headers)
+    assert answer.status_code == 503
+    assert "nothing was queued" in answer.json()["detail"]
+    assert api.get("/api/v1/suite-runs").json()["total"] == 0  # nothing left to count
+    published.down = False
+    again = api.post("/api/v1/suite-runs", json={**BODY, "key": "ci-2"}, headers=headers)
+    assert again.status_code == 202
+    assert len(published.sent) == 1
 
 
 def queued(database: Database, **request: Any) -> int:
