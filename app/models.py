@@ -2,6 +2,7 @@
 
 from app.annotations.models import Annotation
 from app.anomalies.models import AlertGroup, CaseFailure, MachineSilence, Regression, RunAnomaly
+from app.audit.models import AuditEntry
 from app.benchmarks.models import (
     Benchmark,
     CatalogGeneration,
@@ -12,7 +13,7 @@ from app.benchmarks.models import (
 )
 from app.core.db import Base
 from app.notifications.models import Delivery, DeliveryAttempt, Notice, Silence, Subscription
-from app.runs.models import Environment, Result, Run
+from app.runs.models import Environment, InvalidatedResult, Result, Run
 from app.suite_runs.models import SuiteRun, SuiteShard
 from app.tokens.models import ApiToken
 
@@ -20,6 +21,7 @@ __all__ = [
     "AlertGroup",
     "Annotation",
     "ApiToken",
+    "AuditEntry",
     "Base",
     "Benchmark",
     "CaseFailure",
@@ -28,6 +30,7 @@ __all__ = [
     "Delivery",
     "DeliveryAttempt",
     "Environment",
+    "InvalidatedResult",
     "Machine",
     "MachineSilence",
     "Metric",

@@ -30,7 +30,7 @@ from app.anomalies.aggregate_rules import (
 from app.anomalies.models import AggregateFinding, AggregatePoint, CaseFailure, Regression
 from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
 from app.core.bulk import chunks
-from app.runs.models import Run
+from app.runs.models import INVALID, Run
 from app.summaries import service as summaries_service
 from app.summaries.aggregates import GroupKey, ModelRecord
 
@@ -58,6 +58,7 @@ def judge_run(session: Session, run: Run) -> Judged:
             .where(
                 Run.machine_id == run.machine_id,
                 Run.channel == run.channel,
+                Run.status != INVALID,
                 Run.started_at < run.started_at,
             )
             .order_by(Run.started_at.desc(), Run.id.desc())
@@ -217,12 +218,19 @@ def rescan(session: Session, machine: str | None = None) -> Judged:
     return judged
 
 
+def rescan_place(session: Session, machine_id: int, channel: str) -> Judged:
+    """One machine and channel's runs judged again in order (after a run was invalidated)."""
+    judged = Judged()
+    _rescan_place(session, machine_id, channel, judged)
+    return judged
+
+
 def _rescan_place(session: Session, machine_id: int, channel: str, judged: Judged) -> None:
     """One machine and channel's runs, oldest first (results read once per run)."""
     runs = list(
         session.scalars(
             select(Run)
-            .where(Run.machine_id == machine_id, Run.channel == channel)
+            .where(Run.machine_id == machine_id, Run.channel == channel, Run.status != INVALID)
             .order_by(Run.started_at, Run.id)
         )
     )

@@ -46,7 +46,7 @@ from app.anomalies.models import CaseFailure
 from app.benchmarks.models import Benchmark, Metric, Series
 from app.benchmarks.vocabulary import PASSING_ACCURACY
 from app.core.bulk import member_of
-from app.runs.models import Result, Run
+from app.runs.models import INVALID, Result, Run
 
 HISTORY_RUNS = 10  # earlier runs of the machine and channel a case is compared with
 RESCAN_BATCH = 50  # runs whose outcomes a rescan reads at once
@@ -141,6 +141,7 @@ def judge_run(session: Session, run: Run) -> Judged:
             .where(
                 Run.machine_id == run.machine_id,
                 Run.channel == run.channel,
+                Run.status != INVALID,
                 Run.started_at < run.started_at,
             )
             .order_by(Run.started_at.desc(), Run.id.desc())
@@ -278,7 +279,7 @@ def rescan_runs(session: Session, machine_id: int, channel: str) -> Iterator[tup
     runs = list(
         session.scalars(
             select(Run)
-            .where(Run.machine_id == machine_id, Run.channel == channel)
+            .where(Run.machine_id == machine_id, Run.channel == channel, Run.status != INVALID)
             .order_by(Run.started_at, Run.id)
         )
     )
@@ -352,6 +353,7 @@ def _coverage(session: Session, run: Run, known: Mapping[int, list[CaseFailure]]
             Run.machine_id == run.machine_id,
             Run.channel == run.channel,
             Run.tier == run.tier,
+            Run.status != INVALID,
             Run.started_at < run.started_at,
         )
         .order_by(Run.started_at.desc(), Run.id.desc())

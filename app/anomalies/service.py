@@ -599,3 +599,35 @@ def _score_run(session: Session, run: Run, histories: Mapping[int, History]) -> 
     anomaly.history_runs = len(previous)
     anomaly.score, anomaly.anomalous = scored if scored is not None else (0.0, False)
     return anomaly
+
+
+def rejudge(
+    session: Session,
+    series_ids: Sequence[int],
+    machine_id: int,
+    channel: str,
+    thresholds: Thresholds | None = None,
+) -> Detection:
+    """Detection again over these series' whole histories, and a machine and channel's runs.
+
+    What a corrected history (an invalidated or deleted run) needs: the steps, failing cases
+    and aggregates found as if the run had never come. Bounded by one run's series and one
+    machine and channel's runs, not the whole database.
+    """
+    read = registry.read_thresholds(thresholds or {})
+    series = _series_keys(session, select(Series.id).where(Series.id.in_(list(series_ids))))
+    detection = Detection([], [])
+    for part in range(0, len(series), 500):
+        chunk = series[part : part + 500]
+        histories = load_histories(session, [s.id for s in chunk], END_OF_TIME, None)
+        found = _detect(session, chunk, histories, read)
+        detection.regressions += found.regressions
+        detection.reverted += found.reverted
+        detection.confirmed += found.confirmed
+    for run, judged in failures.rescan_runs(session, machine_id, channel):
+        _group_failures(session, judged.opened, run)
+        detection.failures += judged.opened
+        detection.passing_again += judged.passing_again
+    aggregate_findings.rescan_place(session, machine_id, channel)
+    session.flush()
+    return detection

@@ -41,7 +41,7 @@ from app.core.config import Schedule
 from app.core.cron import Cron, fire_times, parse_cron
 from app.core.db import utcnow
 from app.runs.branches import is_branch_channel
-from app.runs.models import Run
+from app.runs.models import INVALID, Run
 
 CADENCE_RUNS = 10  # the newest runs whose intervals give the cadence
 MIN_RUNS = 4  # fewer runs: no cadence, no silence
@@ -95,7 +95,7 @@ def cadences(session: Session, schedules: Sequence[Schedule] = ()) -> list[Caden
             continue  # a branch's runs come when people push, on no cadence
         newest = session.execute(
             select(Run.id, Run.started_at)
-            .where(Run.machine_id == machine_id, Run.channel == channel)
+            .where(Run.machine_id == machine_id, Run.channel == channel, Run.status != INVALID)
             .order_by(Run.started_at.desc(), Run.id.desc())
             .limit(CADENCE_RUNS)
         ).all()

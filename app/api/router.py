@@ -8,7 +8,9 @@ from app.anomalies.router import reads as anomalies_reads
 from app.anomalies.router import writes as anomalies_writes
 from app.api.responses import errors
 from app.api.validation import refuse_nul_in_query
+from app.audit.router import router as audit_router
 from app.benchmarks.router import router as benchmarks_router
+from app.corrections.router import router as corrections_router
 from app.notifications.router import deliveries as deliveries_router
 from app.notifications.router import router as notifications_router
 from app.notifications.router import silence_reads, silence_writes
@@ -38,5 +40,7 @@ for router in (
     silence_writes,
     annotations_reads,
     annotations_writes,
+    corrections_router,
+    audit_router,
 ):
     api_router.include_router(router)

@@ -18,6 +18,8 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 from app.benchmarks.models import Machine
 from app.core.db import Base, UTCDateTime, utcnow
 
+INVALID = "invalid"  # Run.status of a run an admin took out of history
+
 
 class Environment(Base):
     """A software stack, stored once per distinct content (``content_hash``)."""
@@ -57,8 +59,12 @@ class Run(Base):
     branch: Mapped[str] = mapped_column(String(256), default="")
     url: Mapped[str] = mapped_column(Text, default="")
     hostname: Mapped[str] = mapped_column(String(256), default="")
-    # "partial" while a sharded run waits for shards (not detected, not on the overview).
+    # "partial" while a sharded run waits for shards (not detected, not on the overview);
+    # "invalid" when an admin took it out of history (its results moved to invalidated_result).
     status: Mapped[str] = mapped_column(String(16), default="completed")
+    invalidated_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    invalidated_by: Mapped[str] = mapped_column(String(200), default="")
+    invalidated_reason: Mapped[str] = mapped_column(Text, default="")
     source: Mapped[str] = mapped_column(String(128), default="")
     expected_shards: Mapped[int | None] = mapped_column(Integer)  # as the uploads declared
     base_commit: Mapped[str] = mapped_column(String(64), default="")  # a branch's fork point
@@ -100,6 +106,25 @@ class Result(Base):
 
     __tablename__ = "result"
     __table_args__ = (Index("ix_result_series_id_measured_at", "series_id", "measured_at"),)
+
+    run_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    series_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    measured_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    status: Mapped[str] = mapped_column(String(16), default="ok")
+    value: Mapped[float | None] = mapped_column(Float)
+    samples: Mapped[list[float] | None] = mapped_column(JSON)
+    text_value: Mapped[str | None] = mapped_column(String(256))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    extra: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+
+
+class InvalidatedResult(Base):
+    """A result of an invalidated run, kept out of ``result`` so no reader of history sees it.
+
+    Same columns as ``Result``; restoring the run moves them back, deleting it drops them.
+    """
+
+    __tablename__ = "invalidated_result"
 
     run_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     series_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)

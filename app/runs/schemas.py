@@ -353,7 +353,13 @@ class RunRead(BaseModel):
     base_commit: str = ""
     url: str
     hostname: str
-    status: str = Field(description="completed, or partial while a sharded run waits for shards")
+    status: str = Field(
+        description="completed; partial while a sharded run waits for shards; invalid when an"
+        " admin took it out of history (its results are then not listed)"
+    )
+    invalidated_at: datetime | None = None
+    invalidated_by: str = ""
+    invalidated_reason: str = ""
     expected_shards: int | None = None
     started_at: datetime
     finished_at: datetime | None

@@ -10,7 +10,7 @@ from app.benchmarks import comparison
 from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
 from app.core.errors import InvalidInput, NotFound
 from app.runs import service as runs_service
-from app.runs.models import Result, Run
+from app.runs.models import INVALID, Result, Run
 from app.summaries import aggregates
 from app.summaries.aggregates import ModelRecord
 
@@ -30,7 +30,7 @@ class NoRuns(NotFound):
 
 def latest_run(session: Session, machine: str, channel: str | None) -> Run:
     """The newest run of a machine (on a channel, if given)."""
-    query = select(Run).join(Machine).where(Machine.name == machine)
+    query = select(Run).join(Machine).where(Machine.name == machine, Run.status != INVALID)
     if channel is not None:
         query = query.where(Run.channel == channel)
     run = session.scalar(query.order_by(Run.started_at.desc(), Run.id.desc()).limit(1))

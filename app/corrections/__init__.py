@@ -1,0 +1,1 @@
+"""Corrections to history: invalidating or deleting a bad run."""

@@ -1,0 +1,342 @@
+"""Invalidate a run (it leaves history, its findings are withdrawn) or delete it.
+
+An invalidated run's results move from ``result`` to ``invalidated_result``: every reader of
+history, baselines and aggregates reads ``result`` alone, so none needs to know. The steps,
+failures and aggregate findings the run caused are withdrawn (``invalid``, with the reason),
+and detection judges its series and its machine and channel again, so a real step elsewhere
+stands and the level before the run is the baseline again. Deleting does the same, then
+removes the run's rows and detaches or removes what points at it.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import ColumnElement, delete, insert, or_, select, update
+from sqlalchemy.orm import Session
+
+from app.anomalies import service as detection
+from app.anomalies.locks import hold_machine_channel
+from app.anomalies.models import (
+    AggregateFinding,
+    AggregatePoint,
+    AlertGroup,
+    CaseFailure,
+    MachineSilence,
+    Regression,
+    RunAnomaly,
+)
+from app.audit import service as audit
+from app.core.db import utcnow
+from app.core.errors import Conflict
+from app.notifications.models import Notice
+from app.runs import service as runs_service
+from app.runs.branches import is_branch_channel
+from app.runs.models import INVALID, InvalidatedResult, Result, Run, RunShard
+from app.suite_runs.models import SuiteRun
+
+MAX_REASON = 2_000
+_RESULT_COLUMNS = (
+    "run_id",
+    "series_id",
+    "measured_at",
+    "status",
+    "value",
+    "samples",
+    "text_value",
+    "reason",
+    "extra",
+)
+_RUN_FIELDS = ("status", "invalidated_at", "invalidated_by", "invalidated_reason")
+
+
+class AlreadyInvalid(Conflict):
+    """The run was invalidated before."""
+
+    def __init__(self, run_id: int) -> None:
+        super().__init__(f"run {run_id} is already invalidated")
+
+
+@dataclass
+class Correction:
+    """What invalidating (or deleting) a run changed."""
+
+    run_id: int
+    withdrawn_regressions: list[int] = field(default_factory=list)
+    withdrawn_failures: list[int] = field(default_factory=list)
+    withdrawn_aggregates: list[int] = field(default_factory=list)
+    new_regressions: list[int] = field(default_factory=list)
+    deleted: bool = False
+
+    def summary(self) -> dict[str, Any]:
+        """The audit log's ``after`` (ids, bounded there)."""
+        return {
+            "withdrawn_regressions": self.withdrawn_regressions,
+            "withdrawn_failures": self.withdrawn_failures,
+            "withdrawn_aggregates": self.withdrawn_aggregates,
+            "new_regressions": self.new_regressions,
+        }
+
+
+def _why(run: Run) -> str:
+    return f"run {run.id} invalidated: {run.invalidated_reason}"[:500]
+
+
+def invalidate(
+    session: Session,
+    run_id: int,
+    reason: str,
+    actor: str,
+    thresholds: dict[str, Any] | None = None,
+) -> Correction:
+    """Take the run out of history, withdraw what it caused, judge its series again.
+
+    Raises:
+        RunNotFound: no such run.
+        AlreadyInvalid: it was invalidated before.
+    """
+    run = runs_service.get_run(session, run_id)
+    if run.status == INVALID:
+        raise AlreadyInvalid(run_id)
+    before = audit.fields(run, _RUN_FIELDS)
+    correction = _invalidate(session, run, reason, actor, thresholds)
+    audit.record(
+        session,
+        actor,
+        "run.invalidate",
+        f"run:{run.id}",
+        before,
+        {**audit.fields(run, _RUN_FIELDS), **correction.summary()},
+    )
+    return correction
+
+
+def _invalidate(
+    session: Session,
+    run: Run,
+    reason: str,
+    actor: str,
+    thresholds: dict[str, Any] | None,
+) -> Correction:
+    hold_machine_channel(session, run)  # detection of this machine and channel waits
+    correction = Correction(run.id)
+    series_ids = list(session.scalars(select(Result.series_id).where(Result.run_id == run.id)))
+    columns = [getattr(Result, name) for name in _RESULT_COLUMNS]
+    session.execute(
+        insert(InvalidatedResult).from_select(
+            list(_RESULT_COLUMNS), select(*columns).where(Result.run_id == run.id)
+        )
+    )
+    session.execute(delete(Result).where(Result.run_id == run.id))
+    session.execute(delete(AggregatePoint).where(AggregatePoint.run_id == run.id))
+    session.execute(delete(RunAnomaly).where(RunAnomaly.run_id == run.id))
+    run.status = INVALID
+    run.invalidated_at = utcnow()
+    run.invalidated_by = actor[:200]
+    run.invalidated_reason = reason[:MAX_REASON]
+    why = {"why": _why(run), "run_id": run.id, "by": run.invalidated_by}
+    for regression in session.scalars(
+        select(Regression).where(Regression.first_bad_run_id == run.id).order_by(Regression.id)
+    ):
+        detection.withdraw(regression, why)
+        if regression.triaged_by == detection.WITHDRAWN_BY:
+            regression.triaged_by = f"correction: run {run.id} invalidated"
+        correction.withdrawn_regressions.append(regression.id)
+    for regression in session.scalars(
+        select(Regression).where(
+            Regression.last_good_run_id == run.id, Regression.first_bad_run_id != run.id
+        )
+    ):
+        _move_last_good(session, regression, run, why, correction)
+    for failure in session.scalars(
+        select(CaseFailure).where(
+            or_(
+                CaseFailure.first_failing_run_id == run.id,
+                CaseFailure.last_passing_run_id == run.id,
+            )
+        )
+    ):
+        _withdraw_finding(failure, run)
+        correction.withdrawn_failures.append(failure.id)
+    for finding in session.scalars(
+        select(AggregateFinding).where(
+            or_(
+                AggregateFinding.first_bad_run_id == run.id,
+                AggregateFinding.last_good_run_id == run.id,
+            )
+        )
+    ):
+        _withdraw_finding(finding, run)
+        correction.withdrawn_aggregates.append(finding.id)
+    session.flush()
+    if not is_branch_channel(run.channel):  # a branch's runs are judged by verdicts instead
+        found = detection.rejudge(session, series_ids, run.machine_id, run.channel, thresholds)
+        correction.new_regressions = [r.id for r in found.regressions]
+    session.flush()
+    return correction
+
+
+def _move_last_good(
+    session: Session,
+    regression: Regression,
+    run: Run,
+    why: dict[str, Any],
+    correction: Correction,
+) -> None:
+    """A step whose last good run was the invalid one: the point before it, or withdrawn."""
+    first_bad_at = session.scalar(
+        select(Result.measured_at).where(
+            Result.series_id == regression.series_id,
+            Result.run_id == regression.first_bad_run_id,
+        )
+    )
+    previous = None
+    if first_bad_at is not None:
+        previous = session.scalar(
+            select(Result.run_id)
+            .where(
+                Result.series_id == regression.series_id,
+                Result.measured_at < first_bad_at,
+                Result.status == "ok",
+            )
+            .order_by(Result.measured_at.desc(), Result.run_id.desc())
+            .limit(1)
+        )
+    if previous is not None:
+        regression.last_good_run_id = previous
+        return
+    detection.withdraw(regression, why)
+    correction.withdrawn_regressions.append(regression.id)
+
+
+def _withdraw_finding(finding: CaseFailure | AggregateFinding, run: Run) -> None:
+    """A failure or aggregate finding the invalid run made: ``invalid`` unless triaged."""
+    if finding.status == "new":
+        finding.status = "invalid"
+        finding.triaged_by = f"correction: run {run.id} invalidated"
+        finding.triaged_at = utcnow()
+        finding.note = (finding.note + "\n" if finding.note else "") + _why(run)
+
+
+def delete_run(
+    session: Session,
+    run_id: int,
+    reason: str,
+    actor: str,
+    thresholds: dict[str, Any] | None = None,
+) -> Correction:
+    """Invalidate the run (unless it was), then remove it and what points at it.
+
+    Findings anchored on it go (they were withdrawn); other references are cleared; an alert
+    group anchored on it moves to a remaining member's runs, or goes with its notices
+    detached.
+
+    Raises:
+        RunNotFound: no such run.
+    """
+    run = runs_service.get_run(session, run_id)
+    before = audit.fields(run, ("key", "machine_id", "channel", "commit", *_RUN_FIELDS))
+    before["started_at"] = run.started_at.isoformat()
+    if run.status == INVALID:
+        correction = Correction(run.id)
+        hold_machine_channel(session, run)
+    else:
+        correction = _invalidate(session, run, reason, actor, thresholds)
+    _remove(session, run.id)
+    session.delete(run)
+    session.flush()
+    correction.deleted = True
+    audit.record(
+        session,
+        actor,
+        "run.delete",
+        f"run:{run_id}",
+        before,
+        {"deleted": True, "reason": reason[:500], **correction.summary()},
+    )
+    return correction
+
+
+def _remove(session: Session, run_id: int) -> None:
+    """Every row that points at the run: removed when anchored on it, else detached."""
+    session.execute(delete(InvalidatedResult).where(InvalidatedResult.run_id == run_id))
+    session.execute(delete(Result).where(Result.run_id == run_id))
+    session.execute(delete(RunShard).where(RunShard.run_id == run_id))
+    session.execute(update(SuiteRun).where(SuiteRun.run_id == run_id).values(run_id=None))
+    session.execute(delete(AggregatePoint).where(AggregatePoint.run_id == run_id))
+    session.execute(delete(RunAnomaly).where(RunAnomaly.run_id == run_id))
+    for column in (Regression.reverted_by_run_id, Regression.found_by_run_id):
+        session.execute(update(Regression).where(column == run_id).values({column: None}))
+    session.execute(
+        update(CaseFailure)
+        .where(CaseFailure.passing_again_run_id == run_id)
+        .values(passing_again_run_id=None)
+    )
+    session.execute(
+        update(MachineSilence)
+        .where(MachineSilence.ended_by_run_id == run_id)
+        .values(ended_by_run_id=None)
+    )
+    session.execute(
+        update(AggregateFinding)
+        .where(AggregateFinding.resolved_run_id == run_id)
+        .values(resolved_run_id=None)
+    )
+    touched: set[int] = set()
+    anchored: tuple[tuple[type[Any], ColumnElement[bool]], ...] = (
+        (
+            Regression,
+            or_(Regression.first_bad_run_id == run_id, Regression.last_good_run_id == run_id),
+        ),
+        (
+            CaseFailure,
+            or_(
+                CaseFailure.first_failing_run_id == run_id,
+                CaseFailure.last_passing_run_id == run_id,
+            ),
+        ),
+        (MachineSilence, MachineSilence.last_run_id == run_id),
+        (
+            AggregateFinding,
+            or_(
+                AggregateFinding.first_bad_run_id == run_id,
+                AggregateFinding.last_good_run_id == run_id,
+            ),
+        ),
+    )
+    for model, condition in anchored:
+        for finding in session.scalars(select(model).where(condition)):
+            touched.add(finding.group_id)
+            session.delete(finding)
+    session.flush()
+    groups = select(AlertGroup).where(
+        or_(
+            AlertGroup.id.in_(touched),
+            AlertGroup.first_bad_run_id == run_id,
+            AlertGroup.last_good_run_id == run_id,
+        )
+    )
+    for group in session.scalars(groups):
+        session.refresh(group)
+        _reanchor_or_drop(session, group, run_id)
+    session.flush()
+
+
+def _reanchor_or_drop(session: Session, group: AlertGroup, run_id: int) -> None:
+    members: list[Any] = [*group.regressions, *group.failures, *group.aggregates]
+    if not members and not group.silences:
+        session.execute(update(Notice).where(Notice.group_id == group.id).values(group_id=None))
+        session.delete(group)
+        return
+    if group.first_bad_run_id != run_id and group.last_good_run_id != run_id:
+        return
+    if members:
+        first = members[0]
+        group.first_bad_run_id = (
+            getattr(first, "first_bad_run_id", None) or first.first_failing_run_id
+        )
+        group.last_good_run_id = (
+            getattr(first, "last_good_run_id", None) or first.last_passing_run_id
+        )
+    else:
+        silence = group.silences[0]
+        group.first_bad_run_id = group.last_good_run_id = silence.last_run_id

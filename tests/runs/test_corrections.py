@@ -1,0 +1,157 @@
+"""Invalidating or deleting a bad run: it leaves history, and what it caused is withdrawn."""
+
+from typing import Any
+
+from fastapi.testclient import TestClient
+from sqlalchemy import func, select
+
+from app.core.db import Database
+from app.models import Base
+from app.runs.models import InvalidatedResult, Result
+from tests.anomalies.test_service import BAD, RUNS, dynamic_bert_slower, post_history, regressions
+from tests.conftest import make_token
+
+SPIKE = 30  # the broken run: bert/dynamic twice as slow, once
+
+
+def broken_once(model: str, config: str, index: int) -> dict[str, float]:
+    if model == "bert" and config == "dynamic" and index == SPIKE:
+        return {"latency": 20.0}
+    return {}
+
+
+def admin(database: Database) -> dict[str, str]:
+    return {"Authorization": f"Bearer {make_token(database, 'admin', name='ops')}"}
+
+
+def bert_dynamic_latency(client: TestClient) -> dict[str, Any]:
+    found = client.get(
+        "/api/v1/series",
+        params={"model": "bert", "config": "dynamic", "metric": "latency"},
+    ).json()["items"]
+    (series,) = found
+    return dict(series)
+
+
+def series_run_ids(client: TestClient, series_id: int) -> list[int]:
+    points = client.get(f"/api/v1/series/{series_id}/points").json()
+    return [p["run_id"] for p in points["points"]]
+
+
+def test_invalidating_the_run_that_caused_a_step_withdraws_it(
+    client: TestClient, database: Database, ingest_headers: dict[str, str]
+) -> None:
+    ids = post_history(client, ingest_headers, broken_once, runs=range(SPIKE + 1))
+    (found,) = [r for r in regressions(client) if r["status"] == "new"]
+    assert found["first_bad_run_id"] == ids[SPIKE]
+    headers = admin(database)
+
+    answer = client.post(
+        f"/api/v1/runs/{ids[SPIKE]}/invalidate", json={"reason": "GPU throttled"}, headers=headers
+    )
+    assert answer.status_code == 200, answer.text
+    assert found["id"] in answer.json()["withdrawn_regressions"]
+    assert answer.json()["new_regressions"] == []
+    (withdrawn,) = regressions(client)
+    assert (withdrawn["state"], withdrawn["status"]) == ("withdrawn", "invalid")
+    assert "GPU throttled" in withdrawn["confirmation"]["withdrawn"]["why"]
+    run = client.get(f"/api/v1/runs/{ids[SPIKE]}").json()
+    assert (run["status"], run["invalidated_reason"]) == ("invalid", "GPU throttled")
+    assert run["results"] == []
+    series = bert_dynamic_latency(client)
+    assert ids[SPIKE] not in series_run_ids(client, series["id"])
+    # Twice is refused; the previous level is the baseline again: a normal run raises nothing.
+    again = client.post(
+        f"/api/v1/runs/{ids[SPIKE]}/invalidate", json={"reason": "again"}, headers=headers
+    )
+    assert again.status_code == 409
+    post_history(client, ingest_headers, broken_once, runs=range(SPIKE + 1, SPIKE + 4))
+    assert [r["id"] for r in regressions(client)] == [found["id"]]
+    assert regressions(client, status="new") == []
+
+
+def test_invalidating_an_ordinary_run_changes_nothing_else(
+    client: TestClient, database: Database, ingest_headers: dict[str, str]
+) -> None:
+    ids = post_history(client, ingest_headers, dynamic_bert_slower)
+    (before,) = regressions(client)
+    answer = client.post(
+        f"/api/v1/runs/{ids[5]}/invalidate", json={"reason": "duplicate"}, headers=admin(database)
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["withdrawn_regressions"] == []
+    assert answer.json()["new_regressions"] == []
+    (after,) = regressions(client)
+    keep = ("id", "state", "status", "first_bad_run_id", "last_good_run_id", "group_id")
+    assert {k: after[k] for k in keep} == {k: before[k] for k in keep}
+    assert after["before"] == before["before"]
+
+
+def test_a_step_whose_last_good_run_goes_keeps_its_first_bad_run(
+    client: TestClient, database: Database, ingest_headers: dict[str, str]
+) -> None:
+    ids = post_history(client, ingest_headers, dynamic_bert_slower)
+    (before,) = regressions(client)
+    assert before["last_good_run_id"] == ids[BAD - 1]
+    answer = client.post(
+        f"/api/v1/runs/{ids[BAD - 1]}/invalidate", json={"reason": "bad"}, headers=admin(database)
+    )
+    assert answer.status_code == 200, answer.text
+    (after,) = regressions(client)
+    assert (after["id"], after["status"], after["state"]) == (before["id"], "new", "confirmed")
+    assert (after["last_good_run_id"], after["first_bad_run_id"]) == (ids[BAD - 2], ids[BAD])
+
+
+def test_deleting_a_run_removes_its_rows_and_leaves_nothing_dangling(
+    client: TestClient, database: Database, ingest_headers: dict[str, str]
+) -> None:
+    ids = post_history(client, ingest_headers, dynamic_bert_slower, runs=range(RUNS))
+    (step,) = regressions(client)
+    headers = admin(database)
+    invalid = client.post(
+        f"/api/v1/runs/{ids[3]}/invalidate", json={"reason": "bad"}, headers=headers
+    )
+    assert invalid.status_code == 200
+    for run_id in (ids[3], ids[BAD], ids[-1]):  # invalid first, then the step's, the newest
+        answer = client.delete(f"/api/v1/runs/{run_id}", headers=headers)
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["deleted"] is True
+        assert client.get(f"/api/v1/runs/{run_id}").status_code == 404
+    assert client.delete(f"/api/v1/runs/{ids[3]}", headers=headers).status_code == 404
+    with database.session_scope() as session:
+        for table in (Result, InvalidatedResult):
+            gone = select(func.count()).select_from(table)
+            assert session.scalar(gone.where(table.run_id.in_([ids[3], ids[BAD]]))) == 0
+        # Every foreign key still points at a row (SQLite does not check them here).
+        for table in Base.metadata.sorted_tables:
+            for fk in table.foreign_keys:
+                parent = fk.column.table
+                orphans = (
+                    select(func.count())
+                    .select_from(table)
+                    .where(
+                        fk.parent.is_not(None),
+                        ~select(fk.column).where(fk.column == fk.parent).exists(),
+                    )
+                )
+                assert session.scalar(orphans) == 0, f"{table.name}.{fk.parent.name} -> {parent}"
+    # The step went with its first bad run; detection found it again on what is left.
+    remaining = regressions(client)
+    assert step["id"] not in [r["id"] for r in remaining]
+    assert [r["first_bad_run_id"] for r in remaining if r["state"] == "confirmed"] == [ids[BAD + 1]]
+
+
+def test_only_admin_may_correct(
+    client: TestClient, database: Database, ingest_headers: dict[str, str]
+) -> None:
+    ids = post_history(client, ingest_headers, runs=range(2))
+    triage = {"Authorization": f"Bearer {make_token(database, 'triage', name='t')}"}
+    body = {"reason": "no"}
+    assert client.post(f"/api/v1/runs/{ids[0]}/invalidate", json=body).status_code == 401
+    assert (
+        client.post(f"/api/v1/runs/{ids[0]}/invalidate", json=body, headers=triage).status_code
+        == 403
+    )
+    assert client.delete(f"/api/v1/runs/{ids[0]}", headers=triage).status_code == 403
+    assert client.get("/api/v1/audit", headers=triage).status_code == 403
+    assert client.get(f"/api/v1/runs/{ids[0]}").json()["status"] == "completed"
