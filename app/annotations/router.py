@@ -74,6 +74,6 @@ def delete_annotation(
 ) -> AnnotationRead:
     """Delete an annotation; answers what it was (scope ``triage``)."""
     annotation = AnnotationRead.model_validate(service.get_annotation(session, annotation_id))
-    service.delete_annotation(session, annotation_id)
+    service.delete_annotation(session, annotation_id, by=actor.label)
     queue.commit(session)
     return annotation

@@ -8,6 +8,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from app.annotations.models import Annotation
+from app.audit import service as audit
 from app.core.errors import NotFound
 
 
@@ -33,7 +34,14 @@ def create_annotation(
     )
     session.add(annotation)
     session.flush()
+    audit.record(
+        session, by, "annotation.create", f"annotation:{annotation.id}", {}, _audited(annotation)
+    )
     return annotation
+
+
+def _audited(annotation: Annotation) -> dict[str, object]:
+    return audit.fields(annotation, ("at", "ends_at", "machine", "channel", "text", "url"))
 
 
 def get_annotation(session: Session, annotation_id: int) -> Annotation:
@@ -44,9 +52,11 @@ def get_annotation(session: Session, annotation_id: int) -> Annotation:
     return annotation
 
 
-def delete_annotation(session: Session, annotation_id: int) -> Annotation:
-    """Delete an annotation; gives back what it was."""
+def delete_annotation(session: Session, annotation_id: int, by: str = "") -> Annotation:
+    """Delete an annotation; gives back what it was. ``by`` names who did it (audit log)."""
     annotation = get_annotation(session, annotation_id)
+    target = f"annotation:{annotation.id}"
+    audit.record(session, by or "unknown", "annotation.delete", target, _audited(annotation), {})
     session.delete(annotation)
     session.flush()
     return annotation

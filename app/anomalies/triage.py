@@ -19,6 +19,7 @@ from app.anomalies.models import (
     Triaged,
 )
 from app.anomalies.schemas import TriageUpdate
+from app.audit import service as audit
 from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
 from app.core.db import utcnow
 from app.core.errors import NotFound
@@ -143,12 +144,23 @@ def _apply_with_status(target: Member, update: TriageUpdate, by: str) -> None:
         target.status = update.status
 
 
+_AUDITED = ("status", "assignee", "note", "bug_url")
+
+
+def _audit(session: Session, by: str, kind: str, row: Any, before: dict[str, Any]) -> None:
+    """The triage in the audit log: the fields it changed, before and after."""
+    after = audit.fields(row, _AUDITED)
+    audit.record(session, by, f"{kind}.triage", f"{kind}:{row.id}", before, after)
+
+
 def triage_regression(
     session: Session, regression_id: int, update: TriageUpdate, by: str
 ) -> Regression:
     """Change a regression's status, assignee, note or bug link; ``by`` names who did it."""
     regression = get_regression(session, regression_id)
+    before = audit.fields(regression, _AUDITED)
     _apply_with_status(regression, update, by)
+    _audit(session, by, "regression", regression, before)
     session.flush()
     return regression
 
@@ -208,7 +220,9 @@ def get_failure(session: Session, failure_id: int) -> CaseFailure:
 def triage_failure(session: Session, failure_id: int, update: TriageUpdate, by: str) -> CaseFailure:
     """Change a failure's status, assignee, note or bug link; ``by`` names who did it."""
     failure = get_failure(session, failure_id)
+    before = audit.fields(failure, _AUDITED)
     _apply_with_status(failure, update, by)
+    _audit(session, by, "failure", failure, before)
     session.flush()
     return failure
 
@@ -298,7 +312,9 @@ def triage_aggregate(
 ) -> AggregateFinding:
     """Change an aggregate finding's status, assignee, note or bug link."""
     finding = get_aggregate(session, finding_id)
+    before = audit.fields(finding, _AUDITED)
     _apply_with_status(finding, update, by)
+    _audit(session, by, "aggregate", finding, before)
     session.flush()
     return finding
 
@@ -324,6 +340,7 @@ def get_group(session: Session, group_id: int) -> AlertGroup:
 def triage_group(session: Session, group_id: int, update: TriageUpdate, by: str) -> AlertGroup:
     """Triage a group: its status (and assignee, note, link) apply to every member."""
     group = get_group(session, group_id)
+    before = {**audit.fields(group, _AUDITED[1:]), "status": group_status(group)}
     _apply(group, update, by)
     members: list[Member] = [
         *group.regressions,
@@ -333,6 +350,8 @@ def triage_group(session: Session, group_id: int, update: TriageUpdate, by: str)
     ]
     for member in members:
         _apply_with_status(member, update, by)
+    after = {**audit.fields(group, _AUDITED[1:]), "status": group_status(group)}
+    audit.record(session, by, "group.triage", f"group:{group.id}", before, after)
     session.flush()
     return group
 

@@ -361,9 +361,15 @@ def parse_subscription(form: SubscriptionForm) -> tuple[dict[str, Any] | None, F
 
 
 def save_subscription(
-    session: Session, form: SubscriptionForm, settings: Settings, subscription_id: int | None
+    session: Session,
+    form: SubscriptionForm,
+    settings: Settings,
+    subscription_id: int | None,
+    by: str = "",
 ) -> tuple[Subscription | None, FormErrors]:
     """Create (no id) or change a subscription from its form; None and why when refused.
+
+    ``by`` names who did it (the audit log).
 
     The caller commits; a refusal has rolled the session back.
     """
@@ -372,9 +378,10 @@ def save_subscription(
         return None, errors
     try:
         if subscription_id is None:
-            return service.create_subscription(session, values, receiver_check(settings)), []
+            check = receiver_check(settings)
+            return service.create_subscription(session, values, check, by=by), []
         saved = service.update_subscription(
-            session, subscription_id, values, receiver_check(settings)
+            session, subscription_id, values, receiver_check(settings), by=by
         )
     except NotFound:
         raise

@@ -28,7 +28,7 @@ from app.notifications.schemas import (
     SubscriptionUpdate,
     stored_values,
 )
-from app.tokens.auth import require_scope
+from app.tokens.auth import Actor, require_actor, require_scope
 
 NAME_TAKEN: dict[int | str, dict[str, Any]] = {
     409: {"model": ErrorBody, "description": "Another subscription has this name"}
@@ -42,6 +42,7 @@ router = APIRouter(
 )
 Paging = Annotated[PageParams, Depends()]
 ONE = errors(404)
+AdminActor = Annotated[Actor, Depends(require_actor("admin"))]  # who, for the audit log
 CHANGE = {**WRITES, **ONE, **NAME_TAKEN}
 
 
@@ -69,7 +70,7 @@ def list_subscriptions(session: SessionDep, paging: Paging) -> Page[Subscription
     responses={**WRITES, **NAME_TAKEN},
 )
 def create_subscription(
-    body: SubscriptionCreate, session: SessionDep, request: Request
+    body: SubscriptionCreate, session: SessionDep, request: Request, actor: AdminActor
 ) -> SubscriptionRead:
     """Subscribe receivers to the findings the rules select.
 
@@ -77,7 +78,9 @@ def create_subscription(
     answer). A receiver whose host resolves to a loopback, private, link-local or metadata
     address is refused (422) unless the operator allows it (``BENCHWATCH_RECEIVER_ALLOW``).
     """
-    subscription = service.create_subscription(session, stored_values(body), _targets(request))
+    subscription = service.create_subscription(
+        session, stored_values(body), _targets(request), by=actor.label
+    )
     queue.commit(session)
     return _read(subscription)
 
@@ -100,14 +103,18 @@ def get_subscription(subscription_id: RowId, session: SessionDep) -> Subscriptio
     responses=CHANGE,
 )
 def update_subscription(
-    subscription_id: RowId, body: SubscriptionUpdate, session: SessionDep, request: Request
+    subscription_id: RowId,
+    body: SubscriptionUpdate,
+    session: SessionDep,
+    request: Request,
+    actor: AdminActor,
 ) -> SubscriptionRead:
     """Change the fields given; the revision grows by one if anything changed.
 
     A subscription from the subscriptions file is changed there only (409).
     """
     subscription = service.update_subscription(
-        session, subscription_id, stored_values(body), _targets(request)
+        session, subscription_id, stored_values(body), _targets(request), by=actor.label
     )
     queue.commit(session)
     return _read(subscription)
@@ -120,20 +127,24 @@ def update_subscription(
     responses=CHANGE,
 )
 def replace_subscription(
-    subscription_id: RowId, body: SubscriptionCreate, session: SessionDep, request: Request
+    subscription_id: RowId,
+    body: SubscriptionCreate,
+    session: SessionDep,
+    request: Request,
+    actor: AdminActor,
 ) -> SubscriptionRead:
     """Replace the whole subscription (fields left out take their defaults)."""
     subscription = service.update_subscription(
-        session, subscription_id, stored_values(body), _targets(request)
+        session, subscription_id, stored_values(body), _targets(request), by=actor.label
     )
     queue.commit(session)
     return _read(subscription)
 
 
 @router.delete("/{subscription_id}", status_code=204, responses=ONE)
-def delete_subscription(subscription_id: RowId, session: SessionDep) -> Response:
+def delete_subscription(subscription_id: RowId, session: SessionDep, actor: AdminActor) -> Response:
     """Delete a subscription."""
-    service.delete_subscription(session, subscription_id)
+    service.delete_subscription(session, subscription_id, by=actor.label)
     queue.commit(session)
     return Response(status_code=204)
 
@@ -227,7 +238,7 @@ def create_silence(body: SilenceCreate, session: SessionDep, actor: TriageActor)
 @silence_writes.delete("/{silence_id}", response_model=SilenceRead)
 def expire_silence(silence_id: RowId, session: SessionDep, actor: TriageActor) -> SilenceRead:
     """End a silence now; it stays listed, expired (scope ``triage``)."""
-    silence = silences.expire_silence(session, silence_id)
+    silence = silences.expire_silence(session, silence_id, by=actor.label)
     queue.commit(session)
     return SilenceRead(**silences.describe(silence, utcnow()))
 

@@ -15,6 +15,7 @@ from app.anomalies.models import (
     MachineSilence,
     Regression,
 )
+from app.audit import service as audit
 from app.core.db import utcnow
 from app.core.errors import Conflict, InvalidInput, NotFound
 from app.notifications import outbound
@@ -86,8 +87,22 @@ def _flush(session: Session, name: str) -> None:
         raise _name_taken(name) from exc
 
 
+def _audited(subscription: Subscription) -> dict[str, Any]:
+    """What the audit log keeps of a subscription: its fields, its receivers' kinds only."""
+    kept = audit.fields(subscription, [f for f in FIELDS if f != "receivers"])
+    return {**kept, "receivers": [r.get("kind", "") for r in subscription.receivers]}
+
+
+def _actor(by: str, source: str) -> str:
+    return by or ("the subscriptions file" if source == "file" else source)
+
+
 def create_subscription(
-    session: Session, values: Mapping[str, Any], targets: TargetCheck, source: str = "api"
+    session: Session,
+    values: Mapping[str, Any],
+    targets: TargetCheck,
+    source: str = "api",
+    by: str = "",
 ) -> Subscription:
     """A new subscription at revision 1 from validated values (``schemas.SubscriptionCreate``).
 
@@ -113,6 +128,10 @@ def create_subscription(
     )
     session.add(subscription)
     _flush(session, subscription.name)
+    target = f"subscription:{subscription.id}"
+    audit.record(
+        session, _actor(by, source), "subscription.create", target, {}, _audited(subscription)
+    )
     return subscription
 
 
@@ -122,6 +141,7 @@ def update_subscription(
     changes: Mapping[str, Any],
     targets: TargetCheck,
     source: str = "api",
+    by: str = "",
 ) -> Subscription:
     """Set the given fields; the revision grows by one when any stored value changes.
 
@@ -131,6 +151,7 @@ def update_subscription(
         changes: field to new value (validated; a field absent stays as it is).
         targets: checks where the receivers send (``check_receivers``).
         source: who changes it: ``api``, or ``file`` (the subscriptions file).
+        by: who, for the audit log (the token and session; empty: ``source``).
 
     Raises:
         NotFound: no subscription has this id.
@@ -139,6 +160,7 @@ def update_subscription(
     """
     subscription = get_subscription(session, subscription_id)
     _check_owned_by(subscription, source)
+    before = _audited(subscription)
     if "receivers" in changes:
         receivers = with_credentials(changes["receivers"], subscription.receivers)
         targets(receivers)
@@ -154,10 +176,16 @@ def update_subscription(
     subscription.revision += 1
     subscription.updated_at = utcnow()
     _flush(session, subscription.name)
+    target = f"subscription:{subscription.id}"
+    after = {**_audited(subscription), "revision": subscription.revision}
+    before["revision"] = subscription.revision - 1
+    audit.record(session, _actor(by, source), "subscription.update", target, before, after)
     return subscription
 
 
-def delete_subscription(session: Session, subscription_id: int, source: str = "api") -> None:
+def delete_subscription(
+    session: Session, subscription_id: int, source: str = "api", by: str = ""
+) -> None:
     """Delete a subscription and its notices.
 
     Raises:
@@ -166,6 +194,9 @@ def delete_subscription(session: Session, subscription_id: int, source: str = "a
     """
     subscription = get_subscription(session, subscription_id)
     _check_owned_by(subscription, source)
+    target = f"subscription:{subscription.id}"
+    before = _audited(subscription)
+    audit.record(session, _actor(by, source), "subscription.delete", target, before, {})
     session.delete(subscription)
     session.flush()
 

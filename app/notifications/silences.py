@@ -6,6 +6,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from app.audit import service as audit
 from app.core.db import utcnow
 from app.core.errors import NotFound
 from app.notifications.models import Silence
@@ -69,7 +70,12 @@ def create_silence(
     )
     session.add(silence)
     session.flush()
+    audit.record(session, by, "silence.create", f"silence:{silence.id}", {}, _audited(silence))
     return silence
+
+
+def _audited(silence: Silence) -> dict[str, Any]:
+    return audit.fields(silence, ("matchers", "starts_at", "ends_at", "comment"))
 
 
 def get_silence(session: Session, silence_id: int) -> Silence:
@@ -80,12 +86,20 @@ def get_silence(session: Session, silence_id: int) -> Silence:
     return silence
 
 
-def expire_silence(session: Session, silence_id: int) -> Silence:
-    """End a silence now (it stays listed as expired); one already over is left as it is."""
+def expire_silence(session: Session, silence_id: int, by: str = "") -> Silence:
+    """End a silence now (it stays listed as expired); one already over is left as it is.
+
+    ``by`` names who ended it (the audit log).
+    """
     silence = get_silence(session, silence_id)
     now = utcnow()
     if silence.ends_at > now:
+        before = audit.fields(silence, ("starts_at", "ends_at"))
         silence.ends_at = now
         silence.starts_at = min(silence.starts_at, now)
+        after = audit.fields(silence, ("starts_at", "ends_at"))
+        audit.record(
+            session, by or "unknown", "silence.end", f"silence:{silence.id}", before, after
+        )
     session.flush()
     return silence

@@ -10,12 +10,14 @@ from fnmatch import fnmatchcase
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
+from app.audit import service as audit
 from app.core.db import utcnow
 from app.core.errors import Forbidden, InvalidInput, NotFound
 from app.tokens.models import ApiToken, WebSession
 
 SCOPES = ("ingest", "triage", "admin", "read", "trigger")
 TOKEN_PREFIX = "bw_"
+CLI = "benchwatch command line"  # who made or revoked a token, in the audit log
 MAX_NAME_LENGTH = 128  # the column's size
 SESSION_DAYS = 14  # how long a browser stays signed in
 MAX_MACHINE_PATTERNS = 32
@@ -51,10 +53,12 @@ def create_token(
     scopes: list[str],
     pepper: str,
     machine_patterns: list[str] | None = None,
+    by: str = CLI,
 ) -> tuple[ApiToken, str]:
     """A new token and its plain text (to show once).
 
-    ``machine_patterns`` (globs, e.g. ``h100-*``) limit the machines it may ingest for.
+    ``machine_patterns`` (globs, e.g. ``h100-*``) limit the machines it may ingest for;
+    ``by`` names who made it in the audit log.
     """
     if not 1 <= len(name) <= MAX_NAME_LENGTH or not name.isprintable():
         raise InvalidInput(f"a token's name is 1 to {MAX_NAME_LENGTH} printable characters")
@@ -79,6 +83,8 @@ def create_token(
     )
     session.add(token)
     session.flush()
+    after = audit.fields(token, ("name", "prefix", "scopes", "machine_patterns"))
+    audit.record(session, by, "token.create", f"token:{token.id}", {}, after)
     return token, plain
 
 
@@ -87,8 +93,8 @@ def list_tokens(session: Session) -> list[ApiToken]:
     return list(session.scalars(select(ApiToken).order_by(ApiToken.id)))
 
 
-def revoke_token(session: Session, ident: str) -> list[ApiToken]:
-    """Revoke the token with this id, or every live token with this name."""
+def revoke_token(session: Session, ident: str, by: str = CLI) -> list[ApiToken]:
+    """Revoke the token with this id, or every live token with this name (``by``: who)."""
     query = select(ApiToken).where(ApiToken.revoked_at.is_(None))
     if ident.isdigit():
         query = query.where(ApiToken.id == int(ident))
@@ -99,6 +105,8 @@ def revoke_token(session: Session, ident: str) -> list[ApiToken]:
         raise TokenNotFound(ident)
     for token in tokens:
         token.revoked_at = utcnow()
+        after = audit.fields(token, ("name", "revoked_at"))
+        audit.record(session, by, "token.revoke", f"token:{token.id}", {"revoked_at": None}, after)
     session.flush()
     return tokens
 
