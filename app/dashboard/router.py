@@ -8,9 +8,10 @@ from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlencode
 
 import plotly
-from fastapi import APIRouter, Depends, Form, HTTPException, Request
+from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
@@ -21,10 +22,12 @@ from app.annotations import service as annotations_service
 from app.anomalies.registry import read_thresholds
 from app.api.deps import SessionDep
 from app.api.validation import refuse_nul_in_query
+from app.audit import service as audit
 from app.core import queue
-from app.core.bounds import RowId, in_id_range
+from app.core.bounds import INT32_MAX, RowId, in_id_range
 from app.core.errors import DomainError, NotFound
 from app.core.urls import safe_href
+from app.corrections import service as corrections
 from app.dashboard import annotations_page
 from app.dashboard import format as fmt
 from app.dashboard import subscriptions as subs
@@ -69,6 +72,11 @@ templates.env.filters |= {
     "embed": embed,
 }
 SUITE_RUNS_SHOWN = 50
+AUDIT_SHOWN = 200  # entries of the audit page, newest first
+RUN_DONE = {
+    "invalidated": "Invalidated: the run left history; what it caused was withdrawn.",
+    "unconfirmed": "Not deleted: tick the box to delete the run.",
+}
 
 
 class PageRoute(APIRoute):
@@ -247,9 +255,14 @@ def alerts_view(
 
 
 @pages.get("/runs/{run_id}", response_class=HTMLResponse)
-def run_view(request: Request, session: SessionDep, run_id: int) -> HTMLResponse:
+def run_view(
+    request: Request, session: SessionDep, run_id: int, done: str | None = None
+) -> HTMLResponse:
     """One run: metadata, environment, coverage, failures, hardware, kernels, benchmarks."""
-    return render(request, session, "run.html", **run_page(session, run_id))
+    context = run_page(session, run_id)
+    scopes = subs.scopes_of(request, session)
+    said = RUN_DONE.get(done or "")
+    return render(request, session, "run.html", may_correct="admin" in scopes, done=said, **context)
 
 
 @pages.get("/runs/{run_id}/verdicts", response_class=HTMLResponse)
@@ -343,7 +356,8 @@ def create_subscription_form(
     request: Request, session: SessionDep, actor: subs.AdminForm, form: subs.SubscriptionFields
 ) -> Response:
     """Create a subscription from the page's form; refused, the form again with why."""
-    created, errors = subs.save_subscription(session, form, request.app.state.settings, None)
+    settings = request.app.state.settings
+    created, errors = subs.save_subscription(session, form, settings, None, actor.label)
     if created is None:
         context = subs.list_context(session, form, errors)
         # 200, not 422, as /login does: the form again, with why (a browser logs a 4xx)
@@ -385,7 +399,7 @@ def update_subscription_form(
 ) -> Response:
     """Change a subscription from its form (its revision grows if anything changed)."""
     settings = request.app.state.settings
-    saved, errors = subs.save_subscription(session, form, settings, subscription_id)
+    saved, errors = subs.save_subscription(session, form, settings, subscription_id, actor.label)
     if saved is None:
         context = subs.detail_context(session, subscription_id, settings, form, errors)
         return render(request, session, "subscription.html", **context)
@@ -403,7 +417,9 @@ def pause_subscription_form(
 ) -> RedirectResponse:
     """Pause or resume a subscription."""
     check = subs.receiver_check(request.app.state.settings)
-    notifications_service.update_subscription(session, subscription_id, {"paused": paused}, check)
+    notifications_service.update_subscription(
+        session, subscription_id, {"paused": paused}, check, by=actor.label
+    )
     queue.commit(session)
     done = "paused" if paused else "resumed"
     return RedirectResponse(f"/subscriptions/{subscription_id}?done={done}", status_code=303)
@@ -425,7 +441,7 @@ def delete_subscription_form(
         settings = request.app.state.settings
         context = subs.detail_context(session, subscription_id, settings, errors=errors)
         return render(request, session, "subscription.html", **context)
-    notifications_service.delete_subscription(session, subscription_id)
+    notifications_service.delete_subscription(session, subscription_id, by=actor.label)
     queue.commit(session)
     return RedirectResponse("/subscriptions?done=deleted", status_code=303)
 
@@ -491,7 +507,7 @@ def expire_silence_form(
     back: Annotated[str, Form(max_length=200)] = "/silences",
 ) -> RedirectResponse:
     """End a silence now (it stays listed, expired)."""
-    silences.expire_silence(session, silence_id)
+    silences.expire_silence(session, silence_id, by=actor.label)
     queue.commit(session)
     return RedirectResponse(subs.with_done(safe_next(back), "expired"), status_code=303)
 
@@ -538,6 +554,67 @@ def delete_annotation_form(
     session: SessionDep, actor: subs.TriageForm, annotation_id: RowId
 ) -> RedirectResponse:
     """Delete an annotation."""
-    annotations_service.delete_annotation(session, annotation_id)
+    annotations_service.delete_annotation(session, annotation_id, by=actor.label)
     queue.commit(session)
     return RedirectResponse("/annotations?done=deleted", status_code=303)
+
+
+@pages.post("/runs/{run_id}/invalidate")
+def invalidate_run_form(
+    request: Request,
+    session: SessionDep,
+    actor: subs.AdminForm,
+    run_id: RowId,
+    reason: Annotated[str, Form(min_length=1, max_length=corrections.MAX_REASON)],
+) -> RedirectResponse:
+    """Take the run out of history (admin): its findings withdrawn, detection judged again."""
+    thresholds = dict(request.app.state.settings.DETECTOR_THRESHOLDS or {})
+    corrections.invalidate(session, run_id, reason, actor.label, thresholds)
+    queue.commit(session)
+    return RedirectResponse(f"/runs/{run_id}?done=invalidated", status_code=303)
+
+
+@pages.post("/runs/{run_id}/delete")
+def delete_run_form(
+    request: Request,
+    session: SessionDep,
+    actor: subs.AdminForm,
+    run_id: RowId,
+    reason: Annotated[str, Form(min_length=1, max_length=corrections.MAX_REASON)],
+    confirm: Annotated[str, Form(max_length=10)] = "",
+) -> RedirectResponse:
+    """Delete the run and its rows (admin), once the box saying so is ticked."""
+    if confirm != "yes":
+        return RedirectResponse(f"/runs/{run_id}?done=unconfirmed", status_code=303)
+    thresholds = dict(request.app.state.settings.DETECTOR_THRESHOLDS or {})
+    corrections.delete_run(session, run_id, reason, actor.label, thresholds)
+    queue.commit(session)
+    return RedirectResponse(f"/audit?target=run:{run_id}", status_code=303)
+
+
+@pages.get("/audit", response_class=HTMLResponse)
+def audit_view(
+    request: Request,
+    session: SessionDep,
+    actor: subs.AdminPage,
+    action: Annotated[str | None, Query(max_length=64)] = None,
+    target: Annotated[str | None, Query(max_length=128)] = None,
+    by: Annotated[str | None, Query(max_length=200)] = None,
+    before: Annotated[int | None, Query(ge=1, le=INT32_MAX)] = None,
+) -> HTMLResponse:
+    """The audit log (admin): every write that is not an upload, newest first."""
+    entries = audit.list_entries(
+        session,
+        action=action or None,
+        target=target or None,
+        actor=by or None,
+        before_id=before,
+        limit=AUDIT_SHOWN + 1,
+    )
+    more = len(entries) > AUDIT_SHOWN
+    entries = entries[:AUDIT_SHOWN]
+    query = {"action": action or "", "target": target or "", "by": by or ""}
+    older = None
+    if more:
+        older = "/audit?" + urlencode({**query, "before": entries[-1].id})
+    return render(request, session, "audit.html", entries=entries, query=query, older=older)
