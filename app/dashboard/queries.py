@@ -6,7 +6,7 @@ from sqlalchemy.orm import Session
 from app.benchmarks.models import Machine
 from app.benchmarks.service import list_machines
 from app.runs.branches import is_branch_channel
-from app.runs.models import Run
+from app.runs.models import INVALID, Run
 
 
 def machine_names(session: Session) -> list[str]:
@@ -31,11 +31,11 @@ def default_channel(channels: list[str]) -> str:
 
 
 def recent_runs(session: Session, machine: str, channel: str, limit: int) -> list[Run]:
-    """A machine's newest runs on a channel, newest first."""
+    """A machine's newest runs on a channel, newest first (invalidated runs left out)."""
     query = (
         select(Run)
         .join(Machine)
-        .where(Machine.name == machine, Run.channel == channel)
+        .where(Machine.name == machine, Run.channel == channel, Run.status != INVALID)
         .order_by(Run.started_at.desc(), Run.id.desc())
         .limit(limit)
     )

@@ -60,6 +60,12 @@ def test_invalidating_the_run_that_caused_a_step_withdraws_it(
     assert run["results"] == []
     series = bert_dynamic_latency(client)
     assert ids[SPIKE] not in series_run_ids(client, series["id"])
+    # The newest valid run is the machine's latest again, on the summary and the overview.
+    summary = client.get("/api/v1/summary", params={"machine": "h100-8"}).json()
+    assert summary["run"]["id"] == ids[SPIKE - 1]
+    overview = client.get("/").text
+    assert f'href="/runs/{ids[SPIKE - 1]}"' in overview
+    assert f'href="/runs/{ids[SPIKE]}"' not in overview
     # Twice is refused; the previous level is the baseline again: a normal run raises nothing.
     again = client.post(
         f"/api/v1/runs/{ids[SPIKE]}/invalidate", json={"reason": "again"}, headers=headers
