@@ -24,7 +24,7 @@ from app.core.metrics import after_commit
 from app.core.queue import enqueue_after_commit
 from app.jobs import DETECT_RUN
 from app.runs import branches, shards
-from app.runs.models import Environment, Result, Run
+from app.runs.models import INVALID, Environment, Result, Run
 from app.runs.schemas import EnvironmentIn, ResultIn, RunIn
 from app.runs.writer import ResultRow, write_results
 
@@ -34,6 +34,13 @@ class RunNotFound(NotFound):
 
     def __init__(self, run_id: int) -> None:
         super().__init__(f"run {run_id} does not exist")
+
+
+class ShardOfInvalidRun(Conflict):
+    """A new shard for a run an admin invalidated: its results would enter history."""
+
+    def __init__(self, run_id: int) -> None:
+        super().__init__(f"run {run_id} was invalidated: its key takes no further shards")
 
 
 class KeyReused(Conflict):
@@ -179,6 +186,8 @@ def _again(session: Session, run: Run, run_in: RunIn, digest: str) -> Ingested:
     run = session.get_one(Run, run.id, populate_existing=True)
     if shards.known_shard(session, run, run_in, digest):
         return Ingested(run, created=False)
+    if run.status == INVALID:
+        raise ShardOfInvalidRun(run.id)
     cases = cases_of(run_in.results)
     _reject_duplicates(run_in.results, cases)
     resolved = resolve_catalog(

@@ -10,6 +10,7 @@ from app.models import Base
 from app.runs.models import InvalidatedResult, Result
 from tests.anomalies.test_service import BAD, RUNS, dynamic_bert_slower, post_history, regressions
 from tests.conftest import make_token
+from tests.runs.test_shards import shard
 
 SPIKE = 30  # the broken run: bert/dynamic twice as slow, once
 
@@ -161,3 +162,23 @@ def test_only_admin_may_correct(
     assert client.delete(f"/api/v1/runs/{ids[0]}", headers=triage).status_code == 403
     assert client.get("/api/v1/audit", headers=triage).status_code == 403
     assert client.get(f"/api/v1/runs/{ids[0]}").json()["status"] == "completed"
+
+
+def test_an_invalidated_sharded_run_takes_no_further_shard(
+    client: TestClient, database: Database, ingest_headers: dict[str, str]
+) -> None:
+    first = client.post("/api/v1/runs", json=shard("a", ("m1", "m2")), headers=ingest_headers)
+    assert first.status_code == 201, first.text
+    run_id = first.json()["id"]
+    answer = client.post(
+        f"/api/v1/runs/{run_id}/invalidate", json={"reason": "bad"}, headers=admin(database)
+    )
+    assert answer.status_code == 200, answer.text
+    retry = client.post("/api/v1/runs", json=shard("a", ("m1", "m2")), headers=ingest_headers)
+    assert retry.status_code == 200  # a retry of a stored shard answers as before
+    later = client.post("/api/v1/runs", json=shard("b", ("m3",)), headers=ingest_headers)
+    assert later.status_code == 409
+    assert "invalidated" in later.json()["detail"]
+    with database.session_scope() as session:
+        stored = select(func.count()).select_from(Result).where(Result.run_id == run_id)
+        assert session.scalar(stored) == 0
