@@ -26,6 +26,7 @@ from app.anomalies.models import (
     RunAnomaly,
 )
 from app.audit import service as audit
+from app.benchmarks.models import Series
 from app.core.db import utcnow
 from app.core.errors import Conflict
 from app.notifications.models import Notice
@@ -155,6 +156,8 @@ def _invalidate(
             )
         )
     ):
+        if failure.first_failing_run_id != run.id and _move_last_passing(session, failure):
+            continue  # the case failed in a valid run: the run before the invalid one passed
         _withdraw_finding(failure, run)
         correction.withdrawn_failures.append(failure.id)
     for finding in session.scalars(
@@ -206,6 +209,28 @@ def _move_last_good(
         return
     detection.withdraw(regression, why)
     correction.withdrawn_regressions.append(regression.id)
+
+
+def _move_last_passing(session: Session, failure: CaseFailure) -> bool:
+    """A failure whose last passing run was the invalid one: the case's ok result before."""
+    first_failing = session.get_one(Run, failure.first_failing_run_id)
+    previous = session.scalar(
+        select(Result.run_id)
+        .join(Series, Result.series_id == Series.id)
+        .where(
+            Series.benchmark_id == failure.benchmark_id,
+            Series.machine_id == failure.machine_id,
+            Series.channel == failure.channel,
+            Result.status == "ok",
+            Result.measured_at < first_failing.started_at,
+        )
+        .order_by(Result.measured_at.desc(), Result.run_id.desc())
+        .limit(1)
+    )
+    if previous is None:
+        return False
+    failure.last_passing_run_id = previous
+    return True
 
 
 def _withdraw_finding(finding: CaseFailure | AggregateFinding, run: Run) -> None:

@@ -8,6 +8,7 @@ from sqlalchemy import func, select
 from app.core.db import Database
 from app.models import Base
 from app.runs.models import InvalidatedResult, Result
+from tests.anomalies.test_failures import nightly as failing_nightly
 from tests.anomalies.test_service import BAD, RUNS, dynamic_bert_slower, post_history, regressions
 from tests.conftest import make_token
 from tests.runs.test_shards import shard
@@ -182,3 +183,27 @@ def test_an_invalidated_sharded_run_takes_no_further_shard(
     with database.session_scope() as session:
         stored = select(func.count()).select_from(Result).where(Result.run_id == run_id)
         assert session.scalar(stored) == 0
+
+
+def test_a_failure_whose_last_passing_run_goes_stands(
+    client: TestClient, database: Database, ingest_headers: dict[str, str]
+) -> None:
+    runs = [failing_nightly(client, ingest_headers, i, {}) for i in range(4)]
+    runs.append(failing_nightly(client, ingest_headers, 4, {"bert": "oom"}))
+    headers = admin(database)
+    answer = client.post(
+        f"/api/v1/runs/{runs[3]}/invalidate", json={"reason": "x"}, headers=headers
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["withdrawn_failures"] == []
+    (failure,) = client.get("/api/v1/failures").json()["items"]
+    assert (failure["status"], failure["first_failing_run_id"]) == ("new", runs[4])
+    assert failure["last_passing_run_id"] == runs[2]
+    # The run where it began failing is another matter: withdrawn, and nothing new opens.
+    answer = client.post(
+        f"/api/v1/runs/{runs[4]}/invalidate", json={"reason": "y"}, headers=headers
+    )
+    assert answer.json()["withdrawn_failures"] == [failure["id"]]
+    (withdrawn,) = client.get("/api/v1/failures").json()["items"]
+    assert withdrawn["status"] == "invalid"
+    assert f"run {runs[4]} invalidated: y" in withdrawn["note"]
