@@ -121,7 +121,14 @@ def test_every_answer_is_declared_and_no_5xx(
 def test_stateful_sequences_answer_no_5xx(app_and_headers: tuple[Any, dict[str, str]]) -> None:
     application, headers = app_and_headers
 
-    class Sequences(schema.as_state_machine()):  # type: ignore[misc]
+    # Invalidating or deleting a seeded run changes what every later example reads (runs,
+    # series, findings), so the sequences' data would differ on replay; the per-operation
+    # test above fuzzes both corrections.
+    sequences = schema.exclude(name="POST /api/v1/runs/{run_id}/invalidate").exclude(
+        name="DELETE /api/v1/runs/{run_id}"
+    )
+
+    class Sequences(sequences.as_state_machine()):  # type: ignore[misc]
         def get_call_kwargs(self, case: schemathesis.Case) -> dict[str, Any]:
             return {"app": application, "headers": headers}
 
