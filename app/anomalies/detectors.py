@@ -289,10 +289,14 @@ def _change_point(
     config: DetectorConfig,
     samples: Sequence[Sequence[float] | None] | None,
 ) -> ChangePoint:
-    left, right = points[bounds[0] : split], points[split : bounds[1]]
+    return step_between(int(observed[split]), points[bounds[0] : split], points[split : bounds[1]])
+
+
+def step_between(index: int, left: FloatArray, right: FloatArray) -> ChangePoint:
+    """The step from the points ``left`` to the points ``right``, starting at ``index``."""
     before, after = float(np.median(left)), float(np.median(right))
     return ChangePoint(
-        index=int(observed[split]),
+        index=index,
         before=before,
         after=after,
         rel_change=(after - before) / abs(before),

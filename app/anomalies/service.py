@@ -142,7 +142,17 @@ def rescan(
     ids = select(Series.id)
     if machine is not None:
         ids = ids.join(Machine, Series.machine_id == Machine.id).where(Machine.name == machine)
-    series = _series_keys(session, ids)
+    detection = _detect_whole(session, _series_keys(session, ids), read)
+    detection.failures, detection.passing_again = _rescan_failures(session, machine)
+    aggregate_findings.rescan(session, machine)
+    session.flush()
+    return detection
+
+
+def _detect_whole(
+    session: Session, series: Sequence["SeriesKey"], read: DetectorThresholds
+) -> Detection:
+    """The detectors over the whole history of each series, 500 series at a time."""
     detection = Detection([], [])
     for part in range(0, len(series), 500):
         chunk = series[part : part + 500]
@@ -153,9 +163,6 @@ def rescan(
         detection.suspected += found.suspected
         detection.confirmed += found.confirmed
         detection.withdrawn += found.withdrawn
-    detection.failures, detection.passing_again = _rescan_failures(session, machine)
-    aggregate_findings.rescan(session, machine)
-    session.flush()
     return detection
 
 
@@ -616,14 +623,7 @@ def rejudge(
     """
     read = registry.read_thresholds(thresholds or {})
     series = _series_keys(session, select(Series.id).where(Series.id.in_(list(series_ids))))
-    detection = Detection([], [])
-    for part in range(0, len(series), 500):
-        chunk = series[part : part + 500]
-        histories = load_histories(session, [s.id for s in chunk], END_OF_TIME, None)
-        found = _detect(session, chunk, histories, read)
-        detection.regressions += found.regressions
-        detection.reverted += found.reverted
-        detection.confirmed += found.confirmed
+    detection = _detect_whole(session, series, read)
     for run, judged in failures.rescan_runs(session, machine_id, channel):
         _group_failures(session, judged.opened, run)
         detection.failures += judged.opened

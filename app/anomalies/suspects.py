@@ -35,6 +35,7 @@ from app.anomalies.detectors import (
     DetectorConfig,
     noise_scale,
     relative_noise,
+    step_between,
 )
 
 Verdict = tuple[Literal["confirmed", "withdrawn"], str]  # and why, in words
@@ -116,23 +117,8 @@ def _judge_tail(
     below = bool(np.all(tail < level - margin))
     if not (above or below):
         return None
-    after = float(np.median(tail))
-    return ChangePoint(
-        index=int(observed[-count]),
-        before=level,
-        after=after,
-        rel_change=(after - level) / abs(level),
-        p_value=_p_value(reference, tail),
-        before_spread=float(np.median(np.abs(reference - level))),
-        after_spread=float(np.median(np.abs(tail - after))),
-    )
-
-
-def _p_value(reference: npt.NDArray[np.float64], tail: npt.NDArray[np.float64]) -> float:
-    """The rank test's p-value: with so few points, never small; kept as the evidence so far."""
-    from scipy.stats import mannwhitneyu  # as in detectors: only where a suspect is found
-
-    return float(mannwhitneyu(reference, tail, alternative="two-sided").pvalue)
+    # Its rank test's p-value, with so few points, is never small: kept as the evidence so far.
+    return step_between(int(observed[-count]), reference, tail)
 
 
 def verdict(

@@ -5,6 +5,7 @@ bound parameter to its column's type), so a larger number in a path, a query or 
 fail in the database; these types refuse it first, with a 422 that says where.
 """
 
+import hashlib
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Annotated, Any
@@ -77,3 +78,14 @@ def nul_locations(value: Any, path: str = "") -> Iterator[str]:
     elif isinstance(value, list):
         for index, item in enumerate(value):
             yield from nul_locations(item, f"{path}[{index}]")
+
+
+def fit(name: str, length: int, whole: str, digest_chars: int) -> str:
+    """``name`` if it fits in ``length``; else its start and a hash of ``whole``.
+
+    The hash keeps apart two long names that share their start.
+    """
+    if len(name) <= length:
+        return name
+    digest = hashlib.sha256(whole.encode()).hexdigest()[:digest_chars]
+    return f"{name[: length - digest_chars - 1]}-{digest}"

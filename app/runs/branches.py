@@ -10,9 +10,10 @@ page asks for it (``@`` never occurs in a channel name a client gives). A run wi
 ``BENCHWATCH_DEFAULT_BRANCHES`` names each channel's default branch, ``"*"`` for the rest.
 """
 
-import hashlib
 import re
 from collections.abc import Mapping
+
+from app.core.bounds import fit
 
 SEPARATOR = "@"
 CHANNEL_LENGTH = 64  # of the channel columns
@@ -38,11 +39,7 @@ def branch_channel(channel: str, branch: str) -> str:
     hash of the whole, so two long branch names stay apart.
     """
     slug = _UNSAFE.sub("-", branch.removeprefix("refs/heads/")).strip("-") or "branch"
-    name = f"{channel}{SEPARATOR}{slug}"
-    if len(name) <= CHANNEL_LENGTH:
-        return name
-    digest = hashlib.sha256(branch.encode()).hexdigest()[:10]
-    return f"{name[: CHANNEL_LENGTH - len(digest) - 1]}-{digest}"
+    return fit(f"{channel}{SEPARATOR}{slug}", CHANNEL_LENGTH, branch, 10)
 
 
 def is_branch_channel(channel: str) -> bool:

@@ -12,12 +12,12 @@ shards are in, or once none came for ``BENCHWATCH_RUN_SHARDS_QUIET_S``
 (``complete_quiet_runs``).
 """
 
-import hashlib
 from datetime import datetime, timedelta
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from app.core.bounds import fit
 from app.core.db import utcnow
 from app.core.errors import Conflict
 from app.runs.models import Run, RunShard
@@ -52,10 +52,7 @@ KEY_LENGTH = 256  # of Run.key
 def run_key(run_in: RunIn) -> str:
     """The key of the run a shard belongs to: its workflow's, on its machine and channel."""
     key = f"{run_in.key}/{run_in.machine.name}/{run_in.environment.channel}"
-    if len(key) <= KEY_LENGTH:
-        return key
-    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-    return f"{key[: KEY_LENGTH - len(digest) - 1]}-{digest}"
+    return fit(key, KEY_LENGTH, key, 16)
 
 
 def initial_status(run_in: RunIn) -> str:
