@@ -177,6 +177,6 @@ def add(
         "created_at": utcnow(),
     }
     dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
-    insert = dialect.insert(Notice).values(values).on_conflict_do_nothing()
-    written = session.execute(insert).rowcount  # type: ignore[attr-defined]
-    return int(written or 0)
+    insert = dialect.insert(Notice).values(values).on_conflict_do_nothing().returning(Notice.id)
+    # The returned rows, not ``rowcount``: psycopg may report -1 for this statement.
+    return len(session.execute(insert).all())
