@@ -2,15 +2,21 @@
 
 import os
 import platform
+import re
 import socket
 import sys
 from importlib import metadata
+from pathlib import Path
 
 import psutil
 import torch
 
 from app.benchmarks.vocabulary import Device, short_arch
+from app.core.cpu_cores import format_cores
 from app.runs.schemas import EnvironmentIn, MachineIn
+
+CPU_SYSFS = Path("/sys/devices/system/cpu")
+CPU_DIR = re.compile(r"cpu(\d+)")
 
 
 def device_kind() -> Device:
@@ -30,6 +36,34 @@ def cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def cpu_governor(root: Path = CPU_SYSFS) -> str:
+    """The CPUs' frequency governor, summarised over every CPU.
+
+    ``performance``, ``powersave``..., ``mixed: ...`` or ``unavailable`` (no cpufreq, as in
+    most VMs, where the host sets the clock). A governor other than ``performance`` lets the
+    clock follow the load, so the first calls of a case run slower than the rest and a busy
+    neighbour changes the figures.
+    ``mixed`` names each governor with its CPUs (``mixed: performance 0-3, powersave 4-7``).
+    """
+    found: dict[str, list[int]] = {}
+    cpus = root.iterdir() if root.is_dir() else iter(())
+    for path in cpus:
+        if (match := CPU_DIR.fullmatch(path.name)) is None:
+            continue
+        try:
+            governor = (path / "cpufreq" / "scaling_governor").read_text(encoding="ascii")
+        except (OSError, UnicodeDecodeError):
+            continue
+        name = governor.strip()[:32] or "unknown"
+        found.setdefault(name, []).append(int(match.group(1)))
+    if not found:
+        return "unavailable"
+    if len(found) == 1:
+        return next(iter(found))
+    parts = sorted(found.items(), key=lambda item: min(item[1]))
+    return "mixed: " + ", ".join(f"{name} {format_cores(cpus)}" for name, cpus in parts)
 
 
 def describe_machine(name: str | None = None) -> MachineIn:
@@ -87,5 +121,9 @@ def describe_environment(channel: str) -> EnvironmentIn:
         cuda=torch.version.cuda or "",
         hip=torch.version.hip or "",
         packages=dict(sorted(packages.items())),
-        extra={"python_implementation": platform.python_implementation(), "platform": sys.platform},
+        extra={
+            "python_implementation": platform.python_implementation(),
+            "platform": sys.platform,
+            "cpu_governor": cpu_governor(),
+        },
     )

@@ -7,6 +7,12 @@ shard runs in a process of its own so that a crash, a hang or an out-of-memory t
 shard, not the worker. If the worker dies, even while the child is still importing torch, the
 child notices that its parent is no longer PARENT and exits too, so an orphan never holds the
 device.
+
+Before it imports torch the child pins itself to the cores ``BENCHWATCH_PIN_CORES`` names
+(``workers.pinning``), so that torch's threads, and the compile workers it starts, inherit
+them. Each row with samples gets its within-run noise in ``extra["noise"]`` (the detector's
+``within_run_noise``), and each latency row the pinning it ran under in
+``extra["cpu_pinning"]``.
 """
 
 import json
@@ -15,11 +21,11 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
-import torch
-
-from workers.run_suite import run_measurements
-from workers.tiers import TIERS, measurements_of
+from app.anomalies.detectors import within_run_noise
+from app.core.config import settings
+from workers.pinning import Pinning, apply_pinning, plan_pinning
 
 
 def _exit_with_parent(parent: int) -> None:
@@ -28,14 +34,37 @@ def _exit_with_parent(parent: int) -> None:
     os._exit(3)
 
 
+def annotated(rows: list[dict[str, Any]], pinning: Pinning) -> list[dict[str, Any]]:
+    """The rows, each with samples given its noise, each latency row the pinning."""
+    pinned = pinning.record()
+    for row in rows:
+        extra = dict(row.get("extra") or {})
+        noise = within_run_noise(row.get("samples") or ())
+        if noise is not None:
+            extra["noise"] = round(noise, 6)
+        if row.get("metric") == "latency":
+            extra["cpu_pinning"] = pinned
+        if extra:
+            row["extra"] = extra
+    return rows
+
+
 def main() -> int:
-    """Entry point of the shard child: read the spec, measure, write the rows."""
+    """Entry point of the shard child: pin, read the spec, measure, write the rows."""
     threading.Thread(target=_exit_with_parent, args=(int(sys.argv[3]),), daemon=True).start()
+    # Pinning sets this thread's affinity; torch, imported after it, starts its threads from
+    # here, so they inherit it (the watcher above only sleeps).
+    pinning = apply_pinning(plan_pinning(settings.PIN_CORES))
+    import torch
+
+    from workers.run_suite import run_measurements
+    from workers.tiers import TIERS, measurements_of
+
     spec = json.loads(Path(sys.argv[1]).read_text())
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     tier = spec["tier"]
     rows = run_measurements(measurements_of(tier, spec["cases"]), device, TIERS[tier].plan)
-    Path(sys.argv[2]).write_text(json.dumps(rows))
+    Path(sys.argv[2]).write_text(json.dumps(annotated(rows, pinning)))
     return 0
 
 

@@ -21,11 +21,15 @@ The method, in three stages:
 
 The minimum effect depends on the series' noise: ``noise_multiple`` times its relative noise
 (``sigma`` over the level), but never under ``min_rel_floor`` (set per metric kind by
-``registry``) nor over ``min_rel_change``. A noisy series keeps the fixed minimum, which is
-what stops a slow drift from passing as a step. A quiet one may report a step of a few times
-its noise (a 2% step at 0.3% noise is real); there a drift of a few percent, or two modes
-whose shares shift, would be many times the noise, so a step under ``min_rel_change`` must
-also stand out from the trend of the levels and leave the range of the points before it
+``registry``) nor over ``min_rel_change``. Where the raw samples are given, the noise taken
+is at least the case's typical within-run noise: the median over its points of each one's
+robust spread (``within_run_noise``: the samples' median absolute deviation over their
+median). A case whose samples scatter within a run needs a bigger step than its medians'
+run-to-run noise alone would ask for. A noisy series keeps the fixed minimum, which is what
+stops a slow drift from passing as a step. A quiet one may report a step of a few times its
+noise (a 2% step at 0.3% noise is real); there a drift of a few percent, or two modes whose
+shares shift, would be many times the noise, so a step under ``min_rel_change`` must also
+stand out from the trend of the levels and leave the range of the points before it
 (``_stands_out``).
 
 What this ignores, by construction: single outliers (stage 1's median and stage 2's ranks),
@@ -44,6 +48,7 @@ FloatArray = npt.NDArray[np.float64]
 PROPOSAL_THRESHOLD = 4.0  # normalised CUSUM needed to propose a split
 TOO_SHORT = 2.0  # the weakness of a proposal whose levels hold too few points: above any p
 REFINE_RADIUS = 5  # points either side of a proposal where the step may really start
+MIN_NOISE_SAMPLES = 3  # samples a result needs before its spread says anything
 
 
 @dataclass(frozen=True)
@@ -57,9 +62,15 @@ class DetectorConfig:
     noise_multiple: float = 3.0  # on a quiet series, the minimum effect is this many sigmas
     min_rel_floor: float = 0.005  # ... but never under this (the registry sets it per kind)
 
-    def min_effect(self, relative_noise: float) -> float:
-        """The least relative step reported on a series with this relative noise."""
-        wanted = self.noise_multiple * relative_noise
+    def min_effect(self, relative_noise: float, within_run: float = 0.0) -> float:
+        """The least relative step reported on a series with this relative noise.
+
+        Args:
+            relative_noise: the series' run-to-run noise over its level.
+            within_run: the case's typical within-run noise (``typical_within_run_noise``);
+                the noise taken is never under it.
+        """
+        wanted = self.noise_multiple * max(relative_noise, within_run)
         return min(self.min_rel_change, max(self.min_rel_floor, wanted))
 
 
@@ -98,7 +109,8 @@ def find_change_points(
     proposals = binary_segmentation(running_median(points), sigma, config.min_segment)
     if not proposals:
         return []
-    least = config.min_effect(relative_noise(points, sigma))
+    within = typical_within_run_noise(kept_samples) if kept_samples is not None else 0.0
+    least = config.min_effect(relative_noise(points, sigma), within)
     confirmed = _confirm(points, proposals, config, least, kept_samples)
     return [
         _change_point(points, observed, split, bounds, config, kept_samples)
@@ -119,6 +131,26 @@ def relative_noise(points: FloatArray, sigma: float) -> float:
     """The noise scale as a fraction of the series' typical level (inf at a level of 0)."""
     level = float(np.median(np.abs(points)))
     return sigma / level if level > 0 else float("inf")
+
+
+def within_run_noise(samples: Sequence[float]) -> float | None:
+    """One result's within-run noise: its samples' median absolute deviation over their median.
+
+    None with fewer than ``MIN_NOISE_SAMPLES`` samples or a median of 0 (no spread to tell).
+    """
+    if len(samples) < MIN_NOISE_SAMPLES:
+        return None
+    values = np.asarray(samples, dtype=np.float64)
+    median = float(np.median(values))
+    if median == 0 or not np.isfinite(median):
+        return None
+    return float(np.median(np.abs(values - median))) / abs(median)
+
+
+def typical_within_run_noise(samples: Sequence[Sequence[float] | None]) -> float:
+    """The median within-run noise of the points that have samples (0 when none has)."""
+    noises = [n for s in samples if s and (n := within_run_noise(s)) is not None]
+    return float(np.median(noises)) if noises else 0.0
 
 
 def running_median(points: FloatArray) -> FloatArray:

@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.core.command_suites import CommandSuite, check_names, command_tier
+from app.core.cpu_cores import parse_pin_cores
 from app.core.cron import parse_cron
 
 
@@ -82,6 +83,9 @@ class Settings(BaseSettings):
     SHARD_TIMEOUT_S: float = 3600.0  # a shard's subprocess is killed after this long
     SHARD_LEASE_S: float = 60.0  # a worker renews its hold on a shard this often (x1/3)
     SHARD_ATTEMPTS: int = 3  # a crashed or hung shard runs at most this many times
+    # The cores a shard's process pins itself to (Linux): "off", "auto" (every physical core
+    # but the first, which is left to the OS and the worker) or a list such as "2-7".
+    PIN_CORES: str = "auto"
     # Notifications (docs/alerts.md). PUBLIC_URL is where notices' links point.
     PUBLIC_URL: str = "http://127.0.0.1:8000"
     SUBSCRIPTIONS_FILE: Path | None = None  # YAML subscriptions, loaded at start-up
@@ -113,6 +117,12 @@ class Settings(BaseSettings):
     @classmethod
     def _command_names(cls, suites: dict[str, CommandSuite]) -> dict[str, CommandSuite]:
         return check_names(suites)
+
+    @field_validator("PIN_CORES")
+    @classmethod
+    def _pin_cores_parse(cls, value: str) -> str:
+        parse_pin_cores(value)
+        return value
 
 
 settings = Settings()

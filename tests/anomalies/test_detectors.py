@@ -6,7 +6,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.anomalies.detectors import DetectorConfig, find_change_points, noise_scale
+from app.anomalies.detector_interface import SeriesHistory
+from app.anomalies.detectors import (
+    DetectorConfig,
+    find_change_points,
+    noise_scale,
+    typical_within_run_noise,
+    within_run_noise,
+)
+from app.anomalies.registry import CHANGE_POINT
 
 SERIES = Path(__file__).parent.parent / "data" / "series"
 
@@ -175,3 +183,46 @@ def test_stored_series_files() -> None:
     assert change.index == 57
     assert change.rel_change == pytest.approx(0.099, abs=0.01)
     assert find_change_points(read_csv("noisy_flat.csv")) == []
+
+
+def samples_around(values: np.ndarray, spread: float, seed: int) -> list[list[float]]:
+    """Fifty raw samples per point, scattered by ``spread`` (a relative sd) around its value."""
+    rng = np.random.default_rng(seed)
+    return [list(v * (1 + spread * rng.standard_normal(50))) for v in values]
+
+
+def test_a_case_noisy_within_its_runs_needs_a_bigger_step() -> None:
+    # 1.5% at 0.2% run-to-run noise is a step, whether the samples are quiet or noisy (the
+    # pooled samples' test passes either way: 1,000 samples a side). Samples scattered by 4%
+    # within each run raise the noise the minimum effect is taken from to theirs: 3% here.
+    values = step(9, 20, 20, 0.015, cv=0.002)
+    quiet, noisy = samples_around(values, 0.002, 1), samples_around(values, 0.04, 2)
+    (change,) = find_change_points(values, DetectorConfig(), quiet)
+    assert abs(change.index - 20) <= 1
+    assert find_change_points(values, DetectorConfig(), noisy) == []
+    # The rule is in one place, the minimum effect: its noise is never under the within-run's.
+    assert typical_within_run_noise(noisy) == pytest.approx(0.04 * 0.6745, rel=0.15)
+    config = DetectorConfig()
+    assert config.min_effect(0.002, typical_within_run_noise(quiet)) < 0.015
+    assert config.min_effect(0.002, typical_within_run_noise(noisy)) == config.min_rel_change
+    assert config.min_effect(0.002, 0.0) == config.min_effect(0.002)
+
+
+def test_within_run_noise_of_one_result() -> None:
+    assert within_run_noise([10.0, 11.0, 9.0, 10.0, 30.0]) == pytest.approx(0.1)
+    assert within_run_noise([1.0, 2.0]) is None  # too few samples to tell
+    assert within_run_noise([0.0, 0.0, 0.0]) is None
+    assert typical_within_run_noise([None, [], [1.0, 1.0, 1.0]]) == 0.0
+
+
+def test_detection_takes_the_within_run_noise_from_the_stored_samples() -> None:
+    values = step(9, 20, 20, 0.015, cv=0.002)
+    run_ids = list(range(1, len(values) + 1))
+
+    def found(spread: float) -> list[int]:
+        samples = samples_around(values, spread, 3)
+        series = SeriesHistory("s", "latency", list(values), run_ids, lambda: samples)
+        return [c.index for c in CHANGE_POINT.find(series, CHANGE_POINT.defaults)]
+
+    assert found(0.002) == [20]
+    assert found(0.04) == []

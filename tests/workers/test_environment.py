@@ -4,7 +4,7 @@ import platform
 
 import torch
 
-from workers.environment import describe_environment, describe_machine, device_kind
+from workers.environment import cpu_governor, describe_environment, describe_machine, device_kind
 
 
 def test_machine_on_this_host() -> None:
@@ -27,3 +27,4 @@ def test_environment_snapshot() -> None:
     assert env.python == platform.python_version()
     assert env.packages["torch"] == torch.__version__.split("+")[0] or env.packages["torch"]
     assert "fastapi" in env.packages
+    assert env.extra["cpu_governor"] == cpu_governor()  # "unavailable" in most VMs

@@ -4,6 +4,8 @@ from pathlib import Path
 
 import pytest
 
+from app.core.config import settings
+from workers.pinning import plan_pinning
 from workers.shard_runner import run_shard_process
 from workers.tiers import TIERS, measurements_of, plan_shards, tier_measurements
 
@@ -47,6 +49,11 @@ def test_a_shard_runs_in_a_child_and_returns_its_rows() -> None:
     metrics = {row["metric"] for row in outcome.rows}
     assert {"latency", "throughput", "accuracy", "peak_memory", "kernel_count"} <= metrics
     assert beats  # the lease was renewed while the child ran
+    # The child pinned itself as BENCHWATCH_PIN_CORES says (its record is what
+    # os.sched_getaffinity said there afterwards), and gave each timing its within-run noise.
+    (latency,) = [row for row in outcome.rows if row["metric"] == "latency"]
+    assert latency["extra"]["cpu_pinning"] == plan_pinning(settings.PIN_CORES).record()
+    assert latency["extra"]["noise"] >= 0
 
 
 def test_a_crashing_child_fails_the_shard_with_its_error() -> None:
