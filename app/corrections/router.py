@@ -1,4 +1,4 @@
-"""Invalidate or delete a run (scope ``admin``)."""
+"""Invalidate, restore or delete a run (scope ``admin``)."""
 
 from typing import Annotated
 
@@ -32,6 +32,10 @@ class CorrectionRead(BaseModel):
     withdrawn_failures: list[int]
     withdrawn_aggregates: list[int]
     new_regressions: list[int]
+    # Restoring: the findings its invalidation had withdrawn, open again.
+    reopened_regressions: list[int]
+    reopened_failures: list[int]
+    reopened_aggregates: list[int]
 
 
 def _read(correction: service.Correction) -> CorrectionRead:
@@ -55,6 +59,21 @@ def invalidate_run(
     series and its machine and channel are judged again. The run stays, marked `invalid`.
     """
     correction = service.invalidate(session, run_id, body.reason, actor.label, _thresholds(request))
+    queue.commit(session)
+    return _read(correction)
+
+
+@router.post("/runs/{run_id}/restore", response_model=CorrectionRead, responses=errors(409))
+def restore_run(
+    run_id: RowId, session: SessionDep, actor: AdminActor, request: Request
+) -> CorrectionRead:
+    """Put an invalidated run back into history (scope `admin`).
+
+    Its results return to their series; the findings its invalidation withdrew are open again
+    (unless someone triaged them since) and the steps found without it are withdrawn; its
+    series and its machine and channel are judged again.
+    """
+    correction = service.restore(session, run_id, actor.label, _thresholds(request))
     queue.commit(session)
     return _read(correction)
 

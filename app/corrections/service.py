@@ -1,11 +1,14 @@
-"""Invalidate a run (it leaves history, its findings are withdrawn) or delete it.
+"""Invalidate a run (it leaves history, its findings are withdrawn), restore it, or delete it.
 
 An invalidated run's results move from ``result`` to ``invalidated_result``: every reader of
 history, baselines and aggregates reads ``result`` alone, so none needs to know. The steps,
 failures and aggregate findings the run caused are withdrawn (``invalid``, with the reason),
 and detection judges its series and its machine and channel again, so a real step elsewhere
 stands and the level before the run is the baseline again. Deleting does the same, then
-removes the run's rows and detaches or removes what points at it.
+removes the run's rows and detaches or removes what points at it. Restoring undoes an
+invalidation: the results come back and detection judges the same series and place again, so
+a step the run really showed is found again (as a new finding; the withdrawn ones stay
+withdrawn, with their history).
 """
 
 from dataclasses import dataclass, field
@@ -26,6 +29,7 @@ from app.anomalies.models import (
     RunAnomaly,
 )
 from app.audit import service as audit
+from app.audit.models import AuditEntry
 from app.benchmarks.models import Series
 from app.core.db import utcnow
 from app.core.errors import Conflict
@@ -57,6 +61,13 @@ class AlreadyInvalid(Conflict):
         super().__init__(f"run {run_id} is already invalidated")
 
 
+class NotInvalid(Conflict):
+    """Only an invalidated run can be restored."""
+
+    def __init__(self, run_id: int) -> None:
+        super().__init__(f"run {run_id} is not invalidated")
+
+
 @dataclass
 class Correction:
     """What invalidating (or deleting) a run changed."""
@@ -66,6 +77,9 @@ class Correction:
     withdrawn_failures: list[int] = field(default_factory=list)
     withdrawn_aggregates: list[int] = field(default_factory=list)
     new_regressions: list[int] = field(default_factory=list)
+    reopened_regressions: list[int] = field(default_factory=list)
+    reopened_failures: list[int] = field(default_factory=list)
+    reopened_aggregates: list[int] = field(default_factory=list)
     deleted: bool = False
 
     def summary(self) -> dict[str, Any]:
@@ -75,7 +89,15 @@ class Correction:
             "withdrawn_failures": self.withdrawn_failures,
             "withdrawn_aggregates": self.withdrawn_aggregates,
             "new_regressions": self.new_regressions,
+            "reopened_regressions": self.reopened_regressions,
+            "reopened_failures": self.reopened_failures,
+            "reopened_aggregates": self.reopened_aggregates,
         }
+
+
+def _by_correction(run_id: int) -> str:
+    """``triaged_by`` of what invalidating the run withdrew (and restoring it takes back)."""
+    return f"correction: run {run_id} invalidated"
 
 
 def _why(run: Run) -> str:
@@ -138,9 +160,9 @@ def _invalidate(
     for regression in session.scalars(
         select(Regression).where(Regression.first_bad_run_id == run.id).order_by(Regression.id)
     ):
-        detection.withdraw(regression, why)
+        detection.withdraw(regression, {**why, "state": regression.state})
         if regression.triaged_by == detection.WITHDRAWN_BY:
-            regression.triaged_by = f"correction: run {run.id} invalidated"
+            regression.triaged_by = _by_correction(run.id)
         correction.withdrawn_regressions.append(regression.id)
     for regression in session.scalars(
         select(Regression).where(
@@ -178,6 +200,105 @@ def _invalidate(
     return correction
 
 
+def restore(
+    session: Session,
+    run_id: int,
+    actor: str,
+    thresholds: dict[str, Any] | None = None,
+) -> Correction:
+    """Put an invalidated run back into history and judge its series and place again.
+
+    Raises:
+        RunNotFound: no such run.
+        NotInvalid: the run is not invalidated.
+    """
+    run = runs_service.get_run(session, run_id)
+    if run.status != INVALID:
+        raise NotInvalid(run_id)
+    hold_machine_channel(session, run)
+    before = audit.fields(run, _RUN_FIELDS)
+    columns = [getattr(InvalidatedResult, name) for name in _RESULT_COLUMNS]
+    session.execute(
+        insert(Result).from_select(
+            list(_RESULT_COLUMNS), select(*columns).where(InvalidatedResult.run_id == run.id)
+        )
+    )
+    session.execute(delete(InvalidatedResult).where(InvalidatedResult.run_id == run.id))
+    invalidation = _last_invalidation(session, run.id)
+    status = invalidation.before.get("status") if invalidation else None
+    run.status = status if isinstance(status, str) and status not in ("", INVALID) else "completed"
+    run.invalidated_at = None
+    run.invalidated_by = run.invalidated_reason = ""
+    correction = Correction(run.id)
+    _take_back(session, run.id, invalidation.after if invalidation else {}, correction)
+    session.flush()
+    if not is_branch_channel(run.channel):
+        series_ids = list(session.scalars(select(Result.series_id).where(Result.run_id == run.id)))
+        found = detection.rejudge(session, series_ids, run.machine_id, run.channel, thresholds)
+        correction.new_regressions = [r.id for r in found.regressions]
+    audit.record(
+        session,
+        actor,
+        "run.restore",
+        f"run:{run.id}",
+        before,
+        {**audit.fields(run, _RUN_FIELDS), **correction.summary()},
+    )
+    session.flush()
+    return correction
+
+
+def _last_invalidation(session: Session, run_id: int) -> AuditEntry | None:
+    """The audit log's entry of the run's last invalidation (its status, what it changed)."""
+    return session.scalar(
+        select(AuditEntry)
+        .where(AuditEntry.action == "run.invalidate", AuditEntry.target == f"run:{run_id}")
+        .order_by(AuditEntry.id.desc())
+        .limit(1)
+    )
+
+
+def _take_back(
+    session: Session, run_id: int, invalidated: dict[str, Any], correction: Correction
+) -> None:
+    """Undo what invalidating the run did to findings nobody triaged since.
+
+    The findings it withdrew are open again (a step in the state it had); the steps that
+    judging its series again found without it are withdrawn, for the run explains them.
+    """
+    by = _by_correction(run_id)
+    for regression in session.scalars(select(Regression).where(Regression.triaged_by == by)):
+        withdrawn = regression.confirmation.get("withdrawn") or {}
+        if regression.status == "invalid" and withdrawn.get("run_id") == run_id:
+            regression.status, regression.triaged_by, regression.triaged_at = "new", "", None
+            regression.state = str(withdrawn.get("state") or "suspected")
+            regression.confirmation = {
+                **{k: v for k, v in regression.confirmation.items() if k != "withdrawn"},
+                "restored": {"run_id": run_id, "withdrawn": withdrawn},
+            }
+            correction.reopened_regressions.append(regression.id)
+    findings: list[CaseFailure | AggregateFinding] = [
+        *session.scalars(select(CaseFailure).where(CaseFailure.triaged_by == by)),
+        *session.scalars(select(AggregateFinding).where(AggregateFinding.triaged_by == by)),
+    ]
+    for finding in findings:
+        if finding.status != "invalid":
+            continue
+        finding.status, finding.triaged_by, finding.triaged_at = "new", "", None
+        finding.note = (finding.note + "\n" if finding.note else "") + f"run {run_id} restored"
+        if isinstance(finding, CaseFailure):
+            correction.reopened_failures.append(finding.id)
+        else:
+            correction.reopened_aggregates.append(finding.id)
+    found_without = [i for i in invalidated.get("new_regressions") or [] if isinstance(i, int)]
+    why = {"why": f"run {run_id} restored", "run_id": run_id}
+    for regression in session.scalars(
+        select(Regression).where(Regression.id.in_(found_without), Regression.status == "new")
+    ):
+        detection.withdraw(regression, why)
+        correction.withdrawn_regressions.append(regression.id)
+
+
 def _move_last_good(
     session: Session,
     regression: Regression,
@@ -207,7 +328,9 @@ def _move_last_good(
     if previous is not None:
         regression.last_good_run_id = previous
         return
-    detection.withdraw(regression, why)
+    detection.withdraw(regression, {**why, "state": regression.state})
+    if regression.triaged_by == detection.WITHDRAWN_BY:
+        regression.triaged_by = _by_correction(run.id)
     correction.withdrawn_regressions.append(regression.id)
 
 
@@ -237,7 +360,7 @@ def _withdraw_finding(finding: CaseFailure | AggregateFinding, run: Run) -> None
     """A failure or aggregate finding the invalid run made: ``invalid`` unless triaged."""
     if finding.status == "new":
         finding.status = "invalid"
-        finding.triaged_by = f"correction: run {run.id} invalidated"
+        finding.triaged_by = _by_correction(run.id)
         finding.triaged_at = utcnow()
         finding.note = (finding.note + "\n" if finding.note else "") + _why(run)
 

@@ -78,6 +78,58 @@ def test_invalidating_the_run_that_caused_a_step_withdraws_it(
     assert regressions(client, status="new") == []
 
 
+def test_restoring_an_invalidated_run_puts_it_back_and_finds_its_step_again(
+    client: TestClient, database: Database, ingest_headers: dict[str, str]
+) -> None:
+    ids = post_history(client, ingest_headers, broken_once, runs=range(SPIKE + 1))
+    (found,) = regressions(client)
+    headers = admin(database)
+    url = f"/api/v1/runs/{ids[SPIKE]}"
+    assert client.post(f"{url}/restore", headers=headers).status_code == 409  # not invalid
+    client.post(f"{url}/invalidate", json={"reason": "wrong"}, headers=headers)
+    assert client.post(f"{url}/restore").status_code == 401
+
+    answer = client.post(f"{url}/restore", headers=headers)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["reopened_regressions"] == [found["id"]]
+    assert answer.json()["new_regressions"] == []
+    run = client.get(url).json()
+    assert (run["status"], run["invalidated_reason"], run["invalidated_at"]) == (
+        "completed",
+        "",
+        None,
+    )
+    assert run["results"]
+    assert ids[SPIKE] in series_run_ids(client, bert_dynamic_latency(client)["id"])
+    (back,) = regressions(client)
+    keep = ("id", "status", "state", "first_bad_run_id", "last_good_run_id", "group_id")
+    assert {k: back[k] for k in keep} == {k: found[k] for k in keep}
+    log = client.get("/api/v1/audit", params={"target": f"run:{ids[SPIKE]}"}, headers=headers)
+    assert [e["action"] for e in log.json()["items"]][:2] == ["run.restore", "run.invalidate"]
+    with database.session_scope() as session:
+        kept = select(func.count()).select_from(InvalidatedResult)
+        assert session.scalar(kept) == 0
+    assert client.post(f"{url}/restore", headers=headers).status_code == 409
+
+
+def test_restoring_undoes_what_the_invalidation_found_without_the_run(
+    client: TestClient, database: Database, ingest_headers: dict[str, str]
+) -> None:
+    ids = post_history(client, ingest_headers, dynamic_bert_slower)
+    (step,) = regressions(client)
+    headers = admin(database)
+    url = f"/api/v1/runs/{ids[BAD]}"
+    invalidated = client.post(f"{url}/invalidate", json={"reason": "x"}, headers=headers).json()
+    (later,) = invalidated["new_regressions"]  # the step, one run later
+    assert invalidated["withdrawn_regressions"] == [step["id"]]
+
+    restored = client.post(f"{url}/restore", headers=headers).json()
+    assert restored["reopened_regressions"] == [step["id"]]
+    assert later in restored["withdrawn_regressions"]
+    (open_step,) = regressions(client, status="new")
+    assert (open_step["id"], open_step["first_bad_run_id"]) == (step["id"], ids[BAD])
+
+
 def test_invalidating_an_ordinary_run_changes_nothing_else(
     client: TestClient, database: Database, ingest_headers: dict[str, str]
 ) -> None:
