@@ -105,6 +105,7 @@ class Settings(BaseSettings):
     SMTP_HOST: str = ""  # empty: email receivers fail with "no SMTP server configured"
     SMTP_PORT: int = 587
     SMTP_STARTTLS: bool = True
+    SMTP_IMPLICIT_TLS: bool = False  # TLS from the first byte (port 465); STARTTLS is then moot
     SMTP_USERNAME: str = ""
     SMTP_PASSWORD: SecretStr = SecretStr("")
     SMTP_FROM: str = "benchwatch@localhost"

@@ -67,6 +67,7 @@ def context_of(settings: Settings, previous_receipt: Mapping[str, Any] | None) -
         smtp_host=settings.SMTP_HOST,
         smtp_port=settings.SMTP_PORT,
         smtp_starttls=settings.SMTP_STARTTLS,
+        smtp_implicit_tls=settings.SMTP_IMPLICIT_TLS,
         smtp_username=settings.SMTP_USERNAME,
         smtp_password=settings.SMTP_PASSWORD.get_secret_value(),
         smtp_from=settings.SMTP_FROM,

@@ -68,7 +68,7 @@ class BoundController(Controller):
         self.sock = sock
 
     def _create_server(self) -> Any:
-        return self.loop.create_server(self._factory_invoker, sock=self.sock)
+        return self.loop.create_server(self._factory_invoker, sock=self.sock, ssl=self.ssl_context)
 
 
 @contextmanager
@@ -292,6 +292,21 @@ def test_starttls_and_auth(recorder: Recorder, tls_port: int, authority: trustme
     assert recorder.tls == [True]
     assert recorder.authenticated == [True]
     assert parse(recorder.received[0])["Message-ID"] == "<notice.notice-42@bw.example>"
+
+
+def test_implicit_tls(recorder: Recorder, authority: trustme.CA) -> None:
+    """Port 465's way: TLS from the first byte, no STARTTLS asked for (there is none)."""
+    server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    authority.issue_cert("127.0.0.1").configure_cert(server_tls)
+    with smtp_server(recorder, ssl_context=server_tls) as port:
+        context = plain_context(port, smtp_starttls=True, smtp_implicit_tls=True)
+        outcome = deliver(build(RECEIVER, notice(), context), context, trusting(authority))
+        assert outcome.ok, outcome.error
+        untrusted = deliver(build(RECEIVER, notice(), context), context)
+        assert "SSLCertVerificationError" in untrusted.error
+        plain = replace(context, smtp_implicit_tls=False, smtp_starttls=False)
+        assert not deliver(build(RECEIVER, notice(), plain), plain, trusting(authority)).ok
+    assert len(recorder.received) == 1
 
 
 def test_a_wrong_password_is_final(

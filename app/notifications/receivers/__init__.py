@@ -56,6 +56,7 @@ class SendContext:
     smtp_host: str = ""
     smtp_port: int = 587
     smtp_starttls: bool = True
+    smtp_implicit_tls: bool = False
     smtp_username: str = ""
     smtp_password: str = ""
     smtp_from: str = "benchwatch@localhost"

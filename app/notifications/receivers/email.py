@@ -218,9 +218,15 @@ def _refused_outcome(refused: Mapping[str, tuple[int, bytes]], started: float) -
 def _transfer(
     mail: EmailMessage, context: SendContext, ssl_context: ssl.SSLContext
 ) -> dict[str, tuple[int, bytes]]:
-    with smtplib.SMTP(context.smtp_host, context.smtp_port, timeout=context.timeout_s) as smtp:
+    address, timeout = (context.smtp_host, context.smtp_port), context.timeout_s
+    smtp = (
+        smtplib.SMTP_SSL(*address, timeout=timeout, context=ssl_context)
+        if context.smtp_implicit_tls
+        else smtplib.SMTP(*address, timeout=timeout)
+    )
+    with smtp:
         smtp.ehlo()
-        if context.smtp_starttls:
+        if context.smtp_starttls and not context.smtp_implicit_tls:
             # starttls() raises SMTPNotSupportedError when it is not offered: never fall back
             # to sending the password and the mail in the clear.
             smtp.starttls(context=ssl_context)
@@ -235,6 +241,7 @@ def deliver(
 ) -> Outcome:
     """Send ``mail`` to its To addresses through the configured SMTP server.
 
+    TLS from the first byte when ``context.smtp_implicit_tls`` (port 465), else
     STARTTLS when ``context.smtp_starttls`` (a server that does not offer it fails the
     attempt), then AUTH when a username is set. SMTP 4xx replies, connection errors and
     timeouts are retried; 5xx replies are final. When the server takes the mail for some
