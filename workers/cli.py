@@ -11,6 +11,7 @@ wait for the ones they never use.
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -319,7 +320,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
             "--concurrency",
             str(args.concurrency),
             "--hostname",
-            f"{args.machine or 'service'}@%h",
+            f"{args.machine or 'service'}@{args.node or settings.NODE or '%h'}",
             "--loglevel",
             settings.LOG_LEVEL,
         ]
@@ -670,6 +671,21 @@ def _worker_options(worker: argparse.ArgumentParser) -> None:
     worker.add_argument(
         "--concurrency", type=int, default=1, help="worker processes (default: %(default)s)"
     )
+    worker.add_argument(
+        "--node",
+        type=_node,
+        help="this node's name: several nodes with one --machine serve it as a pool, each "
+        "result records its node (default: $BENCHWATCH_NODE, else the host name)",
+    )
+
+
+def _node(name: str) -> str:
+    """A node name as ``--node`` takes it (it ends the worker's Celery name, ``machine@node``)."""
+    from app.core.config import NODE_PATTERN
+
+    if not re.fullmatch(NODE_PATTERN, name):
+        raise argparse.ArgumentTypeError(f"{name!r}: 1 to 64 letters, digits or _ . - characters")
+    return name
 
 
 def _beat_options(beat: argparse.ArgumentParser) -> None:

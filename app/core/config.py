@@ -45,6 +45,10 @@ class Schedule(BaseModel):
         return cron
 
 
+# A worker's node name: it ends the worker's Celery name (``machine@node``).
+NODE_PATTERN = r"[A-Za-z0-9_.-]{1,64}"
+
+
 class Settings(BaseSettings):
     """Everything configurable about a benchwatch deployment."""
 
@@ -86,6 +90,12 @@ class Settings(BaseSettings):
     # The cores a shard's process pins itself to (Linux): "off", "auto" (every physical core
     # but the first, which is left to the OS and the worker) or a list such as "2-7".
     PIN_CORES: str = "auto"
+    # This worker's node name (`benchwatch worker --node`; empty: the host name). Several
+    # nodes serving one machine name form a pool (docs/command-suites.md, "Pools").
+    NODE: str = Field(default="", pattern=rf"^({NODE_PATTERN})?$")
+    # A pooled run's node whose timings differ from the rest of its pool by more than this
+    # share (and by more than their noise) is flagged as drifted.
+    POOL_DRIFT_THRESHOLD: float = Field(default=0.05, gt=0, lt=1)
     # Notifications (docs/alerts.md). PUBLIC_URL is where notices' links point.
     PUBLIC_URL: str = "http://127.0.0.1:8000"
     SUBSCRIPTIONS_FILE: Path | None = None  # YAML subscriptions, loaded at start-up

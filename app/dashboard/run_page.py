@@ -1,4 +1,4 @@
-"""The run page: metadata, environment, coverage, failures and skips, hardware and kernels."""
+"""The run page: metadata, environment, coverage, failures and skips, hardware, kernels, pool."""
 
 import json
 import math
@@ -12,6 +12,7 @@ from app.benchmarks.vocabulary import PASSING_ACCURACY
 from app.dashboard import figures
 from app.runs.branches import base_channel, is_branch_channel
 from app.runs.service import get_run, list_run_results
+from app.suite_runs.pools import read_pool
 
 HARDWARE = (
     "gpu_utilization",
@@ -36,6 +37,8 @@ def run_page(session: Session, run_id: int) -> dict[str, Any]:
         "cases": _cases(rows, run.machine.name, run.channel),
         "hardware": figures.hardware_chart(hardware_panels(rows)),
         "kernels": _top_kernels(rows),
+        # A pooled run's nodes judged against each other (a drifted node is flagged).
+        "pool": read_pool(run.extra),
         # A branch's run (a pull request's) is judged against its default branch's channel.
         "verdicts_against": base_channel(run.channel) if is_branch_channel(run.channel) else None,
     }

@@ -16,7 +16,9 @@ Name = Annotated[str, Field(min_length=1, max_length=128, pattern=vocab.NAME_PAT
 class SuiteRunTrigger(Strict):
     """What ``POST /api/v1/suite-runs`` starts: a tier (or a command suite) on a machine."""
 
-    machine: Name = Field(description="the machine's name: its worker's queue (pools: later)")
+    machine: Name = Field(
+        description="the machine's name: the queue of its worker, or of its pool's nodes"
+    )
     tier: Annotated[str, Field(max_length=32)] | None = Field(
         default=None, description=f"a tier ({', '.join(vocab.SUITE_TIERS)}); or give `command`"
     )
@@ -71,7 +73,7 @@ class ShardRead(BaseModel):
     label: str
     status: str = Field(description="pending | running | done | failed")
     attempts: int
-    worker: str = Field(description="the worker of the latest attempt")
+    worker: str = Field(description="the node that ran the latest attempt")
     lease_until: datetime | None = Field(description="a running shard's lease ends then")
     reason: str = Field(description="why the latest attempt failed")
     finished_at: datetime | None

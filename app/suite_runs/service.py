@@ -28,6 +28,7 @@ from app.core.metrics import after_commit
 from app.runs import service as runs_service
 from app.runs.models import Run
 from app.runs.schemas import ResultIn, RunIn
+from app.suite_runs import pools
 from app.suite_runs.models import RERUN_TRIGGER, SuiteRun, SuiteShard
 from app.suite_runs.rows import failed_rows
 
@@ -162,11 +163,15 @@ def _failed(cases: list[dict[str, Any]], reason: str) -> list[dict[str, Any]]:
     return [row for ident in cases for row in failed_rows(ident, reason)]
 
 
-def finalize(session: Session, suite_run_id: int) -> Run | None:
+def finalize(
+    session: Session, suite_run_id: int, drift_threshold: float = pools.DEFAULT_THRESHOLD
+) -> Run | None:
     """Ingest the run once every shard is over; None while shards are still to run.
 
     A run that cannot be ingested (its rows do not validate together, its key was taken by
-    another payload) fails the suite run with the reason instead of leaving it running.
+    another payload) fails the suite run with the reason instead of leaving it running. A run
+    whose shards several nodes ran (a pool) has its nodes judged against each other
+    (``pools.check_pool``, with ``drift_threshold``).
     """
     suite_run = session.get(SuiteRun, suite_run_id, with_for_update=True)
     if suite_run is None:
@@ -193,7 +198,18 @@ def finalize(session: Session, suite_run_id: int) -> Run | None:
         suite_run.finished_at = utcnow()
         return None
     suite_run.run_id, suite_run.status, suite_run.finished_at = run.id, "finished", utcnow()
+    if len({shard.worker for shard in suite_run.shards}) > 1:
+        _check_pool(session, run, drift_threshold)
     return run
+
+
+def _check_pool(session: Session, run: Run, threshold: float) -> None:
+    """Judge a pooled run's nodes; a failure to judge is logged and never loses the run."""
+    try:
+        with session.begin_nested():
+            pools.check_pool(session, run, threshold)
+    except Exception:  # the run is stored either way: drift is a hint on top of it
+        log.exception("run %s: the pool's nodes could not be judged", run.id)
 
 
 def stale_shards(session: Session, machine: str | None = None) -> list[tuple[SuiteShard, float]]:
@@ -220,9 +236,21 @@ def _run_payload(suite_run: SuiteRun) -> RunIn:
             "finished_at": max(s.finished_at for s in suite_run.shards if s.finished_at).isoformat()
             if suite_run.shards
             else suite_run.started_at.isoformat(),
-            "results": [row for shard in suite_run.shards for row in shard.rows or []],
+            "results": [
+                _with_node(row, shard.worker)
+                for shard in suite_run.shards
+                for row in shard.rows or []
+            ],
         }
     )
+
+
+def _with_node(row: dict[str, Any], node: str) -> dict[str, Any]:
+    """A shard's result row with the node that measured it in its ``extra`` (a pool's node)."""
+    if not node:
+        return row
+    extra = row.get("extra")
+    return {**row, "extra": {**(extra if isinstance(extra, dict) else {}), "node": node}}
 
 
 class SuiteRunNotFound(NotFound):

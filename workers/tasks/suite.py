@@ -2,10 +2,13 @@
 
 ``app.jobs`` declares them (names, queues, options): they run on the machine's own queue,
 consumed by ``benchwatch worker --machine <machine>`` one task at a time (one shard per device
-at a time). torch is imported inside the tasks only, so a service-only worker starts without it.
+at a time). Several such workers, each its own ``--node``, serve one machine as a pool: each
+takes the next shard when it is free (one message reserved at a time, acknowledged when done).
+torch is imported inside the tasks only, so a service-only worker starts without it.
 """
 
 import logging
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -89,9 +92,9 @@ def run_shard(self: Task[Any, Any], *, shard_id: int) -> None:
     A shard of a confirmation re-run runs only while this machine's stack is still the
     suspect run's; the re-run is then pooled into that run instead of ingested.
     """
-    worker = self.request.hostname or "worker"
+    node = node_name(self.request.hostname)
     with worker_database().session_scope() as session:
-        claim = service.claim_shard(session, shard_id, worker, settings.SHARD_LEASE_S)
+        claim = service.claim_shard(session, shard_id, node, settings.SHARD_LEASE_S)
         lease = claim.lease
         tier = claim.shard.suite_run.tier
         spec = {"tier": tier, "cases": claim.shard.cases}
@@ -114,7 +117,7 @@ def run_shard(self: Task[Any, Any], *, shard_id: int) -> None:
         _finish(shard_id, lease, outcome, attempt)
     with worker_database().session_scope() as session:
         if suspect is None:
-            service.finalize(session, suite_run_id)
+            service.finalize(session, suite_run_id, settings.POOL_DRIFT_THRESHOLD)
         else:
             confirmation.finish_rerun(session, suite_run_id)
 
@@ -130,6 +133,17 @@ def requeue_shards(*, machine: str | None = None) -> int:
     for shard_id, shard_machine, wait in stale:
         queue_shard(shard_id, shard_machine, countdown=wait + 1)
     return len(stale)
+
+
+def node_name(hostname: str | None) -> str:
+    """The node a worker's Celery name names (``machine@node``); outside a worker, this host's.
+
+    ``benchwatch worker --machine M --node N`` names itself ``M@N``: the nodes of a pool
+    consume the one queue of M, and each shard records which node ran it.
+    """
+    if hostname:
+        return hostname.rpartition("@")[2]
+    return settings.NODE or socket.gethostname()
 
 
 def queue_shard(shard_id: int, machine: str, countdown: float = 0) -> None:
