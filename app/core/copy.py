@@ -222,18 +222,21 @@ def _refuse_unless_empty(
                 )
     if ours is None:
         return
-    if strangers := sorted(present - set(ours) - {VERSION_TABLE} - _partitions(target)):
+    if strangers := sorted(present - set(ours) - {VERSION_TABLE} - partition_names(target)):
         raise CopyRefused(
             f"the target database holds tables benchwatch does not use ({', '.join(strangers)}):"
             " copy into a database of its own"
         )
 
 
-def _partitions(engine: Engine) -> set[str]:
+def partition_names(engine: Engine | Connection) -> set[str]:
+    """The Postgres partitions in the database: parts of a table, not tables of their own."""
     if engine.dialect.name != "postgresql":
         return set()
+    query = "SELECT relname FROM pg_class WHERE relispartition AND relkind IN ('r', 'p')"
+    if isinstance(engine, Connection):
+        return set(engine.exec_driver_sql(query).scalars())
     with engine.connect() as connection:
-        query = "SELECT relname FROM pg_class WHERE relispartition AND relkind IN ('r', 'p')"
         return set(connection.exec_driver_sql(query).scalars())
 
 
