@@ -97,6 +97,27 @@ DELIVER = TASKS.add(
     reject_on_worker_lost=True,
     soft_time_limit=300,
 )
+# The runs' daily upkeep (beat and the in-process server run them every UPKEEP_EVERY_S):
+# Postgres partitions of the months ahead, and retention (0 days: keep forever).
+UPKEEP_EVERY_S = 86400.0
+KEEP_UP_PARTITIONS = TASKS.add(
+    "runs.keep_up_partitions",
+    DEFAULT_QUEUE,
+    job="app.runs.jobs:keep_up_partitions",
+    autoretry_for=(OperationalError,),  # a lock not granted in time: later
+    retry_backoff=600,
+    max_retries=5,
+)
+APPLY_RETENTION = TASKS.add(
+    "runs.apply_retention",
+    DEFAULT_QUEUE,
+    job="app.runs.jobs:apply_retention",
+    config=lambda settings: {
+        "samples_days": settings.RETAIN_SAMPLES_DAYS,
+        "branch_runs_days": settings.RETAIN_BRANCH_RUNS_DAYS,
+    },
+    soft_time_limit=3600,
+)
 # Worker-only (workers/tasks/suite.py): they need torch and the machine they measure.
 START_SUITE = TASKS.add("bench.start_suite", machine_queue, acks_late=True)
 RUN_SHARD = TASKS.add(  # routed by the machine its sender names (its kwargs hold the shard)

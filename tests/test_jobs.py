@@ -13,10 +13,12 @@ from app.core.config import Settings
 from app.core.db import Database
 from app.core.queue import CeleryPublisher
 from app.jobs import (
+    APPLY_RETENTION,
     DEFAULT_QUEUE,
     DELIVER,
     DETECT_RUN,
     DISPATCH_NOTICES,
+    KEEP_UP_PARTITIONS,
     NOTIFY_QUEUE,
     REQUEUE_SHARDS,
     RUN_SHARD,
@@ -40,6 +42,8 @@ ON_THE_WIRE = {
     "bench.requeue_shards",
     "notifications.dispatch",
     "notifications.deliver",
+    "runs.keep_up_partitions",
+    "runs.apply_retention",
 }
 AUTORETRY = {"autoretry_for", "dont_autoretry_for", "retry_kwargs", "retry_backoff"}
 
@@ -93,8 +97,12 @@ def test_the_in_process_runner_has_every_job(database: Database, settings: Setti
             SWEEP_SILENCE,
             DISPATCH_NOTICES,
             DELIVER,
+            KEEP_UP_PARTITIONS,
+            APPLY_RETENTION,
         }
     )
+    assert jobs[APPLY_RETENTION]().summary()["runs_deleted"] == 0  # settings at 0: keep all
+    assert jobs[KEEP_UP_PARTITIONS]() == []  # SQLite; Postgres has its months ahead already
     assert jobs[SWEEP_SILENCE]() == 0
     assert jobs[SWEEP_DETECTION]() == 0  # its job, bound to the database and its settings
     assert jobs[DISPATCH_NOTICES]().sent == 0

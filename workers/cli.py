@@ -148,6 +148,42 @@ def _hide_password(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
+def cmd_retention(args: argparse.Namespace) -> int:
+    """Clear old samples and delete old branch runs, as the retention settings say."""
+    from app.core.config import settings
+    from app.core.db import Database
+    from app.runs.retention import apply_retention
+
+    samples_days = settings.RETAIN_SAMPLES_DAYS if args.samples_days is None else args.samples_days
+    branch_days = (
+        settings.RETAIN_BRANCH_RUNS_DAYS if args.branch_runs_days is None else args.branch_runs_days
+    )
+    if not samples_days and not branch_days:
+        print(
+            "benchwatch retention: nothing to do: BENCHWATCH_RETAIN_SAMPLES_DAYS and "
+            "BENCHWATCH_RETAIN_BRANCH_RUNS_DAYS are 0 (keep forever)"
+        )
+        return 0
+    database = Database(settings.DATABASE_URL)
+    try:
+        swept = apply_retention(database, samples_days, branch_days, dry_run=args.dry_run)
+    finally:
+        database.dispose()
+    would = "would be " if args.dry_run else ""
+    if swept.samples_cutoff is not None:
+        print(
+            f"samples: {swept.samples_cleared:,} results measured before "
+            f"{swept.samples_cutoff:%Y-%m-%d %H:%M} UTC {would}cleared (their values stay)"
+        )
+    if swept.branch_cutoff is not None:
+        print(
+            f"branch runs: {swept.runs_deleted:,} runs started before "
+            f"{swept.branch_cutoff:%Y-%m-%d %H:%M} UTC {would}deleted, with "
+            f"{swept.results_deleted:,} results"
+        )
+    return 0
+
+
 def cmd_token_create(args: argparse.Namespace) -> int:
     """Create a token and print it once."""
     from app.core.config import settings
@@ -555,6 +591,26 @@ def _migrate_options(migrate: argparse.ArgumentParser) -> None:
     )
 
 
+def _retention_options(retention: argparse.ArgumentParser) -> None:
+    retention.add_argument(
+        "--dry-run", action="store_true", help="count what would go; change nothing"
+    )
+    for option, setting in (
+        ("--samples-days", "BENCHWATCH_RETAIN_SAMPLES_DAYS"),
+        ("--branch-runs-days", "BENCHWATCH_RETAIN_BRANCH_RUNS_DAYS"),
+    ):
+        retention.add_argument(
+            option, type=_days, metavar="DAYS", help=f"instead of {setting} (0: keep forever)"
+        )
+
+
+def _days(text: str) -> int:
+    days = int(text)
+    if days < 0:
+        raise argparse.ArgumentTypeError("days are 0 or more")
+    return days
+
+
 def _copy_options(copy: argparse.ArgumentParser) -> None:
     copy.add_argument(
         "--from",
@@ -822,6 +878,11 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace], int] | None, Optio
         "copy a whole database into an empty one (e.g. SQLite to Postgres) and verify it",
         cmd_copy,
         _copy_options,
+    ),
+    "retention": (
+        "clear old raw samples and delete old branch runs (BENCHWATCH_RETAIN_*)",
+        cmd_retention,
+        _retention_options,
     ),
     "detect": ("find steps in a series (CSV or JSON file)", cmd_detect, _detect_options),
     "run-suite": ("run a tier of the built-in suite here", cmd_run_suite, _run_suite_options),

@@ -83,6 +83,10 @@ class Settings(BaseSettings):
     # Each channel's default branch ("*": the others'): a run of another branch is kept apart
     # from its history, under the channel "<channel>@<branch>", and gets verdicts instead.
     DEFAULT_BRANCHES: dict[str, str] = Field(default_factory=lambda: {"*": "main"})
+    # Retention (docs/operations.md), in days; 0 keeps forever. A result measured longer ago
+    # loses its raw samples (its value stays); a branch's run (a pull request's) is deleted.
+    RETAIN_SAMPLES_DAYS: int = Field(default=0, ge=0)
+    RETAIN_BRANCH_RUNS_DAYS: int = Field(default=0, ge=0)
     SILENCE_SWEEP_S: float = 600.0  # how often machines that stopped reporting are looked for
     SHARD_TIMEOUT_S: float = 3600.0  # a shard's subprocess is killed after this long
     SHARD_LEASE_S: float = 60.0  # a worker renews its hold on a shard this often (x1/3)
