@@ -33,6 +33,8 @@ EPILOG = (
 # (workers.upload_client.metadata).
 CI_FIELDS = ("commit", "branch", "url", "trigger", "key")
 UPLOAD_HELP = {
+    "project": "the repository or team the run belongs to: its own histories, and what a "
+    "token limited to a project may post (default: default)",
     "shard": "this upload's part of a run whose jobs upload under one key (default: in CI, "
     "the job and the files' names, the key being the workflow's)",
     "shards": "how many shards make the run whole: it is detected once they are in "
@@ -196,11 +198,13 @@ def cmd_token_create(args: argparse.Namespace) -> int:
             args.scope,
             settings.TOKEN_PEPPER.get_secret_value(),
             machine_patterns=args.machine,
+            project=args.project,
         )
         print(plain)
         machines = f" machines={','.join(token.machine_patterns)}" if token.machine_patterns else ""
+        project = f" project={token.project}" if token.project else ""
         print(
-            f"token {token.id} {token.name!r} scopes={','.join(token.scopes)}{machines}: "
+            f"token {token.id} {token.name!r} scopes={','.join(token.scopes)}{machines}{project}: "
             "store it now, it is not shown again",
             file=sys.stderr,
         )
@@ -859,6 +863,11 @@ def _token_options(token: argparse.ArgumentParser) -> None:
         metavar="PATTERN",
         help="ingest only for machines matching this glob (e.g. 'h100-*'); repeat for several "
         "(default: any machine)",
+    )
+    create.add_argument(
+        "--project",
+        help="write only for this project: its runs, and triage of its alerts "
+        "(default: every project)",
     )
     create.set_defaults(func=cmd_token_create)
     commands.add_parser("list", help="list tokens (never their secrets)").set_defaults(

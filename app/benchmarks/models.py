@@ -6,6 +6,7 @@ from typing import Any
 from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
+from app.benchmarks.projects import DEFAULT_PROJECT, PROJECT_LENGTH
 from app.core.db import Base, UTCDateTime, utcnow
 
 
@@ -75,16 +76,25 @@ class Metric(Base):
 
 
 class Series(Base):
-    """The history a detector reads and a chart draws: benchmark x metric x machine x channel."""
+    """The history a detector reads and a chart draws.
+
+    Benchmark x metric x machine x channel x project: two projects' results on one machine
+    never share a history (``projects``).
+    """
 
     __tablename__ = "series"
-    __table_args__ = (UniqueConstraint("benchmark_id", "metric_id", "machine_id", "channel"),)
+    __table_args__ = (
+        UniqueConstraint("benchmark_id", "metric_id", "machine_id", "channel", "project"),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     benchmark_id: Mapped[int] = mapped_column(ForeignKey("benchmark.id"), index=True)
     metric_id: Mapped[int] = mapped_column(ForeignKey("metric.id"), index=True)
     machine_id: Mapped[int] = mapped_column(ForeignKey("machine.id"), index=True)
     channel: Mapped[str] = mapped_column(String(64))
+    project: Mapped[str] = mapped_column(
+        String(PROJECT_LENGTH), default=DEFAULT_PROJECT, server_default=DEFAULT_PROJECT
+    )
 
     benchmark: Mapped[Benchmark] = relationship(lazy="joined")
     metric: Mapped[Metric] = relationship(lazy="joined")

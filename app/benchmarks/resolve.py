@@ -1,10 +1,10 @@
 """A run's results, resolved against the catalog in one call: machine, metrics, benchmarks, series.
 
-Ingestion hands ``resolve_catalog`` the run's machine, channel and results; it finds or creates
-every catalog row they name and returns, per result, the series it belongs to and the factor
-that brings its values into the metric's stored unit. Each kind of row is read, the missing
-ones inserted (``ON CONFLICT DO NOTHING``: a concurrent upload may create the same ones) and
-read again; benchmark and series ids are remembered across requests (``known_ids``).
+Ingestion hands ``resolve_catalog`` the run's machine, channel, project and results; it finds
+or creates every catalog row they name and returns, per result, the series it belongs to and
+the factor that brings its values into the metric's stored unit. Each kind of row is read,
+the missing ones inserted (``ON CONFLICT DO NOTHING``: a concurrent upload may create the same
+ones) and read again; benchmark and series ids are remembered across requests (``known_ids``).
 """
 
 import json
@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from app.benchmarks import known_ids
 from app.benchmarks import vocabulary as vocab
 from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
+from app.benchmarks.projects import DEFAULT_PROJECT
 from app.benchmarks.service import BenchmarkKey
 from app.core.bulk import insert_missing, member_of, plan_for_parameters
 from app.core.db import utcnow
@@ -245,14 +246,14 @@ def _benchmark_ids(session: Session, fingerprints: Sequence[str]) -> dict[str, i
 
 
 def _resolve_series(
-    session: Session, pairs: set[tuple[int, int]], machine_id: int, channel: str
+    session: Session, pairs: set[tuple[int, int]], machine_id: int, channel: str, project: str
 ) -> dict[tuple[int, int], int]:
-    """Series ids by (benchmark id, metric id) on a machine and channel, creating missing ones."""
+    """Series ids by (benchmark id, metric id) on a machine, channel and project; makes missing."""
     ids = known_ids.KNOWN.ids(
         session,
-        ("series", machine_id, channel),
+        ("series", machine_id, channel, project),
         pairs,
-        lambda unknown: _series_ids(session, unknown, machine_id, channel),
+        lambda unknown: _series_ids(session, unknown, machine_id, channel, project),
     )
     missing = [p for p in pairs if p not in ids]
     if not missing:
@@ -262,16 +263,26 @@ def _resolve_series(
         session,
         Series,
         [
-            {"benchmark_id": b, "metric_id": m, "machine_id": machine_id, "channel": channel}
+            {
+                "benchmark_id": b,
+                "metric_id": m,
+                "machine_id": machine_id,
+                "channel": channel,
+                "project": project,
+            }
             for b, m in missing
         ],
-        ["benchmark_id", "metric_id", "machine_id", "channel"],
+        ["benchmark_id", "metric_id", "machine_id", "channel", "project"],
     )
-    return ids | _series_ids(session, missing, machine_id, channel)
+    return ids | _series_ids(session, missing, machine_id, channel, project)
 
 
 def _series_ids(
-    session: Session, pairs: Sequence[tuple[int, int]], machine_id: int, channel: str
+    session: Session,
+    pairs: Sequence[tuple[int, int]],
+    machine_id: int,
+    channel: str,
+    project: str,
 ) -> dict[tuple[int, int], int]:
     plan_for_parameters(session)  # hundreds of benchmark ids at once
     wanted = set(pairs)
@@ -282,6 +293,7 @@ def _series_ids(
             condition,
             Series.machine_id == machine_id,
             Series.channel == channel,
+            Series.project == project,
             Series.metric_id.in_(metric_ids),
         )
         rows = session.connection().execute(query).all()  # one fetch: far cheaper per row
@@ -317,10 +329,12 @@ def resolve_catalog(
     channel: str,
     results: Sequence[CaseResult],
     cases: Cases,
+    project: str = DEFAULT_PROJECT,
 ) -> Resolved:
     """Find or create every catalog row the results name; 422 where they contradict it.
 
-    ``cases`` is ``cases_of(results)`` (ingestion needs it first, to refuse duplicates).
+    ``cases`` is ``cases_of(results)`` (ingestion needs it first, to refuse duplicates); the
+    series are ``project``'s own (machines, benchmarks and metrics are shared).
     """
     found = _upsert_machine(session, machine.name, machine.device, **machine.description)
     claims, unit_of = _metric_claims(results)
@@ -330,7 +344,7 @@ def resolve_catalog(
         (benchmark_ids[case], metrics[r.metric].id)
         for r, case in zip(results, cases.of_result, strict=True)
     ]
-    series_ids = _resolve_series(session, set(series_keys), found.id, channel)
+    series_ids = _resolve_series(session, set(series_keys), found.id, channel, project)
     factors = {
         pair: vocab.unit_factor(unit, metrics[pair[0]].unit) or 1.0
         for pair, unit in unit_of.items()

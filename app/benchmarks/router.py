@@ -4,7 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends
 
-from app.api.deps import ReadAccess, SessionDep
+from app.api.deps import ReadAccess, SessionDep, check_project_query
 from app.api.responses import READS, errors
 from app.api.validation import ApiRoute
 from app.benchmarks import service
@@ -28,14 +28,19 @@ def list_machines(session: SessionDep) -> list[Machine]:
 
 @router.get("/benchmarks", response_model=Page[BenchmarkRead])
 def list_benchmarks(session: SessionDep, where: Filter, paging: Paging) -> Page[BenchmarkRead]:
-    """Benchmark cases, filtered by suite / model / category / mode / precision / config."""
+    """Benchmark cases, filtered by suite / model / category / mode / precision / config.
+
+    Benchmarks are shared by every project: `project` selects those with a series of it.
+    """
+    check_project_query(where.project)
     items, total = service.list_benchmarks(session, where, paging.offset, paging.limit)
     return paging.of([BenchmarkRead.model_validate(b) for b in items], total)
 
 
 @router.get("/series", response_model=Page[SeriesRead])
 def search_series(session: SessionDep, where: Filter, paging: Paging) -> Page[SeriesRead]:
-    """Series by any of suite / model / mode / precision / config / metric / machine / channel."""
+    """Series by suite, model, mode, precision, config, metric, machine, channel or project."""
+    check_project_query(where.project)
     items, total = service.search_series(session, where, paging.offset, paging.limit)
     return paging.of([SeriesRead.model_validate(s) for s in items], total)
 

@@ -62,6 +62,7 @@ class SeriesRead(BaseModel):
     metric: MetricRead
     machine: str = Field(validation_alias="machine_name")
     channel: str
+    project: str = "default"
 
 
 class Point(BaseModel):

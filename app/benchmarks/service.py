@@ -87,6 +87,7 @@ class SeriesFilter:
     metric: str | None = None
     machine: str | None = None
     channel: str | None = None
+    project: str | None = None
 
 
 def _benchmark_conditions(query: Select[Any], where: SeriesFilter) -> Select[Any]:
@@ -113,6 +114,11 @@ def list_benchmarks(
 ) -> tuple[list[Benchmark], int]:
     """A page of benchmarks matching the filter, and how many match in all."""
     query = _benchmark_conditions(select(Benchmark), where)
+    if where.project is not None:
+        in_project = select(Series.id).where(
+            Series.benchmark_id == Benchmark.id, Series.project == where.project
+        )
+        query = query.where(in_project.exists())
     total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
     page = query.order_by(Benchmark.suite, Benchmark.model, Benchmark.id)
     return list(session.scalars(page.offset(offset).limit(limit))), total
@@ -129,6 +135,8 @@ def search_series(
         query = query.join(Machine).where(Machine.name == where.machine)
     if where.channel is not None:
         query = query.where(Series.channel == where.channel)
+    if where.project is not None:
+        query = query.where(Series.project == where.project)
     total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
     page = query.order_by(Benchmark.suite, Benchmark.model, Series.id).offset(offset).limit(limit)
     return list(session.scalars(page)), total

@@ -16,6 +16,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.benchmarks.models import Machine
+from app.benchmarks.projects import DEFAULT_PROJECT, PROJECT_LENGTH
 from app.core.db import Base, UTCDateTime, utcnow
 
 INVALID = "invalid"  # Run.status of a run an admin took out of history
@@ -53,6 +54,9 @@ class Run(Base):
     machine_id: Mapped[int] = mapped_column(ForeignKey("machine.id"), index=True)
     environment_id: Mapped[int] = mapped_column(ForeignKey("environment.id"), index=True)
     channel: Mapped[str] = mapped_column(String(64), index=True)
+    project: Mapped[str] = mapped_column(
+        String(PROJECT_LENGTH), default=DEFAULT_PROJECT, server_default=DEFAULT_PROJECT, index=True
+    )
     trigger: Mapped[str] = mapped_column(String(16))
     tier: Mapped[str] = mapped_column(String(32), default="")
     commit: Mapped[str] = mapped_column(String(64), default="")

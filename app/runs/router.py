@@ -4,7 +4,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 
-from app.api.deps import IngestToken, RawBody, ReadAccess, SessionDep
+from app.api.deps import IngestToken, ProjectQuery, RawBody, ReadAccess, SessionDep
 from app.api.responses import READS, WRITES, errors
 from app.api.validation import ApiRoute, OneStepJSONRoute
 from app.benchmarks import service as catalog
@@ -67,9 +67,12 @@ def create_run(
     `shard.expected` shards are in (or none came for `BENCHWATCH_RUN_SHARDS_QUIET_S`), and
     only then detected. A run of a branch other than its channel's default
     (`BENCHWATCH_DEFAULT_BRANCHES`) is stored under the channel `<channel>@<branch>`, apart
-    from the default branch's history, and gets verdicts (`/runs/{id}/verdicts`).
+    from the default branch's history, and gets verdicts (`/runs/{id}/verdicts`). A run of
+    a `project` other than `default` is stored under the key `<project>:<key>`; a token
+    limited to a project gets 403 for a run of another one.
     """
     tokens_service.check_machine(token, run_in.machine.name)
+    tokens_service.check_project(token, run_in.project, "body.project")
     ingested = service.ingest_run(
         session,
         run_in,
@@ -94,11 +97,14 @@ def list_runs(
     commit: str | None = None,
     since: QueryTime | None = None,
     until: QueryTime | None = None,
+    project: ProjectQuery = None,
     cursor: Cursor = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> RunPage:
-    """Runs newest first, keyset-paginated; filter by machine, channel, trigger, time, ..."""
-    where = service.RunFilter(machine, channel, trigger, tier, branch, commit, since, until)
+    """Runs newest first, keyset-paginated; filter by machine, channel, project, time, ..."""
+    where = service.RunFilter(
+        machine, channel, trigger, tier, branch, commit, since, until, project
+    )
     after = decode_cursor(cursor) if cursor else None
     runs = service.list_runs(session, where, after, limit + 1)
     more = len(runs) > limit

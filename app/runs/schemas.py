@@ -6,6 +6,7 @@ from typing import Annotated, Any, Self
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from app.benchmarks import vocabulary as vocab
+from app.benchmarks.projects import DEFAULT_PROJECT, ProjectName
 from app.benchmarks.schemas import MachineRead
 from app.core.bounds import Int32, RunTime
 from app.core.urls import HttpUrlText
@@ -279,6 +280,7 @@ class RunIn(Strict):
     model_config = ConfigDict(json_schema_extra={"examples": [EXAMPLE_RUN]})
 
     key: Annotated[str, Field(min_length=1, max_length=256)]
+    project: ProjectName = DEFAULT_PROJECT
     machine: MachineIn
     environment: EnvironmentIn = Field(default_factory=EnvironmentIn)
     trigger: vocab.Trigger = "manual"
@@ -346,6 +348,7 @@ class RunRead(BaseModel):
     machine: MachineRead
     environment: EnvironmentRead
     channel: str
+    project: str = DEFAULT_PROJECT
     trigger: str
     tier: str
     commit: str

@@ -15,8 +15,9 @@ from sqlalchemy.orm.attributes import set_committed_value
 
 from app.benchmarks import vocabulary as vocab
 from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
+from app.benchmarks.projects import DEFAULT_PROJECT
 from app.benchmarks.resolve import Cases, MachineDescription, cases_of, resolve_catalog
-from app.core.bounds import in_id_range, nul_locations
+from app.core.bounds import fit, in_id_range, nul_locations
 from app.core.bulk import insert_missing, insert_returning, member_of
 from app.core.db import utcnow
 from app.core.errors import Conflict, InvalidInput, NotFound
@@ -43,6 +44,16 @@ class ShardOfInvalidRun(Conflict):
         super().__init__(f"run {run_id} was invalidated: its key takes no further shards")
 
 
+class KeyOfAnotherProject(Conflict):
+    """A run key stored under another project (a default key that reads like a project's)."""
+
+    def __init__(self, key: str, run_id: int, project: str) -> None:
+        super().__init__(
+            f"run key {key!r} is stored under project {project!r} (run {run_id}); "
+            "a new run needs a new key"
+        )
+
+
 class KeyReused(Conflict):
     """A different payload was posted under a key that is already stored."""
 
@@ -62,6 +73,7 @@ class Ingested:
 
 
 SOURCE_LENGTH = 128  # of the column Run.source
+KEY_LENGTH = 256  # of the column Run.key
 # Built once: every upload runs them, and building a statement costs more than running it.
 _RUN_ID_BY_KEY = select(Run.id).where(Run.key == bindparam("key"))
 _ENVIRONMENT_BY_HASH = select(Environment).where(
@@ -122,6 +134,8 @@ def ingest_run(
         raise _refuse_nul(places)
     digest = hashlib.sha256(document).hexdigest()
     run_in = _kept_apart(run_in, default_branches)
+    if run_in.project != DEFAULT_PROJECT:
+        run_in = run_in.model_copy(update={"key": project_key(run_in.project, run_in.key)})
     if run_in.shard is not None:
         run_in = run_in.model_copy(update={"key": shards.run_key(run_in)})
     if (existing := _run_by_key(session, run_in.key)) is not None:
@@ -131,7 +145,12 @@ def ingest_run(
         _reject_duplicates(run_in.results, cases)
         coverage = _coverage(run_in.results, cases)
         resolved = resolve_catalog(
-            session, _machine(run_in), run_in.environment.channel, run_in.results, cases
+            session,
+            _machine(run_in),
+            run_in.environment.channel,
+            run_in.results,
+            cases,
+            run_in.project,
         )
         run = _insert_run(session, run_in, resolved.machine, digest, source, coverage)
         if run is None:  # a concurrent upload of the key committed first
@@ -177,8 +196,19 @@ def _kept_apart(run_in: RunIn, default_branches: Mapping[str, str]) -> RunIn:
     return run_in.model_copy(update={"environment": environment})
 
 
+def project_key(project: str, key: str) -> str:
+    """The stored key of a run of a project other than ``default``.
+
+    Two projects' CI jobs may well use the same keys (a workflow's run number).
+    """
+    stored = f"{project}:{key}"
+    return fit(stored, KEY_LENGTH, stored, 16)
+
+
 def _again(session: Session, run: Run, run_in: RunIn, digest: str) -> Ingested:
     """A key stored already: a retry, or a further shard of the run."""
+    if run.project != run_in.project:
+        raise KeyOfAnotherProject(run.key, run.id, run.project)
     if run_in.shard is None:
         return Ingested(_same_payload(run, run_in, digest), created=False)
     # Shards of one run take turns (their completion check counts the others).
@@ -191,7 +221,7 @@ def _again(session: Session, run: Run, run_in: RunIn, digest: str) -> Ingested:
     cases = cases_of(run_in.results)
     _reject_duplicates(run_in.results, cases)
     resolved = resolve_catalog(
-        session, _machine(run_in), run_in.environment.channel, run_in.results, cases
+        session, _machine(run_in), run_in.environment.channel, run_in.results, cases, run.project
     )
     held = _series_held(session, run.id, resolved.series_ids)
     kept = [i for i, series_id in enumerate(resolved.series_ids) if series_id not in held]
@@ -320,6 +350,7 @@ def _insert_run(
         "machine_id": machine.id,
         "environment_id": environment.id,
         "channel": run_in.environment.channel,
+        "project": run_in.project,
         "trigger": run_in.trigger,
         "tier": run_in.tier,
         "commit": run_in.commit,
@@ -394,6 +425,7 @@ class RunFilter:
     commit: str | None = None
     since: datetime | None = None
     until: datetime | None = None
+    project: str | None = None
 
 
 def list_runs(
@@ -409,6 +441,7 @@ def list_runs(
         (Run.tier, where.tier),
         (Run.branch, where.branch),
         (Run.commit, where.commit),
+        (Run.project, where.project),
     ):
         if wanted is not None:
             query = query.where(column == wanted)
@@ -421,6 +454,11 @@ def list_runs(
         query = query.where((Run.started_at < at) | ((Run.started_at == at) & (Run.id < run_id)))
     query = query.order_by(Run.started_at.desc(), Run.id.desc()).limit(limit)
     return list(session.scalars(query))
+
+
+def list_projects(session: Session) -> list[str]:
+    """Every project that holds a run, by name (a read of ``run.project``'s index)."""
+    return list(session.scalars(select(Run.project).distinct().order_by(Run.project)))
 
 
 def get_run(session: Session, run_id: int) -> Run:

@@ -5,6 +5,7 @@ from datetime import datetime
 from sqlalchemy import JSON, ForeignKey, String
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
+from app.benchmarks.projects import PROJECT_LENGTH
 from app.core.db import Base, UTCDateTime, utcnow
 
 
@@ -20,6 +21,8 @@ class ApiToken(Base):
     scopes: Mapped[list[str]] = mapped_column(JSON)
     # Glob patterns of the machine names this token may ingest for; empty: any machine.
     machine_patterns: Mapped[list[str]] = mapped_column(JSON, default=list)
+    # The one project whose runs and objects it may write; None: every project.
+    project: Mapped[str | None] = mapped_column(String(PROJECT_LENGTH))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

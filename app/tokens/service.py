@@ -11,6 +11,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from app.audit import service as audit
+from app.benchmarks.projects import PROJECT_RULE, is_project_name
 from app.core.db import utcnow
 from app.core.errors import Forbidden, InvalidInput, NotFound
 from app.tokens.models import ApiToken, WebSession
@@ -47,6 +48,23 @@ class MachineNotAllowed(Forbidden):
         )
 
 
+class ProjectNotAllowed(Forbidden):
+    """A token limited to one project wrote for another one."""
+
+    def __init__(self, token: ApiToken, project: str, loc: str) -> None:
+        super().__init__(
+            f"token {token.name!r} may only write for project {token.project!r}, "
+            f"not {project!r} (at {loc})",
+            errors=[
+                {
+                    "loc": loc,
+                    "field": "project",
+                    "message": f"this token is limited to project {token.project!r}",
+                }
+            ],
+        )
+
+
 def create_token(
     session: Session,
     name: str,
@@ -54,11 +72,13 @@ def create_token(
     pepper: str,
     machine_patterns: list[str] | None = None,
     by: str = CLI,
+    project: str | None = None,
 ) -> tuple[ApiToken, str]:
     """A new token and its plain text (to show once).
 
     ``machine_patterns`` (globs, e.g. ``h100-*``) limit the machines it may ingest for;
-    ``by`` names who made it in the audit log.
+    ``project`` the one project it may write for (None: every one); ``by`` names who made
+    it in the audit log.
     """
     if not 1 <= len(name) <= MAX_NAME_LENGTH or not name.isprintable():
         raise InvalidInput(f"a token's name is 1 to {MAX_NAME_LENGTH} printable characters")
@@ -72,6 +92,8 @@ def create_token(
             f"at most {MAX_MACHINE_PATTERNS} machine patterns of machine-name characters "
             "and the globs * ? [...]"
         )
+    if project is not None and not is_project_name(project):
+        raise InvalidInput(f"a project's name is {PROJECT_RULE}")
     plain = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = ApiToken(
         name=name,
@@ -79,11 +101,12 @@ def create_token(
         token_hash=hash_token(plain, pepper),
         scopes=sorted(set(scopes)),
         machine_patterns=patterns,
+        project=project,
         created_at=utcnow(),
     )
     session.add(token)
     session.flush()
-    after = audit.fields(token, ("name", "prefix", "scopes", "machine_patterns"))
+    after = audit.fields(token, ("name", "prefix", "scopes", "machine_patterns", "project"))
     audit.record(session, by, "token.create", f"token:{token.id}", {}, after)
     return token, plain
 
@@ -116,6 +139,15 @@ def check_machine(token: ApiToken, machine: str) -> None:
     patterns = token.machine_patterns
     if patterns and not any(fnmatchcase(machine, pattern) for pattern in patterns):
         raise MachineNotAllowed(token, machine)
+
+
+def check_project(token: ApiToken, project: str, loc: str = "project") -> None:
+    """403 unless the token may write for ``project`` (no project of its own: any).
+
+    ``loc`` names where the request gave the project, for the error.
+    """
+    if token.project is not None and token.project != project:
+        raise ProjectNotAllowed(token, project, loc)
 
 
 def open_session(session: Session, token: ApiToken, pepper: str) -> str:

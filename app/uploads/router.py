@@ -76,6 +76,7 @@ async def upload(
         timeout_s=request.app.state.settings.PARSE_TIMEOUT_S,
     )
     tokens_service.check_machine(token, run_in.machine.name)
+    tokens_service.check_project(token, run_in.project, "project")
     ingested = await run_in_threadpool(
         runs_service.ingest_run, session, run_in, source=f"upload:{token.name}"
     )

@@ -31,6 +31,7 @@ FORMATS = (*PARSERS, "native", "auto")
 # Run fields an upload may set (form fields or query parameters), and where they go.
 RUN_FIELDS = (
     "key",
+    "project",
     "trigger",
     "tier",
     "commit",
@@ -176,7 +177,7 @@ def _native(files: list[UploadFile], fields: dict[str, str]) -> RunIn:
         payload["key"] = fields["key"]
     # What the CI job says fills in what the payload leaves out: a pull request's branch and
     # commit, and the shard of the workflow's run it is.
-    for name in ("commit", "branch", "base_commit", "url"):
+    for name in ("project", "commit", "branch", "base_commit", "url"):
         if fields.get(name) and not payload.get(name):
             payload[name] = fields[name]
     if (shard := _shard(fields)) is not None and "shard" not in payload:
