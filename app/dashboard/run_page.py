@@ -37,8 +37,9 @@ def run_page(session: Session, run_id: int) -> dict[str, Any]:
         "cases": _cases(rows, run.machine.name, run.channel),
         "hardware": figures.hardware_chart(hardware_panels(rows)),
         "kernels": _top_kernels(rows),
-        # A pooled run's nodes judged against each other (a drifted node is flagged).
-        "pool": read_pool(run.extra),
+        # A pooled run's nodes judged against each other (a drifted node is flagged): only a
+        # worker's run has one; an uploader's extra is its own JSON, not benchwatch's verdict.
+        "pool": read_pool(run.extra) if run.source == "worker" else None,
         # A branch's run (a pull request's) is judged against its default branch's channel.
         "verdicts_against": base_channel(run.channel) if is_branch_channel(run.channel) else None,
     }

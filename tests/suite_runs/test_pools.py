@@ -12,7 +12,9 @@ from fastapi.testclient import TestClient
 from app.core.db import Database
 from app.suite_runs import pools, service
 from app.suite_runs.pools import Measured, judge
+from tests.factories import result, run_payload
 from tests.suite_runs.test_service import DESCRIPTION, ident, measured
+from workers import cli
 from workers.tasks.suite import node_name
 
 NODES = ("node-a", "node-b", "node-c")
@@ -99,6 +101,16 @@ def test_a_stored_verdict_that_does_not_read_as_one_is_ignored() -> None:
     assert pools.read_pool(None) is None
 
 
+@pytest.mark.parametrize("node", ["a@b", "", "x" * 65, "with space"])
+def test_the_worker_refuses_a_node_name_that_would_break_its_celery_name(
+    node: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["worker", "--machine", "m", "--node", node])
+    assert exited.value.code == 2
+    assert "1 to 64 letters, digits or _ . - characters" in capsys.readouterr().err
+
+
 def suite_run(database: Database, key: str, slow: dict[str, float], rotate: int) -> int:
     """A suite run of three shards of six cases, each shard run by one node: its run's id."""
     models = [f"op{i}" for i in range(18)]
@@ -166,3 +178,15 @@ def test_a_pooled_run_records_its_nodes_and_shows_the_drifted_one(
     page = client.get(f"/runs/{first}").text
     assert "Pool: 3 nodes" in page
     assert "pool-drift" not in page
+
+
+def test_an_uploaded_runs_own_extra_pool_is_not_shown_as_a_verdict(
+    client: TestClient, ingest_headers: dict[str, str]
+) -> None:
+    verdict = {"threshold": 0.05, "history_runs": 1, "nodes": [], "flagged": ["node-x"]}
+    payload = run_payload("up-1", [result()], extra={"pool": verdict})
+    answer = client.post("/api/v1/runs", json=payload, headers=ingest_headers)
+    assert answer.status_code == 201, answer.text
+    page = client.get(f"/runs/{answer.json()['id']}").text
+    assert "Drifted from its pool" not in page
+    assert "Pool:" not in page
