@@ -7,7 +7,7 @@ of whichever cases it happened to run. Once a pooled run is stored, each node is
 
 - each time-like series of the run (a time unit, lower is better; not compile times, which a
   node's cold caches move) is set against its own recent history: its value over its median in
-  the last ``WINDOW`` runs of the machine and channel, whichever node measured them;
+  the last ``WINDOW`` runs of the machine, channel and project, whichever node measured them;
 - a node's move is the median of those ratios over the series it measured. A change in the
   build moves every node alike, drift only the node's own;
 - the pool's move is the median of its nodes' moves (in a pool of two, the other node's); a
@@ -179,6 +179,7 @@ def check_pool(session: Session, run: Run, threshold: float = DEFAULT_THRESHOLD)
             .where(
                 Run.machine_id == run.machine_id,
                 Run.channel == run.channel,
+                Run.project == run.project,  # another project's runs hold none of its series
                 Run.id != run.id,
                 Run.status != INVALID,
                 Run.started_at <= run.started_at,
