@@ -22,18 +22,30 @@ from app.anomalies.schemas import (
     StepState,
     TriageUpdate,
 )
-from app.api.deps import ReadAccess, SessionDep, TriageActor
+from app.api.deps import ProjectQuery, ReadAccess, SessionDep, TriageActor
 from app.api.responses import READS, WRITES, errors
 from app.api.validation import ApiRoute
 from app.core import queue
 from app.core.bounds import QueryTime, RowId
 from app.core.pagination import Page, PageParams
+from app.tokens import service as tokens_service
+from app.tokens.auth import Actor
 
 reads = APIRouter(
     tags=["anomalies"], dependencies=[ReadAccess], route_class=ApiRoute, responses=READS
 )
 writes = APIRouter(tags=["anomalies"], route_class=ApiRoute, responses={**WRITES, **errors(404)})
 Paging = Annotated[PageParams, Depends()]
+
+
+def _own(
+    session: SessionDep,
+    actor: Actor,
+    finding: Regression | CaseFailure | AggregateFinding | AlertGroup,
+    loc: str,
+) -> None:
+    """403 when the actor's token is limited to another project than the finding's."""
+    tokens_service.check_project(actor.token, triage.project_of(session, finding), loc)
 
 
 def regression_filter(
@@ -49,6 +61,7 @@ def regression_filter(
     group_id: RowId | None = None,
     first_bad_run_id: RowId | None = None,
     found_by_run_id: RowId | None = None,
+    project: ProjectQuery = None,
 ) -> triage.RegressionFilter:
     """The listing's filters from the query, each id bounded to what its column holds."""
     return triage.RegressionFilter(
@@ -64,6 +77,7 @@ def regression_filter(
         group_id,
         first_bad_run_id,
         found_by_run_id,
+        project,
     )
 
 
@@ -88,6 +102,7 @@ def update_regression(
     regression_id: RowId, update: TriageUpdate, session: SessionDep, actor: TriageActor
 ) -> Regression:
     """Triage a regression: status, assignee, note, bug link (scope `triage`)."""
+    _own(session, actor, triage.get_regression(session, regression_id), "path.regression_id")
     regression = triage.triage_regression(session, regression_id, update, actor.label)
     queue.commit(session)
     return regression
@@ -103,6 +118,7 @@ def failure_filter(
     flaky: bool | None = None,
     failure: FailureKind | None = None,
     severity: Severity | None = None,
+    project: ProjectQuery = None,
 ) -> triage.FailureFilter:
     """The failure listing's filters.
 
@@ -110,7 +126,7 @@ def failure_filter(
     ``severity``: ``high`` for failing cases, ``low`` for coverage changes.
     """
     return triage.FailureFilter(
-        status, machine, channel, suite, group_id, open, flaky, failure, severity
+        status, machine, channel, suite, group_id, open, flaky, failure, severity, project
     )
 
 
@@ -137,6 +153,7 @@ def update_failure(
     failure_id: RowId, update: TriageUpdate, session: SessionDep, actor: TriageActor
 ) -> CaseFailureRead:
     """Triage a case failure: status, assignee, note, bug link (scope `triage`)."""
+    _own(session, actor, triage.get_failure(session, failure_id), "path.failure_id")
     failure = triage.triage_failure(session, failure_id, update, actor.label)
     queue.commit(session)
     return _failure(failure)
@@ -156,10 +173,11 @@ def aggregate_filter(
     rule: AggregateRule | None = None,
     group_id: RowId | None = None,
     open: bool | None = None,
+    project: ProjectQuery = None,
 ) -> triage.AggregateFilter:
     """The aggregate listing's filters; ``open``: not recovered yet (true) or recovered."""
     return triage.AggregateFilter(
-        status, machine, channel, suite, config, stat, rule, group_id, open
+        status, machine, channel, suite, config, stat, rule, group_id, open, project
     )
 
 
@@ -190,6 +208,7 @@ def update_aggregate_finding(
     finding_id: RowId, update: TriageUpdate, session: SessionDep, actor: TriageActor
 ) -> AggregateFindingRead:
     """Triage an aggregate finding: status, assignee, note, bug link (scope `triage`)."""
+    _own(session, actor, triage.get_aggregate(session, finding_id), "path.finding_id")
     finding = triage.triage_aggregate(session, finding_id, update, actor.label)
     queue.commit(session)
     return _aggregate(finding)
@@ -207,10 +226,11 @@ def list_alert_groups(
     machine: str | None = None,
     channel: str | None = None,
     since: QueryTime | None = None,
+    project: ProjectQuery = None,
 ) -> Page[AlertGroupRead]:
     """Alert groups, newest first; a group's status is its most pressing member's."""
     groups, total = triage.list_groups(
-        session, status, machine, channel, since, paging.offset, paging.limit
+        session, status, machine, channel, since, paging.offset, paging.limit, project
     )
     items = [AlertGroupRead(**triage.describe_group(session, g)) for g in groups]
     return paging.of(items, total)
@@ -227,6 +247,7 @@ def update_alert_group(
     group_id: RowId, update: TriageUpdate, session: SessionDep, actor: TriageActor
 ) -> AlertGroupDetail:
     """Triage a whole group: the status and fields apply to every member (scope `triage`)."""
+    _own(session, actor, triage.get_group(session, group_id), "path.group_id")
     group = triage.triage_group(session, group_id, update, actor.label)
     queue.commit(session)
     return _detail(session, group)

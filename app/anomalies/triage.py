@@ -21,6 +21,7 @@ from app.anomalies.models import (
 from app.anomalies.schemas import TriageUpdate
 from app.audit import service as audit
 from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
+from app.benchmarks.projects import DEFAULT_PROJECT
 from app.core.db import utcnow
 from app.core.errors import NotFound
 from app.runs.models import Run
@@ -74,6 +75,7 @@ class RegressionFilter:
     group_id: int | None = None
     first_bad_run_id: int | None = None
     found_by_run_id: int | None = None
+    project: str | None = None
 
 
 def _equal_where_given(
@@ -102,6 +104,7 @@ def _filtered(query: Select[Any], where: RegressionFilter) -> Select[Any]:
         (Regression.group_id, where.group_id),
         (Regression.first_bad_run_id, where.first_bad_run_id),
         (Regression.found_by_run_id, where.found_by_run_id),
+        (Series.project, where.project),
     ]
     query = _equal_where_given(query, conditions)
     if where.config is not None:
@@ -111,6 +114,32 @@ def _filtered(query: Select[Any], where: RegressionFilter) -> Select[Any]:
     if where.since is not None:
         query = query.where(Regression.created_at >= where.since)
     return query
+
+
+def _of_project(
+    query: Select[Any], run_id: InstrumentedAttribute[int], project: str | None
+) -> Select[Any]:
+    """``query`` narrowed to the findings whose run (``run_id``) is of ``project`` (None: any).
+
+    A finding is of its run's project: the runs of one project are judged against its own.
+    """
+    if project is None:
+        return query
+    return query.where(run_id.in_(select(Run.id).where(Run.project == project)))
+
+
+def project_of(
+    session: Session, finding: Regression | CaseFailure | AggregateFinding | AlertGroup
+) -> str:
+    """The project a finding (or an alert group) belongs to: its series', else its run's."""
+    if isinstance(finding, Regression):
+        return finding.series.project
+    run_id = (
+        finding.first_failing_run_id
+        if isinstance(finding, CaseFailure)
+        else finding.first_bad_run_id
+    )
+    return session.scalar(select(Run.project).where(Run.id == run_id)) or DEFAULT_PROJECT
 
 
 def list_regressions(
@@ -178,6 +207,7 @@ class FailureFilter:
     flaky: bool | None = None
     failure: str | None = None  # failed | accuracy | removed | added
     severity: str | None = None  # high: failing cases; low: coverage changes
+    project: str | None = None
 
 
 def list_failures(
@@ -199,6 +229,7 @@ def list_failures(
         (CaseFailure.failure, where.failure),
     ]
     query = _equal_where_given(query, conditions)
+    query = _of_project(query, CaseFailure.first_failing_run_id, where.project)
     if where.open is not None:
         ended = CaseFailure.passing_again_run_id.is_not(None)
         query = query.where(~ended if where.open else ended)
@@ -274,6 +305,7 @@ class AggregateFilter:
     rule: str | None = None
     group_id: int | None = None
     open: bool | None = None  # True: not recovered yet; False: recovered
+    project: str | None = None
 
 
 def list_aggregates(
@@ -292,6 +324,7 @@ def list_aggregates(
         (AggregateFinding.group_id, where.group_id),
     ]
     query = _equal_where_given(query, conditions)
+    query = _of_project(query, AggregateFinding.first_bad_run_id, where.project)
     if where.open is not None:
         ended = AggregateFinding.resolved_run_id.is_not(None)
         query = query.where(~ended if where.open else ended)
@@ -376,9 +409,11 @@ def list_groups(
     since: datetime | None,
     offset: int,
     limit: int,
+    project: str | None = None,
 ) -> tuple[list[AlertGroup], int]:
     """A page of alert groups, newest first (status is derived, so filtered here)."""
     query = select(AlertGroup).join(Machine, AlertGroup.machine_id == Machine.id)
+    query = _of_project(query, AlertGroup.first_bad_run_id, project)
     if machine is not None:
         query = query.where(Machine.name == machine)
     if channel is not None:

@@ -58,6 +58,7 @@ class AlertQuery:
     channel: str | None = None
     direction: str | None = None  # a kind of member: regression, failure, coverage, ...
     group: int | None = None
+    project: str | None = None  # that project's groups only (None: every project's)
 
 
 def inbox(session: Session, query: AlertQuery) -> dict[str, Any]:
@@ -67,7 +68,14 @@ def inbox(session: Session, query: AlertQuery) -> dict[str, Any]:
     else:
         status = query.status if query.status in STATUSES else None
         groups, _ = triage.list_groups(
-            session, status, query.machine, query.channel, None, 0, GROUPS_PER_PAGE
+            session,
+            status,
+            query.machine,
+            query.channel,
+            None,
+            0,
+            GROUPS_PER_PAGE,
+            query.project,
         )
     described = [_group(session, g, charts=i == 0) for i, g in enumerate(groups)]
     if query.direction:

@@ -86,15 +86,19 @@ def overview(
     channel: str | None,
     mode: str,
     base_id: int | None,
+    project: str | None = None,
 ) -> dict[str, Any]:
-    """Everything the overview page shows; ``{"machines": []}`` when nothing is stored yet."""
+    """Everything the overview page shows; ``{"machines": []}`` when nothing is stored yet.
+
+    ``project``: that project's runs and findings only (None: every project's).
+    """
     machines = list_machines(session)
     if not machines:
         return {"machines": []}
     chosen = next((m for m in machines if m.name == machine), machines[0])
-    channels = machine_channels(session, chosen.name)
+    channels = machine_channels(session, chosen.name, project)
     channel = channel if channel in channels else default_channel(channels)
-    recent = recent_runs(session, chosen.name, channel, 60)
+    recent = recent_runs(session, chosen.name, channel, 60, project)
     context: dict[str, Any] = {
         "machines": machines,
         "machine": chosen,
@@ -107,7 +111,7 @@ def overview(
         return context
     latest, base = recent[0], _base_run(session, recent[0], base_id, recent)
     stats = _stats_by_run(session, [*reversed(recent[:TREND_RUNS]), base])
-    alerts = _open_aggregates(session, chosen.name, channel)
+    alerts = _open_aggregates(session, chosen.name, channel, project)
     context |= {
         "latest": latest,
         "base": base,
@@ -115,8 +119,8 @@ def overview(
             _table(f, stats, recent[:TREND_RUNS], latest, base, mode, chosen.device, alerts)
             for f in FAMILIES
         ],
-        "groups": _open_groups(session, chosen.name, channel),
-        "failing": _newly_failing(session, chosen.name, channel),
+        "groups": _open_groups(session, chosen.name, channel, project),
+        "failing": _newly_failing(session, chosen.name, channel, project),
     }
     return context
 
@@ -194,14 +198,21 @@ def _shown(family: Family, value: float | None, stats: GroupStats) -> str:
 NEWLY_FAILING = 10  # cases listed on top
 
 
-def _newly_failing(session: Session, machine: str, channel: str) -> tuple[list[CaseFailure], int]:
+def _newly_failing(
+    session: Session, machine: str, channel: str, project: str | None
+) -> tuple[list[CaseFailure], int]:
     """Its cases that fail now, untriaged, newest first; and how many there are.
 
     Failing cases only (``failed``, ``accuracy``): a model no longer or newly reported is a
     coverage change, which the alerts page shows, not a failing case.
     """
     where = triage.FailureFilter(
-        status="new", machine=machine, channel=channel, open=True, severity="high"
+        status="new",
+        machine=machine,
+        channel=channel,
+        open=True,
+        severity="high",
+        project=project,
     )
     return triage.list_failures(session, where, 0, NEWLY_FAILING)
 
@@ -209,12 +220,14 @@ def _newly_failing(session: Session, machine: str, channel: str) -> tuple[list[C
 OPEN_AGGREGATES = 500  # open aggregate findings of a machine and channel read for the tables
 
 
-def _open_aggregates(session: Session, machine: str, channel: str) -> dict[tuple[str, ...], int]:
+def _open_aggregates(
+    session: Session, machine: str, channel: str, project: str | None
+) -> dict[tuple[str, ...], int]:
     """The alert group of each aggregate's open finding, by (suite, config, ..., stat).
 
     Open: not recovered, and new or acknowledged; the newest finding's group wins.
     """
-    where = triage.AggregateFilter(machine=machine, channel=channel, open=True)
+    where = triage.AggregateFilter(machine=machine, channel=channel, open=True, project=project)
     found, _ = triage.list_aggregates(session, where, 0, OPEN_AGGREGATES)
     return {
         (f.suite, f.config, f.precision, f.mode, f.stat): f.group_id
@@ -223,6 +236,8 @@ def _open_aggregates(session: Session, machine: str, channel: str) -> dict[tuple
     }
 
 
-def _open_groups(session: Session, machine: str, channel: str) -> list[dict[str, Any]]:
-    groups, _ = triage.list_groups(session, "new", machine, channel, None, 0, 10)
+def _open_groups(
+    session: Session, machine: str, channel: str, project: str | None
+) -> list[dict[str, Any]]:
+    groups, _ = triage.list_groups(session, "new", machine, channel, None, 0, 10, project)
     return [triage.describe_group(session, group) for group in groups]

@@ -19,9 +19,11 @@ def machine_device(session: Session, name: str | None) -> str:
     return session.scalar(select(Machine.device).where(Machine.name == name)) or ""
 
 
-def machine_channels(session: Session, machine: str) -> list[str]:
-    """The channels a machine has runs on (not the branch channels: ``runs.branches``)."""
+def machine_channels(session: Session, machine: str, project: str | None = None) -> list[str]:
+    """The channels a machine has runs on, of a project if given (not the branch channels)."""
     query = select(Run.channel).join(Machine).where(Machine.name == machine).distinct()
+    if project is not None:
+        query = query.where(Run.project == project)
     return sorted(c for c in session.scalars(query) if not is_branch_channel(c))
 
 
@@ -30,15 +32,21 @@ def default_channel(channels: list[str]) -> str:
     return "nightly" if "nightly" in channels or not channels else channels[0]
 
 
-def recent_runs(session: Session, machine: str, channel: str, limit: int) -> list[Run]:
-    """A machine's newest runs on a channel, newest first (invalidated runs left out)."""
+def recent_runs(
+    session: Session, machine: str, channel: str, limit: int, project: str | None = None
+) -> list[Run]:
+    """A machine's newest runs on a channel (of a project, if given), newest first.
+
+    Invalidated runs are left out.
+    """
     query = (
         select(Run)
         .join(Machine)
         .where(Machine.name == machine, Run.channel == channel, Run.status != INVALID)
-        .order_by(Run.started_at.desc(), Run.id.desc())
-        .limit(limit)
     )
+    if project is not None:
+        query = query.where(Run.project == project)
+    query = query.order_by(Run.started_at.desc(), Run.id.desc()).limit(limit)
     return list(session.scalars(query))
 
 

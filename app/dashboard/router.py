@@ -23,6 +23,7 @@ from app.anomalies.registry import read_thresholds
 from app.api.deps import SessionDep
 from app.api.validation import refuse_nul_in_query
 from app.audit import service as audit
+from app.benchmarks.projects import is_project_name
 from app.core import queue
 from app.core.bounds import INT32_MAX, RowId, in_id_range
 from app.core.errors import DomainError, NotFound
@@ -49,6 +50,7 @@ from app.dashboard.sign_in import (
 from app.dashboard.verdicts_page import verdicts_page
 from app.notifications import outbox, silences
 from app.notifications import service as notifications_service
+from app.runs.service import list_projects
 from app.suite_runs import service as suite_runs_service
 from app.suite_runs.schemas import SuiteRunRead
 from app.tokens.auth import (
@@ -176,11 +178,33 @@ def as_int(value: str | None) -> int | None:
     return number if number is None or in_id_range(number) else None  # no row has another id
 
 
+def page_project(request: Request) -> str | None:
+    """The page's ``?project=``; a malformed one is ignored (every project is shown)."""
+    project = request.query_params.get("project") or None
+    return project if project is not None and is_project_name(project) else None
+
+
+PageProject = Annotated[str | None, Depends(page_project)]
+
+
+def projects_of(request: Request, session: Session) -> list[str]:
+    """Every project with a run, read once per request (the nav's picker)."""
+    if not hasattr(request.state, "projects"):
+        request.state.projects = list_projects(session)
+    found: list[str] = request.state.projects
+    return found
+
+
 def render(
     request: Request, session: Session, name: str, status: int = 200, **context: Any
 ) -> HTMLResponse:
-    """A page, with what every page needs (is this demo data? who is signed in?)."""
+    """A page, with what every page needs (is this demo data? who is signed in? projects?).
+
+    The nav offers a project picker only where more than one project holds runs; a chosen
+    project is carried by the nav's links (``in_project``).
+    """
     demo = has_demo_data(session)
+    project = page_project(request)
     here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
     web_session = signed_in(request, session)
     common = {
@@ -191,6 +215,9 @@ def render(
         "signed_in_as": web_session.token.name if web_session else None,
         "csrf": csrf_token(request, session),
         "sign_in": sign_in_url(safe_next(here)),
+        "projects": projects_of(request, session),
+        "project": project,
+        "in_project": f"?{urlencode({'project': project})}" if project else "",
     }
     return templates.TemplateResponse(request, name, {**common, **context}, status_code=status)
 
@@ -220,10 +247,11 @@ def overview_page(
     channel: str | None = None,
     mode: str = "inference",
     base: str | None = None,
+    project: PageProject = None,
 ) -> HTMLResponse:
     """Per machine and channel: the dashboard's aggregates, base run vs latest run."""
     mode = mode if mode in ("inference", "training") else "inference"
-    context = overview(session, machine, channel, mode, as_int(base))
+    context = overview(session, machine, channel, mode, as_int(base), project)
     return render(request, session, "overview.html", families=FAMILIES, **context)
 
 
@@ -236,6 +264,8 @@ def series_view(
     """One benchmark's metric over time, a line per config, precision or channel."""
     if query.by not in GROUPINGS:
         query = replace(query, by="config")
+    if query.project is not None and not is_project_name(query.project):
+        query = replace(query, project=None)
     return render(request, session, "series.html", **series_page(session, query))
 
 
@@ -248,9 +278,12 @@ def alerts_view(
     channel: str | None = None,
     direction: str | None = None,
     group: str | None = None,
+    project: PageProject = None,
 ) -> HTMLResponse:
     """The triage inbox: alert groups with their steps, explanations and actions."""
-    query = AlertQuery(status, machine or None, channel or None, direction or None, as_int(group))
+    query = AlertQuery(
+        status, machine or None, channel or None, direction or None, as_int(group), project
+    )
     return render(request, session, "alerts.html", **inbox(session, query))
 
 

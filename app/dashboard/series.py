@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 from app.annotations import service as annotations_service
 from app.anomalies.models import Regression
 from app.benchmarks.models import Benchmark, Machine, Metric, Series
+from app.benchmarks.projects import DEFAULT_PROJECT
 from app.benchmarks.service import SeriesFilter, search_series
 from app.dashboard import figures
 from app.dashboard import format as fmt
@@ -41,6 +42,7 @@ class SeriesQuery:
     by: str = "config"
     days: str = "90"
     branch: str | None = None  # a branch's channel (``<channel>@<branch>``), drawn beside
+    project: str | None = None  # that project's series only (None: any project's)
 
 
 def choices(session: Session, query: SeriesQuery) -> dict[str, list[str]]:
@@ -48,12 +50,15 @@ def choices(session: Session, query: SeriesQuery) -> dict[str, list[str]]:
     machines = machine_names(session)
     machine = query.machine or (machines[0] if machines else None)
     in_machine = select(Series.benchmark_id).join(Machine).where(Machine.name == machine)
+    metrics = select(Metric.name).join(Series).join(Machine).where(Machine.name == machine)
+    channels_of = select(Series.channel).join(Machine).where(Machine.name == machine)
+    if query.project is not None:
+        in_machine = in_machine.where(Series.project == query.project)
+        metrics = metrics.where(Series.project == query.project)
+        channels_of = channels_of.where(Series.project == query.project)
     benchmarks = select(Benchmark).where(Benchmark.id.in_(in_machine))
     stored = list(session.scalars(benchmarks))
-    metrics = select(Metric.name).join(Series).join(Machine).where(Machine.name == machine)
-    channels = set(
-        session.scalars(select(Series.channel).join(Machine).where(Machine.name == machine))
-    )
+    channels = set(session.scalars(channels_of))
     return {
         "machine": machines,
         "channel": sorted(c for c in channels if not is_branch_channel(c)),
@@ -195,6 +200,7 @@ def _filter(query: SeriesQuery, machine: str, model: str) -> SeriesFilter:
         config=fixed["config"],
         precision=fixed["precision"],
         channel=fixed["channel"],
+        project=query.project,
     )
 
 
@@ -208,11 +214,11 @@ def _since(session: Session, series_ids: list[int], days: str) -> datetime | Non
 
 
 def _label(series: Series, by: str) -> str:
-    if by == "channel":
-        return series.channel
-    label = str(getattr(series.benchmark, by))
-    if is_branch_channel(series.channel):
-        return f"{label} @{series.channel.partition('@')[2]}"
+    label = series.channel if by == "channel" else str(getattr(series.benchmark, by))
+    if by != "channel" and is_branch_channel(series.channel):
+        label = f"{label} @{series.channel.partition('@')[2]}"
+    if series.project != DEFAULT_PROJECT:  # two projects' lines of one case stay told apart
+        label = f"{label} [{series.project}]"
     return label
 
 

@@ -26,6 +26,7 @@ from typing import Any
 TEXT_FIELDS = (
     "machine",
     "channel",
+    "project",
     "suite",
     "model",
     "category",
@@ -56,6 +57,7 @@ class Finding:
     kind: str
     machine: str
     channel: str = ""
+    project: str = ""  # its run's project (a machine's silence has none)
     suite: str = ""
     model: str = ""
     category: str = ""

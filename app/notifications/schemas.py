@@ -49,6 +49,9 @@ class Rules(BaseModel):
 
     machine: TextRule | None = None
     channel: TextRule | None = None
+    project: TextRule | None = Field(
+        default=None, description="the project of the finding's run (`default` when not given)"
+    )
     suite: TextRule | None = None
     model: TextRule | None = None
     category: TextRule | None = None

@@ -4,7 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from app.api.deps import ReadAccess, SessionDep
+from app.api.deps import ProjectQuery, ReadAccess, SessionDep
 from app.api.responses import READS, errors
 from app.api.validation import ApiRoute
 from app.core.bounds import RowId
@@ -28,12 +28,16 @@ def get_summary(
     common_only: Annotated[
         bool, Query(description=("aggregate only over models present in both runs"))
     ] = False,
+    project: ProjectQuery = None,
 ) -> Summary:
-    """Pass rate, geomean speedup, mean compile time and compression ratio per group."""
+    """Pass rate, geomean speedup, mean compile time and compression ratio per group.
+
+    With a machine, its newest run (of `channel` and `project`, when given) is summarised.
+    """
     if run_id is not None:
         run = runs_service.get_run(session, run_id)
     elif machine is not None:
-        run = service.latest_run(session, machine, channel)
+        run = service.latest_run(session, machine, channel, project)
     else:
         raise InvalidInput("give a machine (its newest run is summarised) or a run_id")
     base = runs_service.get_run(session, base_run_id) if base_run_id is not None else None

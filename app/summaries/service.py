@@ -28,15 +28,21 @@ class NoRuns(NotFound):
     """The machine has no run to summarise."""
 
 
-def latest_run(session: Session, machine: str, channel: str | None) -> Run:
-    """The newest run of a machine (on a channel, if given)."""
+def latest_run(
+    session: Session, machine: str, channel: str | None, project: str | None = None
+) -> Run:
+    """The newest run of a machine (on a channel and of a project, if given)."""
     query = select(Run).join(Machine).where(Machine.name == machine, Run.status != INVALID)
     if channel is not None:
         query = query.where(Run.channel == channel)
+    if project is not None:
+        query = query.where(Run.project == project)
     run = session.scalar(query.order_by(Run.started_at.desc(), Run.id.desc()).limit(1))
     if run is None:
         raise NoRuns(
-            f"machine {machine!r} has no runs" + (f" on channel {channel!r}" if channel else "")
+            f"machine {machine!r} has no runs"
+            + (f" on channel {channel!r}" if channel else "")
+            + (f" of project {project!r}" if project else "")
         )
     return run
 

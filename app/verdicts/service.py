@@ -4,7 +4,8 @@ A branch's run (``runs.branches``) is never detected: each of its results gets a
 once instead (``judge``), against the default branch's series of the same benchmark, metric
 and machine, as it stood at the fork point: the newest default-branch run of the run's
 ``base_commit`` (the merge base), else the newest one that started before it. A run of the
-default branch itself is judged against the runs before it, the same way.
+default branch itself is judged against the runs before it, the same way; always within
+the run's project.
 """
 
 import math
@@ -21,6 +22,7 @@ from app.anomalies.detector_interface import DetectorThresholds
 from app.anomalies.history import History, load_histories, load_samples
 from app.anomalies.models import Regression
 from app.benchmarks.models import Series
+from app.benchmarks.projects import DEFAULT_PROJECT
 from app.core.bulk import member_of
 from app.core.errors import DomainError
 from app.runs import service as runs_service
@@ -94,6 +96,7 @@ def _fork_point(session: Session, run: Run) -> tuple[Run | None, str]:
     query = select(Run).where(
         Run.machine_id == run.machine_id,
         Run.channel == base_channel(run.channel),
+        Run.project == run.project,
         Run.status == COMPLETED,
         Run.id != run.id,
     )
@@ -115,7 +118,11 @@ def _mainline_series(
     for condition in member_of(session, Series.benchmark_id, benchmarks):
         query = select(Series.id, Series.benchmark_id, Series.metric_id).where(
             condition,
-            and_(Series.machine_id == run.machine_id, Series.channel == base_channel(run.channel)),
+            and_(
+                Series.machine_id == run.machine_id,
+                Series.channel == base_channel(run.channel),
+                Series.project == run.project,
+            ),
         )
         for series_id, benchmark_id, metric_id in session.execute(query):
             found[benchmark_id, metric_id] = series_id
@@ -200,5 +207,6 @@ def _series_url(row: Mapping[str, Any], run: Run, public_url: str) -> str:
         "config": row["config"],
         "metric": row["metric"],
         "branch": run.channel if is_branch_channel(run.channel) else "",
+        "project": run.project if run.project != DEFAULT_PROJECT else "",
     }
     return f"{public_url.rstrip('/')}/series?{urlencode({k: v for k, v in query.items() if v})}"

@@ -119,3 +119,11 @@ def test_glob_metacharacters_of_regular_expressions_are_literal() -> None:
     assert matches({"model": "a.b+c(*"}, [], finding)
     assert not matches({"model": "a?b+c(d)x*"}, [], finding)
     assert not matches({"model": "a.b+c"}, [], finding)
+
+
+def test_a_project_rule_selects_that_projects_findings() -> None:
+    vision = replace(BERT, project="vision")
+    assert matches({"project": ["vision"]}, [], vision)
+    assert not matches({"project": ["speech"]}, [], vision)
+    assert not matches({}, [{"project": ["vis*"]}], vision)
+    assert Rules.model_validate({"project": "vision"}).project == ["vision"]

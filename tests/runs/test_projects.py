@@ -2,6 +2,7 @@
 
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from app.core.db import Database
@@ -73,3 +74,39 @@ def test_two_projects_keep_their_own_series_and_keys(
     assert [r["id"] for r in runs] == [second.json()["id"]]
     assert client.get("/api/v1/runs?project=nobody").json()["items"] == []
     assert client.get("/api/v1/runs?project=no%20such").status_code == 422
+
+
+# The project rules are plain SQL filters, alike on both dialects: a history with a real
+# regression is detected once, on SQLite (its runs are most of this module's time).
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_findings_pages_and_triage_follow_their_project(
+    client: TestClient, database: Database
+) -> None:
+    """The default project's history with a regression, and one run of another project."""
+    from tests.anomalies.test_service import dynamic_bert_slower, post_history
+
+    post_history(client, project_token(database, None), dynamic_bert_slower, range(15, 40))
+    other = post(client, project_token(database, None), project="vision")
+    assert other.status_code == 201
+    for route in ("regressions", "alert-groups"):
+        assert client.get(f"/api/v1/{route}?project=default").json()["total"] == 1
+        assert client.get(f"/api/v1/{route}?project=vision").json()["total"] == 0
+    (regression,) = client.get("/api/v1/regressions").json()["items"]
+    change = {"status": "acknowledged"}
+    vision = project_token(database, "vision", "triage")
+    refused = client.patch(f"/api/v1/regressions/{regression['id']}", json=change, headers=vision)
+    assert refused.status_code == 403, refused.text
+    assert refused.json()["errors"][0]["loc"] == "path.regression_id"
+    group = f"/api/v1/alert-groups/{regression['group_id']}"
+    assert client.patch(group, json=change, headers=vision).status_code == 403
+    default = project_token(database, "default", "triage")
+    assert client.patch(group, json=change, headers=default).status_code == 200
+    # The dashboard: a picker where two projects hold runs, the choice kept in its links.
+    page = client.get("/alerts?project=vision&status=acknowledged").text
+    assert 'id="project-picker"' in page
+    assert 'href="/series?project=vision"' in page
+    assert f'id="group-{regression["group_id"]}"' not in page
+    shown = client.get("/alerts?project=default&status=acknowledged").text
+    assert f'id="group-{regression["group_id"]}"' in shown
+    summary = client.get("/api/v1/summary?machine=h100-8&project=vision").json()
+    assert summary["run"]["id"] == other.json()["id"]
