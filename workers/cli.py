@@ -34,7 +34,7 @@ EPILOG = (
 CI_FIELDS = ("commit", "branch", "url", "trigger", "key")
 UPLOAD_HELP = {
     "project": "the repository or team the run belongs to: its own histories, and what a "
-    "token limited to a project may post (default: default)",
+    "token limited to a project may post (default: $BENCHWATCH_PROJECT, else default)",
     "shard": "this upload's part of a run whose jobs upload under one key (default: in CI, "
     "the job and the files' names, the key being the workflow's)",
     "shards": "how many shards make the run whole: it is detected once they are in "

@@ -209,6 +209,9 @@ def _sources(commit: str, branch: str, url: str, key: str, trigger: str) -> dict
     }
 
 
+PROJECT_VARIABLE = "BENCHWATCH_PROJECT"  # the project of a CI's uploads, without --project
+
+
 def metadata(
     flags: dict[str, str | None],
     files: list[Path],
@@ -251,6 +254,8 @@ def metadata(
                 fields[name], said[name] = value, ci_sources[name]
     if fields.get("shard") and not fields.get("shards"):
         fields["shards"], said["shards"] = "1", "default (1: give --shards for more)"
+    if "project" not in fields and (project := env.get(PROJECT_VARIABLE, "").strip()):
+        fields["project"], said["project"] = project, PROJECT_VARIABLE  # set once per CI
     if "machine" not in fields:
         runner = next((v for v in RUNNER_VARIABLES if env.get(v, "").strip()), None)
         default = env[runner].strip() if runner else (host or socket.gethostname()).strip()

@@ -56,6 +56,7 @@ class CompareQuery:
     base_machine: str | None = None
     new_machine: str | None = None
     channels: str = ""  # comma-separated, oldest release line first; empty: all of them
+    project: str | None = None  # that project's runs only (None: any project's)
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,8 @@ def choices(session: Session, query: CompareQuery) -> Choices:
     """The machines, the one the query names (else the first) and that machine's channels."""
     machines = machine_names(session)
     machine = query.machine or (machines[0] if machines else None)
-    return Choices(machines, machine, machine_channels(session, machine) if machine else [])
+    channels = machine_channels(session, machine, query.project) if machine else []
+    return Choices(machines, machine, channels)
 
 
 def sides(session: Session, query: CompareQuery, offered: Choices) -> list[Side]:
@@ -108,8 +110,9 @@ def sides(session: Session, query: CompareQuery, offered: Choices) -> list[Side]
     if machine is None:
         return []
     channel = query.channel or default_channel(offered.channels)
+    project = query.project
     if query.kind == "runs":
-        latest = recent_runs(session, machine, channel, 2)
+        latest = recent_runs(session, machine, channel, 2, project)
         base_id = query.base_run or (latest[-1].id if latest else None)
         new_id = query.new_run or (latest[0].id if latest else None)
         if base_id is None or new_id is None:
@@ -121,11 +124,13 @@ def sides(session: Session, query: CompareQuery, offered: Choices) -> list[Side]
     if query.kind == "machines":
         other = next((m for m in offered.machines if m != machine), machine)
         names = [query.base_machine or machine, query.new_machine or other]
-        return [Side(n, r[0]) for n in names if (r := recent_runs(session, n, channel, 1))]
+        return [Side(n, r[0]) for n in names if (r := recent_runs(session, n, channel, 1, project))]
     if query.kind == "channels":
         wanted = _channels(query.channels) or offered.channels[:MAX_SIDES]
-        return [Side(c, r[0]) for c in wanted if (r := recent_runs(session, machine, c, 1))]
-    latest = recent_runs(session, machine, channel, 1)
+        return [
+            Side(c, r[0]) for c in wanted if (r := recent_runs(session, machine, c, 1, project))
+        ]
+    latest = recent_runs(session, machine, channel, 1, project)
     if not latest:
         return []
     return [
@@ -227,17 +232,21 @@ def compare_page(session: Session, query: CompareQuery) -> dict[str, Any]:
 def _rollback_targets(session: Session, chosen: list[Side]) -> list[dict[str, Any]]:
     """Per machine and channel: the newest run before any open regression's first bad run."""
     targets = []
-    for machine_id, channel in sorted({(s.run.machine_id, s.run.channel) for s in chosen}):
+    lines = {(s.run.machine_id, s.run.channel, s.run.project) for s in chosen}
+    for machine_id, channel, project in sorted(lines):
         open_since = session.scalar(
             select(Run.started_at)
             .join(Regression, Regression.first_bad_run_id == Run.id)
             .join(Series, Regression.series_id == Series.id)
             .where(Series.machine_id == machine_id, Series.channel == channel)
+            .where(Series.project == project)
             .where(Regression.status == "new", Regression.direction == "regression")
             .order_by(Run.started_at)
             .limit(1)
         )
-        query = select(Run).where(Run.machine_id == machine_id, Run.channel == channel)
+        query = select(Run).where(
+            Run.machine_id == machine_id, Run.channel == channel, Run.project == project
+        )
         if open_since is not None:
             query = query.where(Run.started_at < open_since)
         good = session.scalar(query.order_by(Run.started_at.desc()).limit(1))

@@ -351,6 +351,7 @@ def compare_view(
     new_machine: str | None = None,
     channels: str = "",
     format: str = "html",
+    project: PageProject = None,
 ) -> Response:
     """Config vs config, run vs run, machine vs machine, or release lines side by side."""
     query = CompareQuery(
@@ -366,6 +367,7 @@ def compare_view(
         base_machine or None,
         new_machine or None,
         channels,
+        project,
     )
     if format == "csv":
         return Response(

@@ -110,3 +110,6 @@ def test_findings_pages_and_triage_follow_their_project(
     assert f'id="group-{regression["group_id"]}"' in shown
     summary = client.get("/api/v1/summary?machine=h100-8&project=vision").json()
     assert summary["run"]["id"] == other.json()["id"]
+    compared = f"run {other.json()['id']}<"  # the compare page's side of that run
+    assert compared in client.get("/compare?kind=runs&project=vision").text
+    assert compared not in client.get("/compare?kind=runs").text

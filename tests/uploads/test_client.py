@@ -87,6 +87,16 @@ def test_flags_win_over_the_ci_and_the_key_names_the_files(tmp_path: Path) -> No
     }
 
 
+def test_the_project_comes_from_the_flag_else_the_ci_variable(tmp_path: Path) -> None:
+    files = [tmp_path / "a.csv"]
+    env = {**GITHUB, "BENCHWATCH_PROJECT": "vision"}
+    fields = metadata({}, files, env)
+    assert fields["project"] == "vision"
+    assert json.loads(fields["provenance"])["project"] == "BENCHWATCH_PROJECT"
+    assert metadata({"project": "speech"}, files, env)["project"] == "speech"
+    assert "project" not in metadata({}, files, GITHUB)
+
+
 def test_the_multipart_body_carries_fields_and_files(tmp_path: Path) -> None:
     data = tmp_path / "perf.csv"
     data.write_bytes(b"dev,name\ncuda,BERT\n" * 1000)
