@@ -14,6 +14,7 @@ from app.suite_runs.service import ShardPlan
 from workers.harness import Case, Mode, Plan, identity, scaled
 from workers.workloads.models import MODELS
 from workers.workloads.operators import COLLECTIVES, OPERATORS
+from workers.workloads.real_models import REAL_MODELS
 
 CONFIGS = ("eager", "default", "dynamic", "cudagraphs", "max_autotune")
 PRECISIONS = ("fp32", "bf16", "amp", "int8")
@@ -61,6 +62,7 @@ TRAINABLE = tuple(case for case in MODELS if case.training_reason is None)
 # Larger tiers run the models at 8 times their smoke batch.
 MODELS_X8 = tuple(scaled(case, 8) for case in MODELS)
 TRAINABLE_X8 = tuple(scaled(case, 8) for case in TRAINABLE)
+REAL = tuple(model.case() for model in REAL_MODELS)
 TIERS = {
     # Every category once, eager fp32, one training step and a config that is skipped on a
     # CPU: the integration tests' tier.
@@ -105,6 +107,21 @@ TIERS = {
             Group(TRAINABLE_X8, CONFIGS, TRAINING_PRECISIONS, ("training",)),
         ),
         Plan(repeats=100, warmup=10, max_repeats=300),
+    ),
+    # The real models (workers.workloads.real_models): PyTorch's dashboard names where the
+    # model is the same, under the dashboard's configs; AMP training of a CNN and a
+    # transformer.
+    "models": Tier(
+        (
+            Group(REAL, CONFIGS, ("fp32", "bf16", "amp")),
+            Group(
+                _named(REAL, "mobilenet_v3_large", "BertForMaskedLM"),
+                ("eager", "default"),
+                ("fp32", "amp"),
+                ("training",),
+            ),
+        ),
+        Plan(repeats=10, warmup=2, max_repeats=30),
     ),
 }
 

@@ -168,8 +168,10 @@ WELL_KNOWN_METRICS: dict[str, MetricSpec] = {
 }
 METRIC_ALIASES = {"compile_time": "compilation_latency", "compilation_time": "compilation_latency"}
 
-# Tiers, smallest first; what each runs: workers.tiers.TIERS (tests/workers/test_tiers.py).
-SUITE_TIERS = ("test", "smoke", "daily", "full")
+# Tiers: the built-in suite's smallest first, then ``models`` (the real models: torchvision,
+# timm, transformers, diffusers at their published sizes); what each runs: workers.tiers.TIERS
+# (tests/workers/test_tiers.py).
+SUITE_TIERS = ("test", "smoke", "daily", "full", "models")
 
 PRECISIONS = ("fp32", "tf32", "amp", "fp16", "bf16", "fp8", "int8", "int4")
 PRECISION_ALIASES = {
@@ -190,6 +192,7 @@ COMPILER_CONFIGS: dict[str, dict[str, Any]] = {
     "cudagraphs": {"backend": "inductor", "cudagraphs": True},
     "dynamic": {"backend": "inductor", "cudagraphs": True, "dynamic": True},
     "max_autotune": {"backend": "inductor", "mode": "max-autotune"},
+    "max_autotune_no_cudagraphs": {"backend": "inductor", "mode": "max-autotune-no-cudagraphs"},
     "cpp_wrapper": {"backend": "inductor", "cpp_wrapper": True},
     "aot_inductor": {"backend": "inductor", "aot_inductor": True},
     "freezing": {"backend": "inductor", "freezing": True},
@@ -210,6 +213,7 @@ CONFIG_ALIASES = {
     "inductor_aot_inductor": "aot_inductor",
     "inductor_with_cudagraphs_freezing": "cudagraphs_freezing",
     "inductor_max_autotune": "max_autotune",
+    "inductor_max_autotune_no_cudagraphs": "max_autotune_no_cudagraphs",
     "inductor_export": "export",
     "inductor_eager": "eager",
 }

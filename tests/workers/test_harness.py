@@ -5,7 +5,8 @@ from typing import Any
 import pytest
 import torch
 
-from workers.harness import Case, Plan, _compile_options, _repeated, measure, scaled, spread
+from workers.compile_configs import compile_options
+from workers.harness import Case, Plan, _repeated, measure, scaled, spread
 from workers.workloads.operators import OPERATORS
 
 CPU = torch.device("cpu")
@@ -187,10 +188,11 @@ def test_larger_tiers_scale_the_batch_by_repeating_the_batch_inputs() -> None:
         ("dynamic", "cuda", "reduce-overhead", True),
         ("dynamic", "cpu", None, True),
         ("max_autotune", "cuda", "max-autotune", None),
+        ("max_autotune_no_cudagraphs", "cuda", "max-autotune-no-cudagraphs", None),
     ],
 )
 def test_dashboard_configs_map_to_compile_options(
     config: str, device: str, mode: str | None, dynamic: bool | None
 ) -> None:
-    options = _compile_options(config, torch.device(device))
+    options = compile_options(config, torch.device(device))
     assert options == {"mode": mode, "dynamic": dynamic}
