@@ -174,14 +174,13 @@ def cmd_retention(args: argparse.Namespace) -> int:
     would = "would be " if args.dry_run else ""
     if swept.samples_cutoff is not None:
         print(
-            f"samples: {swept.samples_cleared:,} results measured before "
-            f"{swept.samples_cutoff:%Y-%m-%d %H:%M} UTC {would}cleared (their values stay)"
+            f"samples of results measured before {swept.samples_cutoff:%Y-%m-%d %H:%M} UTC: "
+            f"{swept.samples_cleared:,} {would}cleared (the values stay)"
         )
     if swept.branch_cutoff is not None:
         print(
-            f"branch runs: {swept.runs_deleted:,} runs started before "
-            f"{swept.branch_cutoff:%Y-%m-%d %H:%M} UTC {would}deleted, with "
-            f"{swept.results_deleted:,} results"
+            f"branch runs started before {swept.branch_cutoff:%Y-%m-%d %H:%M} UTC: "
+            f"{swept.runs_deleted:,} {would}deleted, with {swept.results_deleted:,} results"
         )
     return 0
 

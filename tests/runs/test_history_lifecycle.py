@@ -8,11 +8,13 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select, text
 
 from app.audit.models import AuditEntry
+from app.core.config import Settings
 from app.core.db import Database
 from app.runs import partitions
 from app.runs.models import Result, Run
 from app.runs.retention import ACTION, apply_retention
 from tests.factories import START, many_results, run_payload
+from workers import cli
 
 POSTGRES = pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
 
@@ -126,3 +128,28 @@ def test_retention_clears_old_samples_and_deletes_old_branch_runs(
         == 0
     )
     assert state() == (with_samples, values)
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_the_retention_command_counts_on_a_dry_run_and_deletes_otherwise(
+    client: TestClient,
+    database: Database,
+    ingest_headers: dict[str, str],
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    rows = many_results(3)
+    post(client, run_payload("pr", rows, branch="fix-3", trigger="ci"), ingest_headers)
+    post(client, run_payload("main", rows, index=1), ingest_headers)  # START: months ago
+    configured = settings.model_copy(update={"RETAIN_BRANCH_RUNS_DAYS": 30})
+    monkeypatch.setattr("app.core.config.settings", configured)
+
+    assert cli.main(["retention", "--dry-run"]) == 0
+    assert "UTC: 1 would be deleted, with 3 results" in capsys.readouterr().out
+    with database.session_scope() as session:
+        assert session.scalar(select(func.count()).select_from(Run)) == 2
+    assert cli.main(["retention"]) == 0
+    assert "would" not in capsys.readouterr().out
+    with database.session_scope() as session:
+        assert list(session.scalars(select(Run.key))) == ["main"]
