@@ -141,6 +141,7 @@ class AlertGroupRead(TriageRead):
     id: int
     machine: str
     channel: str
+    project: str = Field(default="default", description="the project of its first bad run")
     first_bad_run_id: int
     last_good_run_id: int
     status: str

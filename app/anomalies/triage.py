@@ -470,6 +470,7 @@ def describe_group(session: Session, group: AlertGroup) -> dict[str, Any]:
         "id": group.id,
         "machine": machine.name if machine else "",
         "channel": group.channel,
+        "project": project_of(session, group),
         "first_bad_run_id": group.first_bad_run_id,
         "last_good_run_id": group.last_good_run_id,
         "status": group_status(group),

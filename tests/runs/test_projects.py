@@ -92,6 +92,8 @@ def test_findings_pages_and_triage_follow_their_project(
         assert client.get(f"/api/v1/{route}?project=default").json()["total"] == 1
         assert client.get(f"/api/v1/{route}?project=vision").json()["total"] == 0
     (regression,) = client.get("/api/v1/regressions").json()["items"]
+    assert regression["series"]["project"] == "default"
+    assert client.get("/api/v1/alert-groups").json()["items"][0]["project"] == "default"
     change = {"status": "acknowledged"}
     vision = project_token(database, "vision", "triage")
     refused = client.patch(f"/api/v1/regressions/{regression['id']}", json=change, headers=vision)
