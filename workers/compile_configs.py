@@ -60,16 +60,28 @@ def compiled(fn: Fn, config: str, device: torch.device) -> Fn:
     """``fn`` under a compiled config: torch.compile, or export / AOTInductor on first call."""
     if config not in EXPORTED:
         return torch.compile(fn, **compile_options(config, device))
+    module = fn if isinstance(fn, torch.nn.Module) else _Function(fn)
     runner: list[Fn] = []
 
     def call(*args: torch.Tensor) -> torch.Tensor:
         if not runner:
-            assert isinstance(fn, torch.nn.Module), f"{config} exports a module"
-            program = torch.export.export(fn, args)
+            program = torch.export.export(module, args)
             runner.append(program.module() if config == "export" else _aoti(program))
         return runner[0](*args)
 
     return call
+
+
+class _Function(torch.nn.Module):
+    """A function (an operator case) as the module that torch.export takes."""
+
+    def __init__(self, fn: Fn) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args: torch.Tensor) -> torch.Tensor:
+        """Call the function."""
+        return self.fn(*args)
 
 
 def _aoti(program: torch.export.ExportedProgram) -> Fn:
