@@ -4,6 +4,10 @@ Its tasks, their queues and options are those ``app.jobs`` declares: the service
 (detection) on the default queue, one machine's suite runs on its own. Beat starts a suite run
 per configured machine on its cron (every 12 hours by default) and looks for shards left
 behind by dead workers every few minutes.
+
+A worker's pool children, in multiprocess mode (``benchwatch worker --metrics-port``, or
+``PROMETHEUS_MULTIPROC_DIR`` shared with the server), drop the metrics server they inherit
+and have their live gauges forgotten when they exit (``app.core.metrics``).
 """
 
 from collections.abc import Callable
@@ -12,8 +16,10 @@ from typing import Any
 from celery import Celery
 from celery import Task as CeleryTask
 from celery.schedules import crontab
+from celery.signals import worker_process_init, worker_process_shutdown
 
 from app.benchmarks.vocabulary import SUITE_TIERS
+from app.core import metrics
 from app.core.config import Schedule, Settings, settings
 from app.jobs import (
     DEFAULT_QUEUE,
@@ -118,3 +124,15 @@ def declared(name: str, **implementation: Any) -> TaskDecorator:
     options: dict[str, Any] = {"name": name, **TASKS[name].options, **implementation}
     register: TaskDecorator = celery_app.task(**options)  # (its overloads cannot see options)
     return register
+
+
+@worker_process_init.connect
+def _child_started(**_: Any) -> None:
+    metrics.close_inherited()  # the worker's main process answers scrapes, for all of them
+
+
+@worker_process_shutdown.connect
+def _child_exiting(pid: int, **_: Any) -> None:
+    # A child killed outright never gets here; its counters stay summed, as they should, and
+    # benchwatch keeps no live gauges for it to leave behind.
+    metrics.process_exited(pid)

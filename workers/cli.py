@@ -338,10 +338,49 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     """Run a Celery worker: a machine's benchmark queue, the service queues, or both."""
-    from app.core.config import settings
-
+    if args.metrics_address is not None and args.metrics_port is None:
+        print("benchwatch worker: --metrics-address needs --metrics-port", file=sys.stderr)
+        return 2
     if not _has_broker("worker"):
         return 2
+    if args.metrics_port is None:
+        return _worker(args)
+    import shutil
+
+    # First, before any module declares a metric and before the pool forks: every process
+    # of the worker then writes its figures where the main process's scrapes read them.
+    from app.core import metrics
+
+    try:
+        made = metrics.share_with_children()
+    except ValueError as error:
+        print(f"benchwatch worker: {error}", file=sys.stderr)
+        return 2
+    try:
+        address = args.metrics_address or "127.0.0.1"
+        try:
+            metrics.serve(args.metrics_port, address)
+        except OSError as error:
+            print(
+                f"benchwatch worker: cannot serve metrics on {address} port "
+                f"{args.metrics_port}: {error.strerror or error}",
+                file=sys.stderr,
+            )
+            return 2
+        host = f"[{address}]" if ":" in address else address
+        print(
+            f"benchwatch worker: metrics on http://{host}:{args.metrics_port}/metrics "
+            f"({metrics.MULTIPROC_DIR}={os.environ[metrics.MULTIPROC_DIR]})",
+            file=sys.stderr,
+        )
+        return _worker(args)
+    finally:
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from app.core.config import settings
     from app.jobs import SERVICE_QUEUES, bench_queue
     from workers.tasks.suite import watch_machine
 
@@ -736,6 +775,20 @@ def _worker_options(worker: argparse.ArgumentParser) -> None:
         help="this node's name: several nodes with one --machine serve it as a pool, each "
         "result records its node (default: $BENCHWATCH_NODE, else the host name)",
     )
+    worker.add_argument(
+        "--metrics-port",
+        type=_port,
+        metavar="PORT",
+        help="serve the counts of this worker's processes at http://ADDRESS:PORT/metrics "
+        "in the Prometheus format (docs/metrics.md) (default: not served)",
+    )
+    worker.add_argument(
+        "--metrics-address",
+        type=_ip_address,
+        metavar="ADDRESS",
+        help="with --metrics-port: the address to listen on, e.g. 0.0.0.0 for every "
+        "interface (default: 127.0.0.1, this host only)",
+    )
 
 
 def _node(name: str) -> str:
@@ -745,6 +798,25 @@ def _node(name: str) -> str:
     if not re.fullmatch(NODE_PATTERN, name):
         raise argparse.ArgumentTypeError(f"{name!r}: 1 to 64 letters, digits or _ . - characters")
     return name
+
+
+def _port(text: str) -> int:
+    """A TCP port number as ``--metrics-port`` takes it."""
+    if not re.fullmatch(r"[0-9]{1,5}", text) or not 1 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text[:20]!r}: a port number from 1 to 65535")
+    return int(text)
+
+
+def _ip_address(text: str) -> str:
+    """An IPv4 or IPv6 address as ``--metrics-address`` takes it (no host names)."""
+    import ipaddress
+
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text[:60]!r}: an IP address, e.g. 127.0.0.1, 0.0.0.0 or ::"
+        ) from None
 
 
 def _beat_options(beat: argparse.ArgumentParser) -> None:
