@@ -269,6 +269,7 @@ def list_run_anomalies(
     machine: str | None = None,
     anomalous: bool | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    project: ProjectQuery = None,
 ) -> list[RunAnomaly]:
     """Runs scored by the IsolationForest (a secondary signal shown beside the steps)."""
-    return triage.list_run_anomalies(session, machine, anomalous, limit)
+    return triage.list_run_anomalies(session, machine, anomalous, limit, project)

@@ -494,10 +494,16 @@ def describe_group(session: Session, group: AlertGroup) -> dict[str, Any]:
 
 
 def list_run_anomalies(
-    session: Session, machine: str | None, anomalous: bool | None, limit: int
+    session: Session,
+    machine: str | None,
+    anomalous: bool | None,
+    limit: int,
+    project: str | None = None,
 ) -> list[RunAnomaly]:
-    """Scored runs, newest first."""
+    """Scored runs, newest first (of a project, if given)."""
     query = select(RunAnomaly).join(Run, RunAnomaly.run_id == Run.id)
+    if project is not None:
+        query = query.where(Run.project == project)
     if machine is not None:
         query = query.join(Machine, Run.machine_id == Machine.id).where(Machine.name == machine)
     if anomalous is not None:

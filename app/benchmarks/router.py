@@ -4,7 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends
 
-from app.api.deps import ReadAccess, SessionDep, check_project_query
+from app.api.deps import ProjectQuery, ReadAccess, SessionDep, check_project_query
 from app.api.responses import READS, errors
 from app.api.validation import ApiRoute
 from app.benchmarks import service
@@ -21,9 +21,9 @@ Filter = Annotated[service.SeriesFilter, Depends()]
 
 
 @router.get("/machines", response_model=list[MachineRead])
-def list_machines(session: SessionDep) -> list[Machine]:
-    """Every machine results were posted from."""
-    return service.list_machines(session)
+def list_machines(session: SessionDep, project: ProjectQuery = None) -> list[Machine]:
+    """Every machine results were posted from (for `project`, if given: machines are shared)."""
+    return service.list_machines(session, project)
 
 
 @router.get("/benchmarks", response_model=Page[BenchmarkRead])

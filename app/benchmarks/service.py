@@ -69,9 +69,18 @@ class BenchmarkKey(NamedTuple):
         return hashlib.sha256(json.dumps(list(self)).encode()).hexdigest()
 
 
-def list_machines(session: Session) -> list[Machine]:
-    """Every machine, by name."""
-    return list(session.scalars(select(Machine).order_by(Machine.name)))
+def list_machines(session: Session, project: str | None = None) -> list[Machine]:
+    """Every machine (with a series of ``project``, if given), by name.
+
+    Machines are shared by every project.
+    """
+    query = select(Machine).order_by(Machine.name)
+    if project is not None:
+        of_project = select(Series.id).where(
+            Series.machine_id == Machine.id, Series.project == project
+        )
+        query = query.where(of_project.exists())
+    return list(session.scalars(query))
 
 
 @dataclass(frozen=True)

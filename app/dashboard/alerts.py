@@ -84,7 +84,7 @@ def inbox(session: Session, query: AlertQuery) -> dict[str, Any]:
         "query": query,
         "groups": described,
         "statuses": STATUSES,
-        "machines": machine_names(session),
+        "machines": machine_names(session, query.project),
     }
 
 

@@ -98,7 +98,7 @@ class Table:
 
 def choices(session: Session, query: CompareQuery) -> Choices:
     """The machines, the one the query names (else the first) and that machine's channels."""
-    machines = machine_names(session)
+    machines = machine_names(session, query.project)
     machine = query.machine or (machines[0] if machines else None)
     channels = machine_channels(session, machine, query.project) if machine else []
     return Choices(machines, machine, channels)

@@ -92,7 +92,7 @@ def overview(
 
     ``project``: that project's runs and findings only (None: every project's).
     """
-    machines = list_machines(session)
+    machines = list_machines(session, project)
     if not machines:
         return {"machines": []}
     chosen = next((m for m in machines if m.name == machine), machines[0])

@@ -9,9 +9,9 @@ from app.runs.branches import is_branch_channel
 from app.runs.models import INVALID, Run
 
 
-def machine_names(session: Session) -> list[str]:
-    """Every machine's name, sorted."""
-    return [machine.name for machine in list_machines(session)]
+def machine_names(session: Session, project: str | None = None) -> list[str]:
+    """Every machine's name (with a series of ``project``, if given), sorted."""
+    return [machine.name for machine in list_machines(session, project)]
 
 
 def machine_device(session: Session, name: str | None) -> str:

@@ -47,7 +47,7 @@ class SeriesQuery:
 
 def choices(session: Session, query: SeriesQuery) -> dict[str, list[str]]:
     """What the page's selectors offer, from what is stored."""
-    machines = machine_names(session)
+    machines = machine_names(session, query.project)
     machine = query.machine or (machines[0] if machines else None)
     in_machine = select(Series.benchmark_id).join(Machine).where(Machine.name == machine)
     metrics = select(Metric.name).join(Series).join(Machine).where(Machine.name == machine)

@@ -73,6 +73,8 @@ def test_two_projects_keep_their_own_series_and_keys(
     runs = client.get("/api/v1/runs?project=speech").json()["items"]
     assert [r["id"] for r in runs] == [second.json()["id"]]
     assert client.get("/api/v1/runs?project=nobody").json()["items"] == []
+    assert client.get("/api/v1/machines?project=nobody").json() == []
+    assert [m["name"] for m in client.get("/api/v1/machines?project=speech").json()] == ["h100-8"]
     assert client.get("/api/v1/runs?project=no%20such").status_code == 422
 
 
