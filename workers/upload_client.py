@@ -358,9 +358,17 @@ class Uploader:
         raise AssertionError("unreachable")
 
     def verdicts_of(self, run_id: int) -> Any:
-        """The run's verdicts against the default branch (None: the server gave none)."""
+        """The run's verdicts against the default branch (None: the server gave none).
+
+        A 503 (the server is computing as many verdicts as it will at once) is asked again
+        with the upload's backoff.
+        """
         with self.client() as client:
-            response = client.get(f"/api/v1/runs/{run_id}/verdicts")
+            for attempt in range(self.retries + 1):
+                response = client.get(f"/api/v1/runs/{run_id}/verdicts")
+                if response.status_code != 503 or attempt == self.retries:
+                    break
+                time.sleep(self.backoff_s * 2**attempt)
         return response.json() if response.status_code == 200 else None
 
     def regressions_of(self, run_id: int, wait_s: float) -> list[dict[str, Any]] | None:

@@ -29,6 +29,7 @@ from app.runs import service as runs_service
 from app.runs.branches import base_channel, is_branch_channel
 from app.runs.models import Run
 from app.runs.shards import COMPLETED
+from app.verdicts import cache
 from app.verdicts.judge import LEVEL_POINTS, Verdict, judge
 
 MAX_RESULTS = 20_000  # a run's results judged in one answer (a read anyone may ask for)
@@ -50,10 +51,34 @@ class TooManyResults(DomainError):
 def verdicts_of(
     session: Session, run_id: int, thresholds: DetectorThresholds, public_url: str = ""
 ) -> dict[str, Any]:
-    """Every result of the run with its verdict, the baseline used, and the counts."""
+    """Every result of the run with its verdict, the baseline used, and the counts.
+
+    Computed a few at a time and kept a while (``cache``): anyone may ask.
+
+    Raises:
+        RunNotFound: no such run.
+        TooManyResults: the run has more than ``MAX_RESULTS`` results.
+        Busy: the server is computing as many verdicts as it will at once.
+    """
     run = runs_service.get_run(session, run_id)
     if run.result_count > MAX_RESULTS:
         raise TooManyResults(run.id, run.result_count)
+    # The database, and the run as it stands: ids are reused when a database starts again.
+    key = (
+        str(session.get_bind().engine.url),
+        run.id,
+        run.created_at,
+        run.result_count,
+        run.status,
+        repr(sorted(thresholds.fields.items())),
+        public_url,
+    )
+    return cache.kept_or_computed(key, lambda: _verdicts(session, run, thresholds, public_url))
+
+
+def _verdicts(
+    session: Session, run: Run, thresholds: DetectorThresholds, public_url: str
+) -> dict[str, Any]:
     base_run, how = _fork_point(session, run)
     rows = runs_service.list_run_results(session, run.id)
     mainline = _mainline_series(session, run, rows) if base_run is not None else {}

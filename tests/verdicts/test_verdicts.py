@@ -5,8 +5,10 @@ from typing import Any
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import event
 
 from app.anomalies.detectors import DetectorConfig
+from app.verdicts import cache
 from app.verdicts.judge import judge
 from tests.anomalies.test_service import history_rows, post_history
 from tests.factories import nightly, result, run_payload
@@ -130,3 +132,49 @@ def test_the_fork_point_is_the_merge_base_when_it_has_a_run(
 
 def test_verdicts_of_a_missing_run(client: TestClient) -> None:
     assert client.get("/api/v1/runs/999999/verdicts").status_code == 404
+
+
+def test_verdicts_are_kept_for_the_run_as_it_stands_and_computed_a_few_at_a_time(
+    client: TestClient, ingest_headers: dict[str, str]
+) -> None:
+    for index in range(12):
+        payload = run_payload(f"main-{index}", [result(value=4.0)], index=index, commit=f"c{index}")
+        client.post("/api/v1/runs", json=payload, headers=ingest_headers)
+    shard = {"name": "a", "expected": 2}
+    pr = run_payload("pr", [result(value=4.0)], index=20, branch="x", shard=shard)
+    run_id = client.post("/api/v1/runs", json=pr, headers=ingest_headers).json()["id"]
+    url = f"/api/v1/runs/{run_id}/verdicts"
+    statements: list[str] = []
+
+    def count(*args: Any) -> None:
+        statements.append(str(args[2]))
+
+    engine = client.app.state.database.engine  # type: ignore[attr-defined]
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        first = client.get(url).json()
+        computing = len(statements)
+        assert client.get(url).json() == first
+        again = len(statements) - computing
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    assert again < computing  # the second read did not judge the run again
+    # A further shard changes the run: judged again, its new result included.
+    more = run_payload("pr", [result(model="other", value=2.0)], index=20, branch="x")
+    more["shard"] = {"name": "b", "expected": 2}
+    added = client.post("/api/v1/runs", json=more, headers=ingest_headers)
+    assert added.status_code in (200, 201), added.text
+    assert len(client.get(url).json()["items"]) == 2
+    # Every turn taken: a request waits its while, then hears 503.
+    taken = [cache._turns.acquire(timeout=1) for _ in range(cache.AT_ONCE)]
+    assert all(taken)
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(cache, "WAIT_S", 0.05)
+            other = client.post("/api/v1/runs", json=pr_run(40), headers=ingest_headers)
+            busy = client.get(f"/api/v1/runs/{other.json()['id']}/verdicts")
+        assert busy.status_code == 503, busy.text
+        assert "try again" in busy.json()["detail"]
+    finally:
+        for _ in taken:
+            cache._turns.release()
