@@ -503,6 +503,7 @@ def _group_for(
         .where(
             AlertGroup.machine_id == first_bad.machine_id,
             AlertGroup.channel == first_bad.channel,
+            Run.project == first_bad.project,  # a group is one project's
             ~AlertGroup.silences.any(),  # a silence's group holds it alone
             Run.started_at.between(
                 first_bad.started_at - GROUP_WINDOW, first_bad.started_at + GROUP_WINDOW
@@ -592,6 +593,7 @@ def _score_run(session: Session, run: Run, histories: Mapping[int, History]) -> 
         .where(
             Run.machine_id == run.machine_id,
             Run.channel == run.channel,
+            Run.project == run.project,
             Run.started_at < run.started_at,
         )
         .order_by(Run.started_at.desc())
