@@ -635,14 +635,19 @@ def _migrate_options(migrate: argparse.ArgumentParser) -> None:
 
 def _retention_options(retention: argparse.ArgumentParser) -> None:
     retention.add_argument(
-        "--dry-run", action="store_true", help="count what would go; change nothing"
+        "--dry-run",
+        action="store_true",
+        help="count what would go; change nothing (default: off, the pass changes)",
     )
     for option, setting in (
         ("--samples-days", "BENCHWATCH_RETAIN_SAMPLES_DAYS"),
         ("--branch-runs-days", "BENCHWATCH_RETAIN_BRANCH_RUNS_DAYS"),
     ):
         retention.add_argument(
-            option, type=_days, metavar="DAYS", help=f"instead of {setting} (0: keep forever)"
+            option,
+            type=_days,
+            metavar="DAYS",
+            help=f"0 keeps forever (default: ${setting}, else 0)",
         )
 
 
