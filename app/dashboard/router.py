@@ -201,7 +201,7 @@ def render(
     """A page, with what every page needs (is this demo data? who is signed in? projects?).
 
     The nav offers a project picker only where more than one project holds runs; a chosen
-    project is carried by the nav's links (``in_project``).
+    project is carried by the nav's links (``in_project``) and the pages' (``and_project``).
     """
     demo = has_demo_data(session)
     project = page_project(request)
@@ -218,6 +218,7 @@ def render(
         "projects": projects_of(request, session),
         "project": project,
         "in_project": f"?{urlencode({'project': project})}" if project else "",
+        "and_project": f"&{urlencode({'project': project})}" if project else "",
     }
     return templates.TemplateResponse(request, name, {**common, **context}, status_code=status)
 

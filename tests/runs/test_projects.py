@@ -136,6 +136,7 @@ def test_findings_pages_and_triage_follow_their_project(
     assert f'id="group-{regression["group_id"]}"' not in page
     shown = client.get("/alerts?project=default&status=acknowledged").text
     assert f'id="group-{regression["group_id"]}"' in shown
+    assert f'href="/alerts?group={regression["group_id"]}&amp;project=default"' in shown
     summary = client.get("/api/v1/summary?machine=h100-8&project=vision").json()
     assert summary["run"]["id"] == vision_ids[-1]
     # The compare page's sides (run vs run: the two newest) are the project's runs.
