@@ -382,7 +382,7 @@ def report(all_figures: list[Figures]) -> None:
         rows.append((f"{name} p95 ms", values, f"<= {target:.0f}", False))
     rows.append(
         (
-            "disk MB per million results",
+            "disk MiB per million results",
             [f.bytes_per_million / 2**20 for f in all_figures],
             "",
             False,
