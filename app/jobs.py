@@ -111,7 +111,7 @@ KEEP_UP_PARTITIONS = TASKS.add(
 APPLY_RETENTION = TASKS.add(
     "runs.apply_retention",
     DEFAULT_QUEUE,
-    job="app.runs.jobs:apply_retention",
+    job="app.corrections.jobs:apply_retention",
     config=lambda settings: {
         "samples_days": settings.RETAIN_SAMPLES_DAYS,
         "branch_runs_days": settings.RETAIN_BRANCH_RUNS_DAYS,

@@ -33,9 +33,12 @@ from app.dashboard.router import FRONTEND
 from app.dashboard.sign_in import SignInRequired, to_sign_in
 from app.health.router import router as health_router
 from app.jobs import (
+    APPLY_RETENTION,
     DISPATCH_NOTICES,
+    KEEP_UP_PARTITIONS,
     SWEEP_DETECTION,
     SWEEP_SILENCE,
+    UPKEEP_EVERY_S,
     Sweeper,
     connect,
     disconnect,
@@ -131,6 +134,8 @@ def create_app(config: Settings | None = None) -> FastAPI:
             (SWEEP_DETECTION, config.DETECTION_SWEEP_S),
             (SWEEP_SILENCE, config.SILENCE_SWEEP_S),
             (DISPATCH_NOTICES, config.NOTIFY_SWEEP_S),
+            (KEEP_UP_PARTITIONS, UPKEEP_EVERY_S),
+            (APPLY_RETENTION, UPKEEP_EVERY_S),
         ]
         sweepers = [Sweeper(publisher, t, every) for t, every in sweeps if in_process and every > 0]
         yield

@@ -22,13 +22,16 @@ from app.benchmarks.vocabulary import SUITE_TIERS
 from app.core import metrics
 from app.core.config import Schedule, Settings, settings
 from app.jobs import (
+    APPLY_RETENTION,
     DEFAULT_QUEUE,
     DISPATCH_NOTICES,
+    KEEP_UP_PARTITIONS,
     REQUEUE_SHARDS,
     START_SUITE,
     SWEEP_DETECTION,
     SWEEP_SILENCE,
     TASKS,
+    UPKEEP_EVERY_S,
 )
 
 REQUEUE_EVERY_S = 300.0
@@ -36,7 +39,7 @@ TaskDecorator = Callable[[Callable[..., Any]], CeleryTask[Any, Any]]
 
 
 def beat_schedule(config: Settings) -> dict[str, dict[str, Any]]:
-    """Beat's entries: the detection and notice sweeps, each machine's suite runs, the shards'.
+    """Beat's entries: the sweeps, the daily upkeep, each machine's suite runs, the shards'.
 
     Raises:
         ValueError: a schedule names a tier the suite does not have, or a command suite
@@ -58,6 +61,8 @@ def beat_schedule(config: Settings) -> dict[str, dict[str, Any]]:
         "sweep-detection": entry(SWEEP_DETECTION, config.DETECTION_SWEEP_S),
         "dispatch-notices": entry(DISPATCH_NOTICES, config.NOTIFY_SWEEP_S),
         "sweep-silence": entry(SWEEP_SILENCE, config.SILENCE_SWEEP_S),
+        "keep-up-partitions": entry(KEEP_UP_PARTITIONS, UPKEEP_EVERY_S),
+        "apply-retention": entry(APPLY_RETENTION, UPKEEP_EVERY_S),
     }
     entries |= {
         f"suite-{s.machine}-{s.suite_tier}": entry(

@@ -154,7 +154,7 @@ def cmd_retention(args: argparse.Namespace) -> int:
     """Clear old samples and delete old branch runs, as the retention settings say."""
     from app.core.config import settings
     from app.core.db import Database
-    from app.runs.retention import apply_retention
+    from app.corrections.retention import apply_retention
 
     samples_days = settings.RETAIN_SAMPLES_DAYS if args.samples_days is None else args.samples_days
     branch_days = (

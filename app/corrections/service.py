@@ -389,7 +389,7 @@ def delete_run(
         hold_machine_channel(session, run)
     else:
         correction = _invalidate(session, run, reason, actor, thresholds)
-    _remove(session, run.id)
+    remove_references(session, run.id)
     session.delete(run)
     session.flush()
     correction.deleted = True
@@ -404,7 +404,7 @@ def delete_run(
     return correction
 
 
-def _remove(session: Session, run_id: int) -> None:
+def remove_references(session: Session, run_id: int) -> None:
     """Every row that points at the run: removed when anchored on it, else detached."""
     session.execute(delete(InvalidatedResult).where(InvalidatedResult.run_id == run_id))
     session.execute(delete(Result).where(Result.run_id == run_id))

@@ -1,9 +1,9 @@
-"""The runs' daily upkeep, as background jobs: partitions ahead of time, then retention."""
+"""The runs' daily upkeep, as a background job: partitions ahead of time."""
 
 import logging
 
 from app.core.db import Database
-from app.runs import partitions, retention
+from app.runs import partitions
 
 log = logging.getLogger(__name__)
 
@@ -15,12 +15,3 @@ def keep_up_partitions(database: Database) -> list[str]:
     if made:
         log.info("partitions made: %s", ", ".join(made))
     return made
-
-
-def apply_retention(
-    database: Database, samples_days: int, branch_runs_days: int
-) -> retention.Swept:
-    """Clear old samples and delete old branch runs as the settings say (``app.runs.retention``)."""
-    swept = retention.apply_retention(database, samples_days, branch_runs_days)
-    log.info("retention: %s", swept.summary())
-    return swept

@@ -10,9 +10,9 @@ from sqlalchemy import func, select, text
 from app.audit.models import AuditEntry
 from app.core.config import Settings
 from app.core.db import Database
+from app.corrections.retention import ACTION, apply_retention
 from app.runs import partitions
 from app.runs.models import Result, Run
-from app.runs.retention import ACTION, apply_retention
 from tests.factories import START, many_results, run_payload
 from workers import cli
 

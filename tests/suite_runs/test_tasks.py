@@ -88,6 +88,8 @@ def test_beat_schedules_a_suite_run_per_machine_on_its_cron() -> None:
         "sweep-detection",
         "dispatch-notices",
         "sweep-silence",
+        "keep-up-partitions",
+        "apply-retention",
         "suite-h100-a-daily",
         "suite-mi300x-b-smoke",
         "requeue-shards",
@@ -106,8 +108,11 @@ def test_beat_schedules_a_suite_run_per_machine_on_its_cron() -> None:
         "sweep-detection",
         "dispatch-notices",
         "sweep-silence",
+        "keep-up-partitions",
+        "apply-retention",
         "requeue-shards",
     }
+    assert entries["apply-retention"]["schedule"] == 86400.0
     notices = entries["dispatch-notices"]
     assert (notices["task"], notices["schedule"], notices["options"]) == (
         "notifications.dispatch",

@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session
 from app.audit import service as audit
 from app.audit.models import AuditEntry
 from app.core.db import Database, utcnow
+from app.corrections.service import remove_references
 from app.runs.branches import SEPARATOR
 from app.runs.models import Result, Run
 
@@ -130,9 +131,6 @@ def _delete_branch_runs(
     database: Database, cutoff: datetime, dry_run: bool, batch: int
 ) -> tuple[int, int]:
     """Delete branch runs started before ``cutoff``; how many runs and results went."""
-    # What an admin's delete removes and detaches (imported here: it imports this package).
-    from app.corrections.service import _remove as remove_references
-
     query = select(Run.id).where(Run.channel.contains(SEPARATOR), Run.started_at < cutoff)
     runs = results = 0
     for run_ids in _run_batches(database, query, batch):
