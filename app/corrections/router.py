@@ -58,6 +58,7 @@ def invalidate_run(
     failures and aggregate findings it caused are withdrawn (`invalid`, with the reason); its
     series and its machine and channel are judged again. The run stays, marked `invalid`.
     """
+    service.check_project(session, actor.token, run_id, "path.run_id")
     correction = service.invalidate(session, run_id, body.reason, actor.label, _thresholds(request))
     queue.commit(session)
     return _read(correction)
@@ -73,6 +74,7 @@ def restore_run(
     (unless someone triaged them since) and the steps found without it are withdrawn; its
     series and its machine and channel are judged again.
     """
+    service.check_project(session, actor.token, run_id, "path.run_id")
     correction = service.restore(session, run_id, actor.label, _thresholds(request))
     queue.commit(session)
     return _read(correction)
@@ -87,6 +89,7 @@ def delete_run(
     reason: Annotated[str, Query(min_length=1, max_length=service.MAX_REASON)] = "deleted",
 ) -> CorrectionRead:
     """Invalidate a run (unless it was), then delete it and its rows (scope `admin`)."""
+    service.check_project(session, actor.token, run_id, "path.run_id")
     correction = service.delete_run(session, run_id, reason, actor.label, _thresholds(request))
     queue.commit(session)
     return _read(correction)

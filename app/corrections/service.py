@@ -38,6 +38,8 @@ from app.runs import service as runs_service
 from app.runs.branches import is_branch_channel
 from app.runs.models import INVALID, InvalidatedResult, Result, Run, RunShard
 from app.suite_runs.models import SuiteRun
+from app.tokens import service as tokens_service
+from app.tokens.models import ApiToken
 
 MAX_REASON = 2_000
 _RESULT_COLUMNS = (
@@ -93,6 +95,16 @@ class Correction:
             "reopened_failures": self.reopened_failures,
             "reopened_aggregates": self.reopened_aggregates,
         }
+
+
+def check_project(session: Session, token: ApiToken, run_id: int, loc: str) -> None:
+    """403 when the token is limited to another project than the run's.
+
+    Raises:
+        RunNotFound: no such run.
+        ProjectNotAllowed: the token may not write for the run's project.
+    """
+    tokens_service.check_project(token, runs_service.get_run(session, run_id).project, loc)
 
 
 def _by_correction(run_id: int) -> str:

@@ -604,6 +604,7 @@ def invalidate_run_form(
     reason: Annotated[str, Form(min_length=1, max_length=corrections.MAX_REASON)],
 ) -> RedirectResponse:
     """Take the run out of history (admin): its findings withdrawn, detection judged again."""
+    corrections.check_project(session, actor.token, run_id, "path.run_id")
     thresholds = dict(request.app.state.settings.DETECTOR_THRESHOLDS or {})
     corrections.invalidate(session, run_id, reason, actor.label, thresholds)
     queue.commit(session)
@@ -622,6 +623,7 @@ def delete_run_form(
     """Delete the run and its rows (admin), once the box saying so is ticked."""
     if confirm != "yes":
         return RedirectResponse(f"/runs/{run_id}?done=unconfirmed", status_code=303)
+    corrections.check_project(session, actor.token, run_id, "path.run_id")
     thresholds = dict(request.app.state.settings.DETECTOR_THRESHOLDS or {})
     corrections.delete_run(session, run_id, reason, actor.label, thresholds)
     queue.commit(session)

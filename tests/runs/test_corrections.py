@@ -11,6 +11,8 @@ from app.runs.models import InvalidatedResult, Result
 from tests.anomalies.test_failures import nightly as failing_nightly
 from tests.anomalies.test_service import BAD, RUNS, dynamic_bert_slower, post_history, regressions
 from tests.conftest import make_token
+from tests.factories import result, run_payload
+from tests.runs.test_projects import post, project_token
 from tests.runs.test_shards import shard
 
 SPIKE = 30  # the broken run: bert/dynamic twice as slow, once
@@ -259,3 +261,22 @@ def test_a_failure_whose_last_passing_run_goes_stands(
     (withdrawn,) = client.get("/api/v1/failures").json()["items"]
     assert withdrawn["status"] == "invalid"
     assert f"run {runs[4]} invalidated: y" in withdrawn["note"]
+
+
+def test_a_project_limited_admin_corrects_its_own_project_only(
+    client: TestClient, database: Database
+) -> None:
+    everyone = project_token(database, None, "ingest")
+    vision_run = post(client, everyone, project="vision").json()["id"]
+    speech_run = run_payload("gha-2", [result(value=4.2)], project="speech")
+    speech_run = client.post("/api/v1/runs", json=speech_run, headers=everyone).json()["id"]
+    vision_admin = project_token(database, "vision", "admin")
+    body = {"reason": "bad node"}
+    for path in (f"{speech_run}/invalidate", f"{speech_run}/restore"):
+        refused = client.post(f"/api/v1/runs/{path}", json=body, headers=vision_admin)
+        assert refused.status_code == 403, refused.text
+        assert refused.json()["errors"][0]["loc"] == "path.run_id"
+    assert client.delete(f"/api/v1/runs/{speech_run}", headers=vision_admin).status_code == 403
+    assert client.get(f"/api/v1/runs/{speech_run}").json()["status"] == "completed"
+    allowed = client.post(f"/api/v1/runs/{vision_run}/invalidate", json=body, headers=vision_admin)
+    assert allowed.status_code == 200, allowed.text
