@@ -1,13 +1,15 @@
 """The overview: per metric family, a table of configs x (suite, precision), base vs latest."""
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.anomalies import triage
-from app.anomalies.models import CaseFailure
+from app.anomalies.models import AggregatePoint, CaseFailure
 from app.benchmarks.comparison import judge_values, threshold_for
 from app.benchmarks.service import list_machines
 from app.dashboard import format as fmt
@@ -126,7 +128,47 @@ def overview(
 
 
 def _stats_by_run(session: Session, runs: list[Run]) -> dict[int, dict[GroupKey, GroupStats]]:
-    return {run.id: aggregates.summarize(model_records(session, run.id)) for run in runs}
+    """Each run's aggregates: the points its detection stored, read for all runs at once.
+
+    A run without points (not detected yet, or detected before points were kept) has them
+    computed from its results, as detection would.
+    """
+    stored = _stored_stats(session, [run.id for run in runs])
+    return {
+        run.id: stored.get(run.id) or aggregates.summarize(model_records(session, run.id))
+        for run in runs
+    }
+
+
+def _stored_stats(session: Session, run_ids: list[int]) -> dict[int, dict[GroupKey, GroupStats]]:
+    points: dict[int, dict[GroupKey, dict[str, AggregatePoint]]] = defaultdict(dict)
+    for point in session.scalars(select(AggregatePoint).where(AggregatePoint.run_id.in_(run_ids))):
+        group = (point.suite, point.config, point.precision, point.mode)
+        points[point.run_id].setdefault(group, {})[point.stat] = point
+    return {
+        run_id: {group: _from_points(stats) for group, stats in sorted(groups.items())}
+        for run_id, groups in points.items()
+    }
+
+
+def _from_points(stats: dict[str, AggregatePoint]) -> GroupStats:
+    """A group's aggregates as its stored points have them (the pass rate's count: all models)."""
+    rate = stats.get("pass_rate")
+    total = rate.model_count if rate is not None else 0
+
+    def value(stat: str) -> float | None:
+        return stats[stat].value if stat in stats else None
+
+    return GroupStats(
+        pass_count=round(rate.value * total) if rate is not None else 0,
+        total_count=total,
+        pass_rate=rate.value if rate is not None else 0.0,
+        geomean_speedup=value("geomean_speedup"),
+        mean_compile_time_s=value("mean_compile_time_s"),
+        mean_compression_ratio=value("mean_compression_ratio"),
+        mean_peak_memory_gb=None,  # not shown on the overview, not kept as points
+        mean_abs_latency_ms=None,
+    )
 
 
 def _table(
