@@ -12,7 +12,9 @@ Two comparisons (``--compare``):
   of latency (eager, and compiled) and of the eager/compiled speedup, before and after side by
   side with their ratio (before / after: above 1, pinning steadied it), the median latency
   and the median within-run noise (the samples' MAD / median, ``extra.noise``), then the
-  median over the cases.
+  median over the cases. Pinning also sets torch's threads (one per pinned core); with
+  ``--before-threads N`` the unpinned runs use N threads too (``OMP_NUM_THREADS``), so the
+  two differ in the pinning alone.
 - ``plans``: the smoke tier (or ``--quick``: the operators and three models, eager and
   inductor, fp32) in this process, alternating two measurement plans: baseline (fixed
   repetitions, no warm-up, the garbage collector left running) and benchwatch (the tier's
@@ -20,6 +22,7 @@ Two comparisons (``--compare``):
   below 5%); per timing metric, the median, 90th percentile and worst CV over the cases.
 
     .venv/bin/python bench/fidelity.py [--runs 5] [--models mobilenet_v3_large,...] [--pin auto]
+        [--before-threads 1]
     .venv/bin/python bench/fidelity.py --compare plans [--runs 3] [--quick] [--threads 2]
 """
 
@@ -194,14 +197,17 @@ def compare_pinning(args: argparse.Namespace) -> None:
     print(
         f"tier {tier}: {', '.join(models)}; eager and inductor fp32 inference; {args.runs} runs "
         f"x {len(variants)} variants (a shard child each); torch's default threads here: "
-        f"{torch.get_num_threads()}; CPU governor: {cpu_governor()}",
+        f"{torch.get_num_threads()}, before: {args.before_threads or 'the default'}; "
+        f"CPU governor: {cpu_governor()}",
         flush=True,
     )
     measured = {name: Runs() for name in variants}
+    threads = _threads_by_variant(args.before_threads)
     for run in range(args.runs):
         order = list(variants) if run % 2 == 0 else list(reversed(variants))
         for name in order:
             os.environ["BENCHWATCH_PIN_CORES"] = variants[name]
+            _set_env("OMP_NUM_THREADS", threads[name])
             began = time.perf_counter()
             outcome = run_shard_process(
                 {"tier": tier, "cases": cases},
@@ -215,6 +221,19 @@ def compare_pinning(args: argparse.Namespace) -> None:
             measured[name].add(outcome.rows)
             print(f"run {run + 1} {name}: {measured[name].seconds[-1]:.0f} s", flush=True)
     print_pinning(measured["unpinned"], measured["pinned"])
+
+
+def _threads_by_variant(before_threads: int | None) -> dict[str, str | None]:
+    """OMP_NUM_THREADS for each variant's child: as given here, but ``--before-threads``."""
+    given = os.environ.get("OMP_NUM_THREADS")
+    return {"unpinned": str(before_threads) if before_threads else given, "pinned": given}
+
+
+def _set_env(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
 
 
 def print_pinning(before: Runs, after: Runs) -> None:
@@ -267,6 +286,12 @@ def main() -> None:
     parser.add_argument("--models", help=f"pinning: comma-separated (default: {REAL_MODELS})")
     parser.add_argument("--pin", default="auto", help="pinning: BENCHWATCH_PIN_CORES after")
     parser.add_argument("--timeout", type=float, default=1800.0, help="pinning: per shard run")
+    parser.add_argument(
+        "--before-threads",
+        type=int,
+        help="pinning: OMP_NUM_THREADS of the unpinned runs (default: torch's own count); "
+        "the pinned runs' count unpinned tells pinning from the thread count",
+    )
     parser.add_argument("--quick", action="store_true", help="plans: a subset of smoke")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="plans")
     args = parser.parse_args()
