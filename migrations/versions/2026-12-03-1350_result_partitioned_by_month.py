@@ -13,10 +13,8 @@ The partitions: one per month the rows fall in, this month and the next three; a
 partition takes a row of any other month, so an ingest never fails for want of one, and the
 daily upkeep (``app.runs.partitions``) makes the months ahead and moves such rows out.
 
-JIT goes off for the database: a plan over the partitions sums each month's estimate for a
-run's results (each month's statistics expect a run's worth of rows there), crossing
-``jit_above_cost`` for reads that take milliseconds, and compiling them took ~100 ms each
-(bench/scale.py at 50M results). benchwatch's reads are short; none gains from JIT.
+(JIT is turned off per connection by the engine, ``app.core.db``: the planner's sums
+over the partitions cross ``jit_above_cost`` for reads of milliseconds.)
 
 Revision ID: 7d4f2b9c1e60
 Revises: 5c8e1a7d3b42
@@ -35,14 +33,6 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 MONTHS_AHEAD = 3  # as app.runs.partitions.MONTHS_AHEAD (a migration keeps its own copy)
-
-
-# ALTER DATABASE needs its owner: a role that is not gets a warning, and the docs' advice.
-_JIT = """DO $$ BEGIN
-  EXECUTE format('ALTER DATABASE %I {change}', current_database());
-EXCEPTION WHEN insufficient_privilege THEN
-  RAISE WARNING 'benchwatch: not the database owner: run ALTER DATABASE ... {change}';
-END $$"""
 
 
 def _month(year: int, month: int) -> tuple[int, int]:
@@ -83,7 +73,6 @@ def upgrade() -> None:
         )
     op.execute("INSERT INTO result SELECT * FROM result_unpartitioned")
     op.execute("DROP TABLE result_unpartitioned")
-    op.execute(_JIT.format(change="SET jit = off"))
 
 
 def downgrade() -> None:
@@ -99,4 +88,3 @@ def downgrade() -> None:
     op.execute("ALTER TABLE result ADD CONSTRAINT pk_result PRIMARY KEY (run_id, series_id)")
     op.execute("CREATE INDEX ix_result_series_id_measured_at ON result (series_id, measured_at)")
     op.execute("DROP TABLE result_partitioned")  # and its partitions
-    op.execute(_JIT.format(change="RESET jit"))

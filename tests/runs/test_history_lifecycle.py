@@ -35,6 +35,12 @@ def where_results_are(database: Database) -> dict[str, int]:
 
 
 @POSTGRES
+def test_connections_plan_without_jit(database: Database) -> None:
+    with database.session_scope() as session:
+        assert session.scalar(text("SHOW jit")) == "off"
+
+
+@POSTGRES
 def test_results_land_in_their_months_partition_and_ingest_stays_idempotent(
     client: TestClient, database: Database, ingest_headers: dict[str, str]
 ) -> None:
