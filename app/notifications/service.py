@@ -6,7 +6,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, object_session
 
 from app.anomalies.models import (
     AggregateFinding,
@@ -23,6 +23,7 @@ from app.notifications.matching import Finding, compile_subscription
 from app.notifications.models import Subscription
 from app.notifications.receivers import apprise_receiver
 from app.notifications.targets import feed_token, with_credentials
+from app.runs.models import Run
 
 TargetCheck = Callable[[Sequence[Mapping[str, Any]]], None]  # raises InvalidInput
 FIELDS = ("name", "owner", "match", "exclude", "receivers", "when", "paused")
@@ -260,7 +261,8 @@ def finding_of(found: Found) -> Finding:
     that asks for ``failure`` is not told of it); one no longer reported is a ``regression``
     (a model can vanish because it crashed before writing anything), a new one a ``change``.
     A dashboard aggregate that got worse is an ``aggregate`` whose ``metric`` names the
-    aggregate.
+    aggregate. A finding's ``project`` is its series' (a step) or its first bad run's (a
+    failure, an aggregate); a machine's silence has none.
     """
     if isinstance(found, MachineSilence):
         return Finding(
@@ -282,6 +284,7 @@ def finding_of(found: Found) -> Finding:
             metric=found.stat,
             direction="regression",
             rel_change=found.rel_change,
+            project=_project_of(found, found.first_bad_run_id),
         )
     if isinstance(found, CaseFailure):
         benchmark = found.benchmark
@@ -299,6 +302,7 @@ def finding_of(found: Found) -> Finding:
             metric=found.metric,
             direction="change" if found.failure == "added" else "regression",
             rel_change=math.inf,
+            project=_project_of(found, found.first_failing_run_id),
         )
     series = found.series
     benchmark = series.benchmark
@@ -306,6 +310,7 @@ def finding_of(found: Found) -> Finding:
         kind="improvement" if found.direction == "improvement" else "regression",
         machine=series.machine.name,
         channel=series.channel,
+        project=series.project,
         suite=benchmark.suite,
         model=benchmark.model,
         category=benchmark.category,
@@ -317,6 +322,16 @@ def finding_of(found: Found) -> Finding:
         rel_change=found.rel_change,
         state="confirmed" if found.state == "confirmed" else "suspected",
     )
+
+
+def _project_of(found: Found, run_id: int) -> str:
+    """The project of a finding's run; empty for a finding in no session.
+
+    ``session.get``: a run the session holds already (a group's runs) is not read again.
+    """
+    session = object_session(found)
+    run = session.get(Run, run_id) if session is not None else None
+    return run.project if run is not None else ""
 
 
 def matching_subscriptions(
