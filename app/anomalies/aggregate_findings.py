@@ -34,7 +34,7 @@ from app.runs.models import INVALID, Run
 from app.summaries import service as summaries_service
 from app.summaries.aggregates import GroupKey, ModelRecord
 
-HISTORY_RUNS = 60  # runs of the machine and channel whose points a run's judgement reads
+HISTORY_RUNS = 60  # runs of the machine, channel and project whose points a judgement reads
 RESCAN_BATCH = 50  # runs whose stored points a rescan reads at once
 
 
@@ -42,7 +42,8 @@ def judge_run(session: Session, run: Run) -> Judged:
     """Store the run's aggregate points, judge them, group and explain what opens.
 
     Reads the run's results once (``summaries.service.model_records``), the points of the
-    machine and channel's ``HISTORY_RUNS`` runs before it, and, for the base of the speedup
+    ``HISTORY_RUNS`` runs before it of its machine, channel and project (another project's
+    runs on the machine have other models: never its history), and, for the base of the speedup
     and compression rules, the results of each group's previous run (one read per distinct
     run, not per group). Runs detected before aggregate points existed have none: the
     history starts later (a rescan fills it).
@@ -58,6 +59,7 @@ def judge_run(session: Session, run: Run) -> Judged:
             .where(
                 Run.machine_id == run.machine_id,
                 Run.channel == run.channel,
+                Run.project == run.project,
                 Run.status != INVALID,
                 Run.started_at < run.started_at,
             )
@@ -164,6 +166,7 @@ def _known(session: Session, run: Run, run_ids: Sequence[int]) -> dict[Key, list
         .where(
             AggregateFinding.machine_id == run.machine_id,
             AggregateFinding.channel == run.channel,
+            Run.project == run.project,  # a finding is its first bad run's project's
             Run.started_at <= run.started_at,
             or_(
                 AggregateFinding.resolved_run_id.is_(None),
@@ -203,40 +206,68 @@ def _group(session: Session, opened: Sequence[AggregateFinding]) -> None:
 
 
 def rescan(session: Session, machine: str | None = None) -> Judged:
-    """Every run of every machine and channel (of one machine, if given) judged in order.
+    """Every run of every machine, channel and project (of one machine, if given) in order.
 
     Each run's points are stored again from its results and the rules are walked run by run,
     as if each run had just arrived; the change-point detector runs once over each
     aggregate's whole history, as ``service.rescan`` runs it over a series. Twice adds nothing.
     """
-    pairs = select(Run.machine_id, Run.channel).distinct().order_by(Run.machine_id, Run.channel)
+    places = (
+        select(Run.machine_id, Run.channel, Run.project)
+        .distinct()
+        .order_by(Run.machine_id, Run.channel, Run.project)
+    )
     if machine is not None:
-        pairs = pairs.join(Machine, Run.machine_id == Machine.id).where(Machine.name == machine)
+        places = places.join(Machine, Run.machine_id == Machine.id).where(Machine.name == machine)
     judged = Judged()
-    for machine_id, channel in session.execute(pairs).all():
-        _rescan_place(session, machine_id, channel, judged)
+    for machine_id, channel, project in session.execute(places).all():
+        _rescan_place(session, machine_id, channel, project, judged)
     return judged
 
 
-def rescan_place(session: Session, machine_id: int, channel: str) -> Judged:
-    """One machine and channel's runs judged again in order (after a run was invalidated)."""
+def rescan_place(
+    session: Session, machine_id: int, channel: str, project: str | None = None
+) -> Judged:
+    """One machine and channel's runs judged again in order (after a run was invalidated).
+
+    One project's runs (``project``), or each project's of the machine and channel in turn.
+    """
     judged = Judged()
-    _rescan_place(session, machine_id, channel, judged)
+    query = select(Run.project).where(Run.machine_id == machine_id, Run.channel == channel)
+    projects = (
+        [project]
+        if project is not None
+        else list(session.scalars(query.distinct().order_by(Run.project)))
+    )
+    for one in projects:
+        _rescan_place(session, machine_id, channel, one, judged)
     return judged
 
 
-def _rescan_place(session: Session, machine_id: int, channel: str, judged: Judged) -> None:
-    """One machine and channel's runs, oldest first (results read once per run)."""
+def _rescan_place(
+    session: Session, machine_id: int, channel: str, project: str, judged: Judged
+) -> None:
+    """One machine, channel and project's runs, oldest first (results read once per run)."""
     runs = list(
         session.scalars(
             select(Run)
-            .where(Run.machine_id == machine_id, Run.channel == channel, Run.status != INVALID)
+            .where(
+                Run.machine_id == machine_id,
+                Run.channel == channel,
+                Run.project == project,
+                Run.status != INVALID,
+            )
             .order_by(Run.started_at, Run.id)
         )
     )
     recorded = session.scalars(
         select(AggregateFinding)
-        .where(AggregateFinding.machine_id == machine_id, AggregateFinding.channel == channel)
+        .join(Run, AggregateFinding.first_bad_run_id == Run.id)
+        .where(
+            AggregateFinding.machine_id == machine_id,
+            AggregateFinding.channel == channel,
+            Run.project == project,
+        )
         .order_by(AggregateFinding.id)
     ).all()
     pending: dict[int, list[AggregateFinding]] = defaultdict(list)  # by first bad run
@@ -284,15 +315,20 @@ def _explain(session: Session, findings: Sequence[AggregateFinding]) -> None:
     """Renew each finding's ``explained_by`` from the per-model findings stored now."""
     from app.anomalies.service import GROUP_WINDOW
 
-    by_place: dict[tuple[int, str], list[AggregateFinding]] = defaultdict(list)
+    started: dict[int, datetime] = {}
+    projects: dict[int, str] = {}  # of the first bad runs: a finding is its run's project's
+    for part in chunks(sorted({f.first_bad_run_id for f in findings})):
+        query = select(Run.id, Run.started_at, Run.project).where(Run.id.in_(part))
+        for row in session.execute(query):
+            started[row.id], projects[row.id] = row.started_at, row.project
+    by_place: dict[tuple[int, str, str], list[AggregateFinding]] = defaultdict(list)
     for finding in findings:
-        by_place[(finding.machine_id, finding.channel)].append(finding)
-    for (machine_id, channel), place in by_place.items():
-        first_bad = {f.first_bad_run_id for f in place}
-        query = select(Run.id, Run.started_at).where(Run.id.in_(first_bad))
-        started: dict[int, datetime] = {row.id: row.started_at for row in session.execute(query)}
-        span = (min(started.values()) - GROUP_WINDOW, max(started.values()) + GROUP_WINDOW)
-        candidates = _candidates(session, machine_id, channel, span)
+        place_key = (finding.machine_id, finding.channel, projects[finding.first_bad_run_id])
+        by_place[place_key].append(finding)
+    for (machine_id, channel, project), place in by_place.items():
+        times = [started[f.first_bad_run_id] for f in place]
+        span = (min(times) - GROUP_WINDOW, max(times) + GROUP_WINDOW)
+        candidates = _candidates(session, machine_id, channel, project, span)
         for finding in place:
             at = started[finding.first_bad_run_id]
             found = [c for c in candidates if explains(finding, at, c, GROUP_WINDOW)]
@@ -305,9 +341,9 @@ def _explain(session: Session, findings: Sequence[AggregateFinding]) -> None:
 
 
 def _candidates(
-    session: Session, machine_id: int, channel: str, span: tuple[datetime, datetime]
+    session: Session, machine_id: int, channel: str, project: str, span: tuple[datetime, datetime]
 ) -> list[Candidate]:
-    """The machine and channel's regressions for the worse and failures within ``span``.
+    """The machine, channel and project's regressions for the worse and failures in ``span``.
 
     Coverage changes are left out: a model no longer reported leaves the pass rate's count,
     it does not lower it, and a new model that passes raises it.
@@ -331,6 +367,7 @@ def _candidates(
         .where(
             Series.machine_id == machine_id,
             Series.channel == channel,
+            Series.project == project,
             Regression.direction == "regression",
             Regression.state != "withdrawn",
             Run.started_at.between(*span),
@@ -352,6 +389,7 @@ def _candidates(
         .where(
             CaseFailure.machine_id == machine_id,
             CaseFailure.channel == channel,
+            Run.project == project,
             CaseFailure.failure.not_in(CaseFailure.COVERAGE),
             Run.started_at.between(*span),
         )

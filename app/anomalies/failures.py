@@ -3,7 +3,8 @@
 A case is a benchmark on a machine and channel; in one run it *fails* when one of its results
 has status ``failed`` (an error, OOM, a timeout) or its accuracy result stops passing, and it
 *passes* when it has results and none fails (a case only skipped is not judged). Compared
-with the same case in the runs before (``HISTORY_RUNS`` of the machine and channel):
+with the same case in the runs before (``HISTORY_RUNS`` of the machine, channel and project:
+two projects sharing a machine are judged apart, as their series are):
 
 - passing, then failing: a ``CaseFailure`` opens, with the last passing run and the reason;
 - failing, then passing: the open one ends (``passing_again_run_id``);
@@ -17,13 +18,14 @@ Detection of one run is idempotent: a finding already opened at the run is not o
 
 Coverage changes (``judge_coverage``) are findings too, of lower severity: a case is
 *reported* by a run when it has any result there (skipped too). A run is compared with the
-previous run of the machine and channel at the same tier (``Run.tier``; runs without one with
-each other), so a smoke run after a full one is not a loss of coverage, and only within the
-suites both report, so a run of one suite loses nothing of another:
+previous run of the machine, channel and project at the same tier (``Run.tier``; runs without
+one with each other), so a smoke run after a full one is not a loss of coverage, nor another
+project's run with its own models, and only within the suites both report, so a run of one
+suite loses nothing of another:
 
 - a case the previous run reported and this one does not is ``removed``;
-- a case this one reports that the machine and channel never reported before is ``added``
-  (and so never in a machine and channel's first run, or a tier's);
+- a case this one reports that the machine, channel and project never reported before is
+  ``added`` (and so never in their first run, or a tier's);
 - the cases of one model in one suite make one finding (on the model's first case, by id;
   its reason counts them); more than ``COVERAGE_MODELS`` models of a suite at once (a crashed
   or cut-down run, a new suite version) make one finding for the suite, naming a few;
@@ -141,6 +143,7 @@ def judge_run(session: Session, run: Run) -> Judged:
             .where(
                 Run.machine_id == run.machine_id,
                 Run.channel == run.channel,
+                Run.project == run.project,
                 Run.status != INVALID,
                 Run.started_at < run.started_at,
             )
@@ -232,34 +235,37 @@ def _flips(history: Sequence[Outcome]) -> int:
     return sum(1 for a, b in pairwise(history) if a.passed != b.passed)
 
 
-def _findings(session: Session, machine_id: int, channel: str) -> dict[int, list[CaseFailure]]:
-    """Every failure recorded for a machine and channel, by case."""
-    return _by_case(
-        select(CaseFailure).where(
-            CaseFailure.machine_id == machine_id, CaseFailure.channel == channel
-        ),
-        session,
+def _of_project(query: Select[CaseFailure], project: str) -> Select[CaseFailure]:
+    """Only the findings whose first failing run is of ``project``: a finding is its run's."""
+    return query.join(Run, CaseFailure.first_failing_run_id == Run.id).where(Run.project == project)
+
+
+def _findings(
+    session: Session, machine_id: int, channel: str, project: str
+) -> dict[int, list[CaseFailure]]:
+    """Every failure recorded for a machine, channel and project, by case."""
+    query = select(CaseFailure).where(
+        CaseFailure.machine_id == machine_id, CaseFailure.channel == channel
     )
+    return _by_case(_of_project(query, project), session)
 
 
 def _relevant_findings(session: Session, run: Run) -> dict[int, list[CaseFailure]]:
-    """The failures of the run's machine and channel that judging it can depend on.
+    """The failures of the run's machine, channel and project that judging it can depend on.
 
     Those still open (they may end), the flaky ones (a flaky case is told once), and those
     opened at this run (judged already): not the many that ended long ago.
     """
-    return _by_case(
-        select(CaseFailure).where(
-            CaseFailure.machine_id == run.machine_id,
-            CaseFailure.channel == run.channel,
-            or_(
-                CaseFailure.passing_again_run_id.is_(None),
-                CaseFailure.flaky.is_(True),
-                CaseFailure.first_failing_run_id == run.id,
-            ),
+    query = select(CaseFailure).where(
+        CaseFailure.machine_id == run.machine_id,
+        CaseFailure.channel == run.channel,
+        or_(
+            CaseFailure.passing_again_run_id.is_(None),
+            CaseFailure.flaky.is_(True),
+            CaseFailure.first_failing_run_id == run.id,
         ),
-        session,
     )
+    return _by_case(_of_project(query, run.project), session)
 
 
 def _by_case(query: Select[CaseFailure], session: Session) -> dict[int, list[CaseFailure]]:
@@ -269,21 +275,43 @@ def _by_case(query: Select[CaseFailure], session: Session) -> dict[int, list[Cas
     return found
 
 
-def rescan_runs(session: Session, machine_id: int, channel: str) -> Iterator[tuple[Run, Judged]]:
+def rescan_runs(
+    session: Session, machine_id: int, channel: str, project: str | None = None
+) -> Iterator[tuple[Run, Judged]]:
     """Judge every run of a machine and channel in time order, as if each had just arrived.
 
-    Outcomes are read in batches and kept for the last ``HISTORY_RUNS`` runs only; the cases
-    reported, for coverage, one run at a time, and kept for each tier's newest run. What a
-    run's judgement opens must be added to the session (grouped) before the next is judged.
+    One project's runs (``project``), or each project's of the machine and channel in turn
+    (None). Outcomes are read in batches and kept for the last ``HISTORY_RUNS`` runs only; the
+    cases reported, for coverage, one run at a time, and kept for each tier's newest run. What
+    a run's judgement opens must be added to the session (grouped) before the next is judged.
     """
+    query = select(Run.project).where(Run.machine_id == machine_id, Run.channel == channel)
+    projects = (
+        [project]
+        if project is not None
+        else list(session.scalars(query.distinct().order_by(Run.project)))
+    )
+    for one in projects:
+        yield from _rescan_project(session, machine_id, channel, one)
+
+
+def _rescan_project(
+    session: Session, machine_id: int, channel: str, project: str
+) -> Iterator[tuple[Run, Judged]]:
+    """``rescan_runs`` of one project's runs on the machine and channel."""
     runs = list(
         session.scalars(
             select(Run)
-            .where(Run.machine_id == machine_id, Run.channel == channel, Run.status != INVALID)
+            .where(
+                Run.machine_id == machine_id,
+                Run.channel == channel,
+                Run.project == project,
+                Run.status != INVALID,
+            )
             .order_by(Run.started_at, Run.id)
         )
     )
-    known = _findings(session, machine_id, channel)
+    known = _findings(session, machine_id, channel, project)
     window: list[tuple[int, Mapping[int, Outcome]]] = []  # newest first
     last_of_tier: dict[str, tuple[int, Mapping[int, Case]]] = {}  # each tier's newest run's cases
     seen: set[int] = set()  # the cases reported so far
@@ -352,6 +380,7 @@ def _coverage(session: Session, run: Run, known: Mapping[int, list[CaseFailure]]
         .where(
             Run.machine_id == run.machine_id,
             Run.channel == run.channel,
+            Run.project == run.project,
             Run.tier == run.tier,
             Run.status != INVALID,
             Run.started_at < run.started_at,
@@ -369,7 +398,7 @@ def _coverage(session: Session, run: Run, known: Mapping[int, list[CaseFailure]]
 
 
 def _reported_before(session: Session, run: Run, benchmark_ids: Sequence[int]) -> set[int]:
-    """Those of the cases the machine and channel reported before the run started.
+    """Those of the cases the machine, channel and project reported before the run started.
 
     One index probe per series (the first earlier result is enough), not their histories.
     """
@@ -383,6 +412,7 @@ def _reported_before(session: Session, run: Run, benchmark_ids: Sequence[int]) -
             .where(
                 Series.machine_id == run.machine_id,
                 Series.channel == run.channel,
+                Series.project == run.project,
                 condition,
                 earlier,
             )
