@@ -616,20 +616,22 @@ def rejudge(
     machine_id: int,
     channel: str,
     thresholds: Thresholds | None = None,
+    project: str | None = None,
 ) -> Detection:
     """Detection again over these series' whole histories, and a machine and channel's runs.
 
     What a corrected history (an invalidated or deleted run) needs: the steps, failing cases
     and aggregates found as if the run had never come. Bounded by one run's series and one
-    machine and channel's runs, not the whole database.
+    machine and channel's runs (those of ``project``, the corrected run's; None: every
+    project's, each judged apart), not the whole database.
     """
     read = registry.read_thresholds(thresholds or {})
     series = _series_keys(session, select(Series.id).where(Series.id.in_(list(series_ids))))
     detection = _detect_whole(session, series, read)
-    for run, judged in failures.rescan_runs(session, machine_id, channel):
+    for run, judged in failures.rescan_runs(session, machine_id, channel, project):
         _group_failures(session, judged.opened, run)
         detection.failures += judged.opened
         detection.passing_again += judged.passing_again
-    aggregate_findings.rescan_place(session, machine_id, channel)
+    aggregate_findings.rescan_place(session, machine_id, channel, project)
     session.flush()
     return detection

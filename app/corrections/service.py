@@ -206,7 +206,9 @@ def _invalidate(
         correction.withdrawn_aggregates.append(finding.id)
     session.flush()
     if not is_branch_channel(run.channel):  # a branch's runs are judged by verdicts instead
-        found = detection.rejudge(session, series_ids, run.machine_id, run.channel, thresholds)
+        found = detection.rejudge(
+            session, series_ids, run.machine_id, run.channel, thresholds, run.project
+        )
         correction.new_regressions = [r.id for r in found.regressions]
     session.flush()
     return correction
@@ -246,7 +248,9 @@ def restore(
     session.flush()
     if not is_branch_channel(run.channel):
         series_ids = list(session.scalars(select(Result.series_id).where(Result.run_id == run.id)))
-        found = detection.rejudge(session, series_ids, run.machine_id, run.channel, thresholds)
+        found = detection.rejudge(
+            session, series_ids, run.machine_id, run.channel, thresholds, run.project
+        )
         correction.new_regressions = [r.id for r in found.regressions]
     audit.record(
         session,
