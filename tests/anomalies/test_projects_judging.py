@@ -9,6 +9,7 @@ from app.anomalies import service as detection
 from app.anomalies.models import AggregateFinding, AlertGroup, CaseFailure
 from app.core.db import Database
 from app.core.queue import InProcessPublisher
+from app.corrections import service as corrections
 from app.notifications import service as notifications
 from app.notifications.models import Subscription
 from app.runs.models import Run
@@ -132,3 +133,12 @@ def test_two_projects_on_one_machine_are_judged_apart_and_told_apart(
     assert findings(database) == found
     with database.session_scope() as session:
         assert detection.rescan(session).failures == []
+
+    # Invalidating vision's last run before the break judges vision's runs again, alone:
+    # its failures now follow the run before, and nothing else opens in either project.
+    with database.session_scope() as session:
+        corrections.invalidate(session, runs["vision"][-1], "a bad node", "test")
+    assert findings(database) == found
+    with database.session_scope() as session:
+        moved = session.scalars(select(CaseFailure.last_passing_run_id).order_by(CaseFailure.id))
+        assert sorted(moved) == sorted([runs["vision"][-2]] * 2 + [runs["speech"][-1]])
