@@ -172,12 +172,23 @@ def list_series_points(
     A range of more than 100,000 points is refused (a 422): narrow it with `since` and `until`.
     """
     series = catalog.get_series(session, series_id)
+    cap = min(max_points or MAX_POINTS, MAX_SAMPLED_POINTS if include_samples else MAX_POINTS)
+    # A range of at most ``cap`` points, the usual one, is kept whole: one read, samples and all.
+    whole = min(cap, MAX_POINTS_READ)
+    few = service.series_points(session, series_id, since, until, whole + 1)
+    if len(few) <= whole:
+        points = [_point(row, row.samples, include_samples) for row in few]
+        return SeriesPoints(
+            series=SeriesRead.model_validate(series),
+            total=len(few),
+            downsampled=False,
+            points=points,
+        )
     rows = service.series_levels(session, series_id, since, until, MAX_POINTS_READ + 1)
     if len(rows) > MAX_POINTS_READ:
         raise InvalidInput(
             f"the range holds more than {MAX_POINTS_READ} points: narrow it with since and until"
         )
-    cap = min(max_points or MAX_POINTS, MAX_SAMPLED_POINTS if include_samples else MAX_POINTS)
     keep = downsample_indices([r.value for r in rows], cap)
     kept = [rows[i] for i in keep]
     samples = service.series_samples(

@@ -512,17 +512,31 @@ def list_run_results(
 
 
 def series_points(
-    session: Session, series_id: int, since: datetime | None, until: datetime | None
+    session: Session,
+    series_id: int,
+    since: datetime | None,
+    until: datetime | None,
+    limit: int | None = None,
 ) -> Sequence[Any]:
-    """A series' results in a time range with their run's commit, oldest first."""
+    """A series' results in a time range with their run's commit and samples, oldest first.
+
+    At most ``limit`` of them, the oldest, if given.
+    """
     query = _points_query(series_id, since, until, Result.samples)
-    return session.execute(query).all()
+    return session.execute(query.limit(limit)).all()
 
 
 def series_levels(
-    session: Session, series_id: int, since: datetime | None, until: datetime | None, limit: int
+    session: Session,
+    series_id: int,
+    since: datetime | None,
+    until: datetime | None,
+    limit: int | None,
 ) -> Sequence[Any]:
-    """At most ``limit`` of a series' points in a time range, oldest first, without samples."""
+    """At most ``limit`` (None: all) of a series' points in a time range, oldest first.
+
+    Without samples: the rows a chart draws, without the arrays a point's samples may hold.
+    """
     return session.execute(_points_query(series_id, since, until).limit(limit)).all()
 
 
