@@ -6,8 +6,10 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import ColumnElement, Select, and_, exists, func, or_, select
-from sqlalchemy.orm import InstrumentedAttribute, Session
+from sqlalchemy.orm import InstrumentedAttribute, Session, lazyload
+from sqlalchemy.orm.util import identity_key
 
+from app.anomalies import step_summary
 from app.anomalies.models import (
     STATUSES,
     AggregateFinding,
@@ -19,6 +21,7 @@ from app.anomalies.models import (
     Triaged,
 )
 from app.anomalies.schemas import TriageUpdate
+from app.anomalies.step_summary import StepSummary
 from app.audit import service as audit
 from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
 from app.benchmarks.projects import DEFAULT_PROJECT
@@ -139,6 +142,8 @@ def project_of(
         if isinstance(finding, CaseFailure)
         else finding.first_bad_run_id
     )
+    if (known := session.identity_map.get(identity_key(Run, run_id))) is not None:
+        return str(known.project)  # a run the session holds: no statement
     return session.scalar(select(Run.project).where(Run.id == run_id)) or DEFAULT_PROJECT
 
 
@@ -363,9 +368,10 @@ def describe_aggregate(finding: AggregateFinding) -> dict[str, Any]:
     return {"machine": finding.machine.name, **{f: getattr(finding, f) for f in fields}}
 
 
-def get_group(session: Session, group_id: int) -> AlertGroup:
-    """One alert group by id."""
-    if (group := session.get(AlertGroup, group_id)) is None:
+def get_group(session: Session, group_id: int, with_steps: bool = True) -> AlertGroup:
+    """One alert group by id; ``with_steps=False``: its steps are not read with it."""
+    options = [] if with_steps else [lazyload(AlertGroup.regressions)]
+    if (group := session.get(AlertGroup, group_id, options=options)) is None:
         raise AlertGroupNotFound(group_id)
     return group
 
@@ -389,15 +395,14 @@ def triage_group(session: Session, group_id: int, update: TriageUpdate, by: str)
     return group
 
 
-def group_status(group: AlertGroup) -> str:
-    """The most pressing status among its findings ("new" with none)."""
-    members: list[Member] = [
-        *group.regressions,
-        *group.failures,
-        *group.silences,
-        *group.aggregates,
-    ]
+def group_status(group: AlertGroup, steps: StepSummary | None = None) -> str:
+    """The most pressing status among its findings ("new" with none).
+
+    ``steps``: its steps' summary, if counted already (not read from ``group.regressions``).
+    """
+    members: list[Member] = [*group.failures, *group.silences, *group.aggregates]
     present = {member.status for member in members}
+    present |= steps.statuses if steps is not None else {r.status for r in group.regressions}
     return next((s for s in STATUSES if s in present), "new")
 
 
@@ -412,6 +417,37 @@ def list_groups(
     project: str | None = None,
 ) -> tuple[list[AlertGroup], int]:
     """A page of alert groups, newest first (status is derived, so filtered here)."""
+    query = _groups_query(status, machine, channel, since, project)
+    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    return list(session.scalars(query.offset(offset).limit(limit))), total
+
+
+def page_of_groups(
+    session: Session,
+    status: str | None,
+    machine: str | None,
+    channel: str | None,
+    limit: int,
+    project: str | None = None,
+) -> list[AlertGroup]:
+    """The newest ``limit`` alert groups matching, as ``list_groups`` gives, without the count.
+
+    The inbox shows no total: counting every match would cost a second pass over them. Their
+    steps are not read with them: a group may have thousands (``step_summary`` counts them).
+    """
+    query = _groups_query(status, machine, channel, None, project)
+    query = query.options(lazyload(AlertGroup.regressions))
+    return list(session.scalars(query.limit(limit)))
+
+
+def _groups_query(
+    status: str | None,
+    machine: str | None,
+    channel: str | None,
+    since: datetime | None,
+    project: str | None,
+) -> Select[Any]:
+    """The alert groups matching, newest first."""
     query = select(AlertGroup).join(Machine, AlertGroup.machine_id == Machine.id)
     query = _of_project(query, AlertGroup.first_bad_run_id, project)
     if machine is not None:
@@ -422,9 +458,7 @@ def list_groups(
         query = query.where(AlertGroup.created_at >= since)
     if status is not None:
         query = query.where(_status_is(status))
-    query = query.order_by(AlertGroup.id.desc())
-    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
-    return list(session.scalars(query.offset(offset).limit(limit))), total
+    return query.order_by(AlertGroup.id.desc())
 
 
 def _status_is(status: str) -> ColumnElement[bool]:
@@ -444,17 +478,19 @@ def _status_is(status: str) -> ColumnElement[bool]:
     return and_(member_in([status]), ~member_in(more_pressing))
 
 
-def describe_group(session: Session, group: AlertGroup) -> dict[str, Any]:
+def describe_group(
+    session: Session, group: AlertGroup, steps: StepSummary | None = None
+) -> dict[str, Any]:
     """A group's fields with what it spans, for the read model.
 
     ``counts``: its steps per direction, then ``failure`` (failing cases), ``coverage``
     (cases no longer or newly reported, counted apart: nothing is known to fail),
-    ``machine_silent`` and ``aggregate``; a kind it has none of is left out.
+    ``machine_silent`` and ``aggregate``; a kind it has none of is left out. ``steps``: its
+    steps' summary, if counted already (else ``group.regressions`` are read).
     """
-    members, failures = group.regressions, group.failures
-    counts: dict[str, int] = {}
-    for regression in members:
-        counts[regression.direction] = counts.get(regression.direction, 0) + 1
+    steps = steps if steps is not None else step_summary.summary_of(group.regressions)
+    failures = group.failures
+    counts = dict(steps.counts)
     for failure in failures:
         kind = "coverage" if failure.severity == "low" else "failure"
         counts[kind] = counts.get(kind, 0) + 1
@@ -462,9 +498,11 @@ def describe_group(session: Session, group: AlertGroup) -> dict[str, Any]:
         counts["machine_silent"] = len(group.silences)
     if group.aggregates:
         counts["aggregate"] = len(group.aggregates)
-    benchmarks = [r.series.benchmark for r in members] + [f.benchmark for f in failures]
     # Each has a suite, config and precision.
-    spans: list[Benchmark | AggregateFinding] = [*benchmarks, *group.aggregates]
+    spans: list[Benchmark | AggregateFinding] = [
+        *(f.benchmark for f in failures),
+        *group.aggregates,
+    ]
     machine = session.get(Machine, group.machine_id)
     return {
         "id": group.id,
@@ -473,13 +511,13 @@ def describe_group(session: Session, group: AlertGroup) -> dict[str, Any]:
         "project": project_of(session, group),
         "first_bad_run_id": group.first_bad_run_id,
         "last_good_run_id": group.last_good_run_id,
-        "status": group_status(group),
+        "status": group_status(group, steps),
         "counts": counts,
-        "suites": sorted({b.suite for b in spans}),
-        "configs": sorted({b.config for b in spans}),
-        "precisions": sorted({b.precision for b in spans}),
+        "suites": sorted(steps.suites | {b.suite for b in spans}),
+        "configs": sorted(steps.configs | {b.config for b in spans}),
+        "precisions": sorted(steps.precisions | {b.precision for b in spans}),
         "metrics": sorted(
-            {r.series.metric.name for r in members}
+            steps.metrics
             | {f.metric for f in failures if f.metric}  # a coverage change names none
             | {a.stat for a in group.aggregates}
         ),

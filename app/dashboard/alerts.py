@@ -8,7 +8,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.annotations import service as annotations_service
-from app.anomalies import triage
+from app.anomalies import step_summary, triage
 from app.anomalies.models import (
     STATUSES,
     AggregateFinding,
@@ -21,7 +21,7 @@ from app.dashboard import figures
 from app.dashboard import format as fmt
 from app.dashboard.queries import machine_names
 from app.runs.models import Run
-from app.runs.service import series_points
+from app.runs.service import series_levels
 
 GROUPS_PER_PAGE = 20
 SHOWN_PER_GROUP = 25
@@ -64,20 +64,26 @@ class AlertQuery:
 def inbox(session: Session, query: AlertQuery) -> dict[str, Any]:
     """Groups matching the filters (or the one asked for), newest first."""
     if query.group is not None:
-        groups = [triage.get_group(session, query.group)]
+        groups = [triage.get_group(session, query.group, with_steps=False)]
     else:
         status = query.status if query.status in STATUSES else None
-        groups, _ = triage.list_groups(
-            session,
-            status,
-            query.machine,
-            query.channel,
-            None,
-            0,
-            GROUPS_PER_PAGE,
-            query.project,
+        groups = triage.page_of_groups(
+            session, status, query.machine, query.channel, GROUPS_PER_PAGE, query.project
         )
-    described = [_group(session, g, charts=i == 0) for i, g in enumerate(groups)]
+    # The runs and run scores every group names, read at once (not one group at a time).
+    run_ids = {i for g in groups for i in (g.first_bad_run_id, g.last_good_run_id)}
+    runs = {r.id: r for r in session.scalars(select(Run).where(Run.id.in_(run_ids)))}
+    scores = select(RunAnomaly).where(RunAnomaly.run_id.in_({g.first_bad_run_id for g in groups}))
+    anomalies = {a.run_id: a for a in session.scalars(scores)}
+    # Steps are counted in SQL and only those shown are loaded: a group may have thousands.
+    ids = [g.id for g in groups]
+    steps = step_summary.summarize(session, ids)
+    shown = step_summary.largest_steps(session, ids, SHOWN_PER_GROUP)
+    described = [
+        _group(session, g, runs, anomalies.get(g.first_bad_run_id), (steps[g.id], shown[g.id]))
+        | {"charts": _charts(session, shown[g.id], runs) if i == 0 else []}
+        for i, g in enumerate(groups)
+    ]
     if query.direction:
         described = [g for g in described if query.direction in g["summary"]["counts"]]
     return {
@@ -88,8 +94,19 @@ def inbox(session: Session, query: AlertQuery) -> dict[str, Any]:
     }
 
 
-def _group(session: Session, group: AlertGroup, charts: bool) -> dict[str, Any]:
-    members = sorted(group.regressions, key=lambda r: -abs(r.rel_change))
+def _group(
+    session: Session,
+    group: AlertGroup,
+    runs: dict[int, Run],
+    anomaly: RunAnomaly | None,
+    steps: tuple[step_summary.StepSummary, list[Regression]],
+) -> dict[str, Any]:
+    """A group as the page shows it, without charts.
+
+    ``runs`` holds its first bad and last good runs; ``steps``: its steps' summary and those
+    shown.
+    """
+    counted, members = steps
     # Still failing (or still missing) first, then by case.
     cases = sorted(
         group.failures,
@@ -97,10 +114,9 @@ def _group(session: Session, group: AlertGroup, charts: bool) -> dict[str, Any]:
     )
     failures = [f for f in cases if f.severity != "low"]
     coverage = [f for f in cases if f.severity == "low"]  # a table of their own: none fails
-    first_bad = session.get(Run, group.first_bad_run_id)
-    anomaly = session.scalar(select(RunAnomaly).where(RunAnomaly.run_id == group.first_bad_run_id))
-    summary = triage.describe_group(session, group)
-    last_good = session.get(Run, group.last_good_run_id)
+    first_bad = runs.get(group.first_bad_run_id)
+    summary = triage.describe_group(session, group, counted)
+    last_good = runs.get(group.last_good_run_id)
     return {
         "summary": summary,
         "first_bad": first_bad,
@@ -109,15 +125,14 @@ def _group(session: Session, group: AlertGroup, charts: bool) -> dict[str, Any]:
             session, summary["machine"], group.channel, last_good, first_bad
         ),
         "anomaly": anomaly,
-        "regressions": [_regression(r) for r in members[:SHOWN_PER_GROUP]],
-        "more": max(len(members) - SHOWN_PER_GROUP, 0),
+        "regressions": [_regression(r) for r in members],
+        "more": max(counted.total - SHOWN_PER_GROUP, 0),
         "silences": group.silences,
         "failures": [_failure(f) for f in failures[:SHOWN_PER_GROUP]],
         "more_failures": max(len(failures) - SHOWN_PER_GROUP, 0),
         "coverage": [_coverage(f) for f in coverage[:SHOWN_PER_GROUP]],
         "more_coverage": max(len(coverage) - SHOWN_PER_GROUP, 0),
         "aggregates": _aggregates(session, group.aggregates),
-        "charts": [_chart(session, r) for r in members[:CHARTS_PER_GROUP]] if charts else [],
     }
 
 
@@ -282,12 +297,22 @@ def _series_link(regression: Regression) -> str:
     )
 
 
-def _chart(session: Session, regression: Regression) -> dict[str, Any]:
+def _charts(session: Session, members: list[Regression], runs: dict[int, Run]) -> list[Any]:
+    """Charts of a group's largest steps."""
+    return [_chart(session, r, runs) for r in members[:CHARTS_PER_GROUP]]
+
+
+def _chart(session: Session, regression: Regression, runs: dict[int, Run]) -> dict[str, Any]:
     """The series around the step, with the before and after levels."""
-    at = session.get(Run, regression.first_bad_run_id)
+    at = runs.get(regression.first_bad_run_id) or session.get(Run, regression.first_bad_run_id)
     assert at is not None
-    rows = series_points(
-        session, regression.series_id, at.started_at - CHART_WINDOW, at.started_at + CHART_WINDOW
+    # The levels alone: a chart draws no samples, which may be thousands a point.
+    rows = series_levels(
+        session,
+        regression.series_id,
+        at.started_at - CHART_WINDOW,
+        at.started_at + CHART_WINDOW,
+        None,
     )
     benchmark, metric = regression.series.benchmark, regression.series.metric
     title = f"{benchmark.model} · {benchmark.config} · {benchmark.precision}"
