@@ -97,9 +97,11 @@ DELIVER = TASKS.add(
     reject_on_worker_lost=True,
     soft_time_limit=300,
 )
-# The runs' daily upkeep (beat and the in-process server run them every UPKEEP_EVERY_S):
-# Postgres partitions of the months ahead, and retention (0 days: keep forever).
+# The runs' daily upkeep (beat and the in-process server run them every UPKEEP_EVERY_S, the
+# server an hour after it starts): Postgres partitions of the months ahead, and retention
+# (0 days: keep forever).
 UPKEEP_EVERY_S = 86400.0
+UPKEEP_FIRST_AFTER_S = 3600.0
 KEEP_UP_PARTITIONS = TASKS.add(
     "runs.keep_up_partitions",
     DEFAULT_QUEUE,
@@ -132,18 +134,25 @@ class Sweeper:
     """In process, what beat does with a broker: a sweep task, now and every interval.
 
     A server killed with detections queued in its memory loses them; the sweep at the next
-    start queues them again (and the notice sweep sends what fell due meanwhile).
+    start queues them again (and the notice sweep sends what fell due meanwhile). A task with
+    ``first_after_s`` waits that long before its first run (the daily upkeep: it moves rows
+    between partitions, which a server that just started has no need to do at once).
     """
 
-    def __init__(self, publisher: queue.Publisher, task: str, every_s: float) -> None:
+    def __init__(
+        self, publisher: queue.Publisher, task: str, every_s: float, first_after_s: float = 0.0
+    ) -> None:
         self.publisher = publisher
         self.task = task
         self.every_s = every_s
+        self.first_after_s = first_after_s
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._loop, name=f"sweep-{task}", daemon=True)
         self.thread.start()
 
     def _loop(self) -> None:
+        if self.stopped.wait(self.first_after_s):
+            return
         while True:
             try:
                 self.publisher.publish(self.task, {})

@@ -39,6 +39,7 @@ from app.jobs import (
     SWEEP_DETECTION,
     SWEEP_SILENCE,
     UPKEEP_EVERY_S,
+    UPKEEP_FIRST_AFTER_S,
     Sweeper,
     connect,
     disconnect,
@@ -134,10 +135,13 @@ def create_app(config: Settings | None = None) -> FastAPI:
             (SWEEP_DETECTION, config.DETECTION_SWEEP_S),
             (SWEEP_SILENCE, config.SILENCE_SWEEP_S),
             (DISPATCH_NOTICES, config.NOTIFY_SWEEP_S),
-            (KEEP_UP_PARTITIONS, UPKEEP_EVERY_S),
-            (APPLY_RETENTION, UPKEEP_EVERY_S),
         ]
         sweepers = [Sweeper(publisher, t, every) for t, every in sweeps if in_process and every > 0]
+        if in_process:
+            sweepers += [
+                Sweeper(publisher, task, UPKEEP_EVERY_S, first_after_s=UPKEEP_FIRST_AFTER_S)
+                for task in (KEEP_UP_PARTITIONS, APPLY_RETENTION)
+            ]
         yield
         for sweeper in sweepers:
             sweeper.stop()

@@ -3,6 +3,7 @@ each with its queue and options, the in-process runner has each job, publishers 
 each to its queue, and no task or queue name is spelled anywhere else."""
 
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from app.jobs import (
     SWEEP_DETECTION,
     SWEEP_SILENCE,
     TASKS,
+    Sweeper,
 )
 from workers.celery_app import celery_app
 
@@ -144,3 +146,32 @@ def test_no_queue_is_spelled_outside_the_registry() -> None:
         if literal.search(line)
     ]
     assert where == []
+
+
+class Recording:
+    """A publisher that keeps what it was sent, and when (the Publisher protocol)."""
+
+    def __init__(self) -> None:
+        self.sent: dict[str, float] = {}
+
+    def publish(self, name: str, kwargs: dict[str, Any]) -> None:
+        self.sent.setdefault(name, time.monotonic())
+
+
+def test_an_in_process_sweep_runs_at_once_and_the_upkeep_only_after_its_wait() -> None:
+    publisher = Recording()
+    started = time.monotonic()
+    sweep = Sweeper(publisher, SWEEP_DETECTION, 60.0)
+    upkeep = Sweeper(publisher, KEEP_UP_PARTITIONS, 60.0, first_after_s=0.5)
+    try:
+        deadline = time.monotonic() + 10
+        while KEEP_UP_PARTITIONS not in publisher.sent and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        sweep.stop()
+        upkeep.stop()
+    assert SWEEP_DETECTION in publisher.sent  # at once
+    assert publisher.sent[KEEP_UP_PARTITIONS] - started >= 0.5
+    waiting = Sweeper(publisher, APPLY_RETENTION, 60.0, first_after_s=60.0)
+    waiting.stop()  # before its first run: it stops at once, having sent nothing
+    assert APPLY_RETENTION not in publisher.sent
