@@ -3,6 +3,7 @@
 import json
 from datetime import UTC, datetime, timedelta
 
+import plotly.graph_objects as go
 import pytest
 
 from app.dashboard import figures
@@ -116,6 +117,10 @@ def test_the_step_chart_draws_the_levels_either_side_of_the_first_bad_run() -> N
     assert (fig["layout"]["height"], fig["layout"]["showlegend"]) == (240, False)
     no_after = figures.step_chart(points[:2], at(3), (10.0, 11.0), "latency", "t", "ms")
     assert no_after["data"][2]["x"] == []
+    # Written without graph objects, it is what they would make of it: valid, and the same.
+    checked = go.Figure(data=fig["data"], layout=fig["layout"]).to_dict()
+    assert checked == fig
+    assert json.loads(figures.embed(fig))["layout"]["template"]["layout"]["font"]
 
 
 def test_the_hardware_chart_has_a_panel_per_metric() -> None:
