@@ -31,6 +31,7 @@ from app.anomalies.models import AggregateFinding, AggregatePoint, CaseFailure, 
 from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
 from app.core.bulk import chunks
 from app.runs.models import INVALID, Run
+from app.runs.service import list_projects
 from app.summaries import service as summaries_service
 from app.summaries.aggregates import GroupKey, ModelRecord
 
@@ -233,12 +234,7 @@ def rescan_place(
     One project's runs (``project``), or each project's of the machine and channel in turn.
     """
     judged = Judged()
-    query = select(Run.project).where(Run.machine_id == machine_id, Run.channel == channel)
-    projects = (
-        [project]
-        if project is not None
-        else list(session.scalars(query.distinct().order_by(Run.project)))
-    )
+    projects = [project] if project is not None else list_projects(session, machine_id, channel)
     for one in projects:
         _rescan_place(session, machine_id, channel, one, judged)
     return judged

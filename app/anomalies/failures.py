@@ -49,6 +49,7 @@ from app.benchmarks.models import Benchmark, Metric, Series
 from app.benchmarks.vocabulary import PASSING_ACCURACY
 from app.core.bulk import member_of
 from app.runs.models import INVALID, Result, Run
+from app.runs.service import list_projects
 
 HISTORY_RUNS = 10  # earlier runs of the machine and channel a case is compared with
 RESCAN_BATCH = 50  # runs whose outcomes a rescan reads at once
@@ -285,12 +286,7 @@ def rescan_runs(
     cases reported, for coverage, one run at a time, and kept for each tier's newest run. What
     a run's judgement opens must be added to the session (grouped) before the next is judged.
     """
-    query = select(Run.project).where(Run.machine_id == machine_id, Run.channel == channel)
-    projects = (
-        [project]
-        if project is not None
-        else list(session.scalars(query.distinct().order_by(Run.project)))
-    )
+    projects = [project] if project is not None else list_projects(session, machine_id, channel)
     for one in projects:
         yield from _rescan_project(session, machine_id, channel, one)
 

@@ -456,9 +456,16 @@ def list_runs(
     return list(session.scalars(query))
 
 
-def list_projects(session: Session) -> list[str]:
-    """Every project that holds a run, by name (a read of ``run.project``'s index)."""
-    return list(session.scalars(select(Run.project).distinct().order_by(Run.project)))
+def list_projects(
+    session: Session, machine_id: int | None = None, channel: str | None = None
+) -> list[str]:
+    """Every project that holds a run (on this machine and channel, if given), by name."""
+    query = select(Run.project)
+    if machine_id is not None:
+        query = query.where(Run.machine_id == machine_id)
+    if channel is not None:
+        query = query.where(Run.channel == channel)
+    return list(session.scalars(query.distinct().order_by(Run.project)))
 
 
 def get_run(session: Session, run_id: int) -> Run:
