@@ -320,10 +320,23 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
         key=args.key,
         started_at=started_at,
     )
-    if args.post:
-        run_id = run_suite.post(run_in, args.post, args.token)
-    else:
-        run_id = run_suite.store(run_in, settings)
+    # Kept until it is stored: a server or database that refuses it loses no measurement.
+    saved = run_suite.save(run_in)
+    try:
+        run_id = (
+            run_suite.post(run_in, args.post, args.token)
+            if args.post
+            else run_suite.store(run_in, settings)
+        )
+    except Exception as exc:
+        print(
+            f"benchwatch run-suite: the run was measured but not stored "
+            f"({type(exc).__name__}: {exc}); its {len(run_in.results)} results are in {saved}: "
+            f"send them with `benchwatch upload {saved} --format native`",
+            file=sys.stderr,
+        )
+        return 1
+    saved.unlink()
     skipped = sum(r.status == "skipped" for r in run_in.results)
     failed = sum(r.status == "failed" for r in run_in.results)
     print(

@@ -3,14 +3,18 @@
 A shard's child process measures with ``run_measurements`` too.
 """
 
+import os
+import tempfile
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
 import torch
 
 from app.core.config import Settings
+from app.core.migrate import is_up_to_date
 from app.jobs import connect, disconnect
 from app.runs import service as runs_service
 from app.runs.schemas import RunIn
@@ -62,8 +66,15 @@ def build_run(
 
 
 def store(run_in: RunIn, settings: Settings) -> int:
-    """Ingest into the configured database; detection follows (here, or on a worker)."""
+    """Ingest into the configured database; detection follows (here, or on a worker).
+
+    Raises:
+        RuntimeError: the database is not migrated.
+    """
     database, publisher = connect(settings)
+    if not is_up_to_date(database.engine):
+        disconnect(database, publisher)
+        raise RuntimeError(f"{database.engine.url!r} is not migrated: run `benchwatch migrate`")
     with database.session_scope() as session:
         run_id = runs_service.ingest_run(session, run_in, source="run-suite").run.id
     disconnect(database, publisher)  # detection in this process finishes first
@@ -81,6 +92,14 @@ def post(run_in: RunIn, server: str, token: str) -> int:
     response.raise_for_status()
     run_id: int = response.json()["id"]
     return run_id
+
+
+def save(run_in: RunIn) -> Path:
+    """The run as native JSON in a file of its own (in the temporary directory), for upload."""
+    handle, name = tempfile.mkstemp(prefix="benchwatch-run-", suffix=".json")
+    with os.fdopen(handle, "w") as file:
+        file.write(run_in.model_dump_json(exclude_none=True))
+    return Path(name)
 
 
 def now() -> datetime:

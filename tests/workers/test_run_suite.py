@@ -3,10 +3,15 @@
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
+
+from app.core.config import Settings
+from app.runs.schemas import RunIn
+from workers import cli, run_suite
 
 
 @pytest.mark.slow
@@ -52,3 +57,37 @@ def test_run_suite_stores_a_run_with_skips_and_detection(tmp_path: Path) -> None
         torch_version = connection.execute(text("SELECT torch FROM environment")).scalar()
         assert torch_version
     engine.dispose()
+
+
+def test_a_run_the_server_refuses_is_kept_for_upload(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    code = cli.main(
+        [
+            "run-suite",
+            "--only",
+            "layer_norm",
+            "--configs",
+            "eager",
+            "--precisions",
+            "fp32",
+            "--machine",
+            "ci-cpu",
+            "--post",
+            "http://127.0.0.1:9",  # nothing listens: connection refused
+            "--token",
+            "t",
+        ]
+    )
+    assert code == 1
+    error = capsys.readouterr().err
+    (saved,) = tmp_path.glob("benchwatch-run-*.json")
+    assert f"benchwatch upload {saved} --format native" in error
+    kept = RunIn.model_validate_json(saved.read_text())
+    assert kept.machine.name == "ci-cpu"
+    assert {r.model for r in kept.results} == {"layer_norm"}
+    # Into a database nobody migrated, the answer says what to do.
+    settings = Settings(DATABASE_URL=f"sqlite:///{tmp_path}/new.db")
+    with pytest.raises(RuntimeError, match="not migrated: run `benchwatch migrate`"):
+        run_suite.store(kept, settings)
