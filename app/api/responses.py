@@ -12,6 +12,7 @@ DESCRIPTIONS = {
     409: "The key is stored with a different payload",
     413: "The body is over the size limit (BENCHWATCH_MAX_BODY_BYTES)",
     422: "A parameter or the body is invalid: `errors` say where",
+    503: "The server is busy with as many of these as it computes at once: try again shortly",
 }
 
 

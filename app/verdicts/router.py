@@ -15,7 +15,7 @@ from app.verdicts.schemas import Verdicts
 router = APIRouter(tags=["runs"], dependencies=[ReadAccess], route_class=ApiRoute, responses=READS)
 
 
-@router.get("/runs/{run_id}/verdicts", response_model=Verdicts, responses=errors(404, 413))
+@router.get("/runs/{run_id}/verdicts", response_model=Verdicts, responses=errors(404, 413, 503))
 def run_verdicts(run_id: RowId, session: SessionDep, request: Request) -> dict[str, Any]:
     """Each result of the run with a verdict against the default branch at its fork point.
 
