@@ -30,6 +30,7 @@ from app.anomalies.aggregate_rules import (
 from app.anomalies.models import AggregateFinding, AggregatePoint, CaseFailure, Regression
 from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
 from app.core.bulk import chunks
+from app.runs.history import earlier_runs
 from app.runs.models import INVALID, Run
 from app.runs.service import list_projects
 from app.summaries import service as summaries_service
@@ -54,20 +55,7 @@ def judge_run(session: Session, run: Run) -> Judged:
     _store_points(session, run, values, _points_of(session, [run.id]).get(run.id, {}))
     if not values:
         return Judged()
-    earlier = list(
-        session.scalars(
-            select(Run.id)
-            .where(
-                Run.machine_id == run.machine_id,
-                Run.channel == run.channel,
-                Run.project == run.project,
-                Run.status != INVALID,
-                Run.started_at < run.started_at,
-            )
-            .order_by(Run.started_at.desc(), Run.id.desc())
-            .limit(HISTORY_RUNS - 1)
-        )
-    )[::-1]
+    earlier = list(session.scalars(earlier_runs(run, HISTORY_RUNS - 1)))[::-1]
     stored = _points_of(session, earlier)
     histories = {
         key: [(r, p[key].value) for r in earlier if key in (p := stored.get(r, {}))]

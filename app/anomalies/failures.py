@@ -48,6 +48,7 @@ from app.anomalies.models import CaseFailure
 from app.benchmarks.models import Benchmark, Metric, Series
 from app.benchmarks.vocabulary import PASSING_ACCURACY
 from app.core.bulk import member_of
+from app.runs.history import earlier_runs
 from app.runs.models import INVALID, Result, Run
 from app.runs.service import list_projects
 
@@ -138,20 +139,7 @@ def judge_run(session: Session, run: Run) -> Judged:
 
     The new findings are not in the session yet: the caller groups them, and adds them.
     """
-    earlier = list(
-        session.scalars(
-            select(Run.id)
-            .where(
-                Run.machine_id == run.machine_id,
-                Run.channel == run.channel,
-                Run.project == run.project,
-                Run.status != INVALID,
-                Run.started_at < run.started_at,
-            )
-            .order_by(Run.started_at.desc(), Run.id.desc())
-            .limit(HISTORY_RUNS)
-        )
-    )
+    earlier = list(session.scalars(earlier_runs(run, HISTORY_RUNS)))
     now = outcomes(session, [run.id]).get(run.id, {})
     known = _relevant_findings(session, run)
     judged = Judged([], [])
@@ -371,19 +359,7 @@ def cases_of(session: Session, run_id: int) -> dict[int, Case]:
 
 def _coverage(session: Session, run: Run, known: Mapping[int, list[CaseFailure]]) -> Coverage:
     """The run's cases and the previous comparable run's; nothing read when neither matters."""
-    previous = session.scalar(
-        select(Run.id)
-        .where(
-            Run.machine_id == run.machine_id,
-            Run.channel == run.channel,
-            Run.project == run.project,
-            Run.tier == run.tier,
-            Run.status != INVALID,
-            Run.started_at < run.started_at,
-        )
-        .order_by(Run.started_at.desc(), Run.id.desc())
-        .limit(1)
-    )
+    previous = session.scalar(earlier_runs(run, 1, same_tier=True))
     if previous is None and not any(_open_coverage(f) for fs in known.values() for f in fs):
         return Coverage({})
     coverage = Coverage(cases_of(session, run.id))

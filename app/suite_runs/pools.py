@@ -34,7 +34,8 @@ from sqlalchemy.orm import Session
 
 from app.benchmarks import vocabulary as vocab
 from app.benchmarks.models import Metric, Series
-from app.runs.models import INVALID, Result, Run
+from app.runs.history import earlier_runs
+from app.runs.models import Result, Run
 
 DEFAULT_THRESHOLD = 0.05  # BENCHWATCH_POOL_DRIFT_THRESHOLD's default
 WINDOW = 10  # earlier runs of the machine and channel a series' history is read from
@@ -173,21 +174,7 @@ def check_pool(session: Session, run: Run, threshold: float = DEFAULT_THRESHOLD)
     ]
     if len({m.node for m in measured}) < 2:
         return None
-    earlier = list(
-        session.scalars(
-            select(Run.id)
-            .where(
-                Run.machine_id == run.machine_id,
-                Run.channel == run.channel,
-                Run.project == run.project,  # another project's runs hold none of its series
-                Run.id != run.id,
-                Run.status != INVALID,
-                Run.started_at <= run.started_at,
-            )
-            .order_by(Run.started_at.desc(), Run.id.desc())
-            .limit(WINDOW)
-        )
-    )
+    earlier = list(session.scalars(earlier_runs(run, WINDOW)))
     verdicts = judge(measured, _history(session, run.id, earlier, time_like), threshold)
     verdict = PoolRead(
         threshold=threshold,

@@ -9,8 +9,8 @@ from sqlalchemy import func, select
 from app.anomalies import service
 from app.anomalies.models import AggregateFinding, AggregatePoint, CaseFailure, Regression
 from app.core.db import Database
-from app.core.queue import InProcessPublisher
 from tests.factories import result, run_payload
+from tests.posting import post_detected
 
 MODELS = tuple(f"model_{i}" for i in range(10))
 SPEEDUP = 1.5
@@ -51,15 +51,7 @@ def nightly(
             round(SPEEDUP * (factors or {}).get(model, 1.0) * (1 + jitter), 5),
         )
     ]
-    answer = client.post(
-        "/api/v1/runs", json=run_payload(f"n-{index}", rows, index=index), headers=headers
-    )
-    assert answer.status_code == 201, answer.text
-    publisher = client.app.state.publisher  # type: ignore[attr-defined]
-    assert isinstance(publisher, InProcessPublisher)
-    publisher.drain()
-    run_id: int = answer.json()["id"]
-    return run_id
+    return post_detected(client, headers, run_payload(f"n-{index}", rows, index=index))
 
 
 def findings(database: Database) -> list[AggregateFinding]:

@@ -8,9 +8,9 @@ from sqlalchemy import select
 from app.anomalies import service
 from app.anomalies.models import AlertGroup, CaseFailure
 from app.core.db import Database
-from app.core.queue import InProcessPublisher
 from tests.anomalies.test_failures import MODELS, case, failures
 from tests.factories import result, run_payload
+from tests.posting import post_detected
 
 
 def post(
@@ -26,13 +26,7 @@ def post(
     """The ``index``-th nightly of h100-8, with these models (torchbench) and rows."""
     rows = [row for model in models for row in case(model, (outcomes or {}).get(model, "pass"))]
     payload = run_payload(f"n-{index}", rows + (extra or []), index=index, tier=tier)
-    answer = client.post("/api/v1/runs", json=payload, headers=headers)
-    assert answer.status_code == 201, answer.text
-    publisher = client.app.state.publisher  # type: ignore[attr-defined]
-    assert isinstance(publisher, InProcessPublisher)
-    publisher.drain()
-    run_id: int = answer.json()["id"]
-    return run_id
+    return post_detected(client, headers, payload)
 
 
 def described(database: Database) -> list[tuple[str, str, int, int, int | None, str]]:

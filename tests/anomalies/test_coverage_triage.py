@@ -12,6 +12,7 @@ from tests.anomalies.test_coverage import post
 from tests.anomalies.test_failures import MODELS
 from tests.conftest import make_token
 from tests.factories import run_payload
+from tests.posting import post_detected
 
 WITHOUT_T5 = tuple(m for m in MODELS if m != "t5")
 
@@ -81,13 +82,7 @@ def nightly_with_coverage_change(client: TestClient, headers: dict[str, str], in
         for model in (*aggregates.MODELS[:-1], "model_new")
         for row in aggregates.case(model, BREAKING.get(model, "pass"), aggregates.SPEEDUP)
     ]
-    answer = client.post(
-        "/api/v1/runs", json=run_payload(f"n-{index}", rows, index=index), headers=headers
-    )
-    assert answer.status_code == 201, answer.text
-    client.app.state.publisher.drain()  # type: ignore[attr-defined]
-    run_id: int = answer.json()["id"]
-    return run_id
+    return post_detected(client, headers, run_payload(f"n-{index}", rows, index=index))
 
 
 def test_coverage_changes_do_not_explain_an_aggregate(

@@ -10,10 +10,10 @@ from app.anomalies.models import STATUSES, AlertGroup, CaseFailure, Regression
 from app.anomalies.triage import group_status, list_groups
 from app.benchmarks.models import Series
 from app.core.db import Database
-from app.core.queue import InProcessPublisher
 from tests.anomalies.test_failures import MODELS, case
 from tests.conftest import make_token
 from tests.factories import run_payload
+from tests.posting import post_detected
 
 CRAFTED = '<script>alert("x")</script> CUDA error: an illegal memory access & more'
 BREAKING = {"alexnet": "oom", "bert": "accuracy", "t5": "oom"}
@@ -27,15 +27,7 @@ def post_nightly(
     for row in rows:
         if row["model"] == "alexnet" and row.get("status") == "failed":
             row["reason"] = CRAFTED
-    answer = client.post(
-        "/api/v1/runs", json=run_payload(f"n-{index}", rows, index=index), headers=headers
-    )
-    assert answer.status_code == 201, answer.text
-    publisher = client.app.state.publisher  # type: ignore[attr-defined]
-    assert isinstance(publisher, InProcessPublisher)
-    publisher.drain()
-    run_id: int = answer.json()["id"]
-    return run_id
+    return post_detected(client, headers, run_payload(f"n-{index}", rows, index=index))
 
 
 def three_start_failing(client: TestClient, headers: dict[str, str]) -> list[int]:

@@ -9,9 +9,9 @@ from sqlalchemy import select
 from app.anomalies import service
 from app.anomalies.models import AlertGroup, CaseFailure
 from app.core.db import Database
-from app.core.queue import InProcessPublisher
 from app.runs.models import Run
 from tests.factories import result, run_payload
+from tests.posting import post_detected
 
 MODELS = ("alexnet", "bert", "resnet50", "t5", "yolov3")
 
@@ -39,13 +39,7 @@ def nightly(
     payload = run_payload(f"n-{index}", rows, index=index)
     if start is not None:
         payload["started_at"] = (start + timedelta(hours=12 * index)).isoformat()
-    answer = client.post("/api/v1/runs", json=payload, headers=headers)
-    assert answer.status_code == 201, answer.text
-    publisher = client.app.state.publisher  # type: ignore[attr-defined]
-    assert isinstance(publisher, InProcessPublisher)
-    publisher.drain()
-    run_id: int = answer.json()["id"]
-    return run_id
+    return post_detected(client, headers, payload)
 
 
 def failures(database: Database) -> list[CaseFailure]:

@@ -8,12 +8,12 @@ from sqlalchemy import select
 from app.anomalies import service as detection
 from app.anomalies.models import AggregateFinding, AlertGroup, CaseFailure
 from app.core.db import Database
-from app.core.queue import InProcessPublisher
 from app.corrections import service as corrections
 from app.notifications import service as notifications
 from app.notifications.models import Subscription
 from app.runs.models import Run
 from tests.factories import result, run_payload
+from tests.posting import post_detected
 
 # Each project's own models in one suite; speech's t5 and gpt2 never pass (they fail nowhere
 # new), so speech's pass rate is 50% where vision's is 100%.
@@ -39,13 +39,7 @@ def post(
     outcomes = {**ALWAYS, **broken}
     rows = [row for model in MODELS[project] for row in case(model, outcomes.get(model, "pass"))]
     payload = run_payload(f"n-{index}", rows, index=index, project=project)
-    answer = client.post("/api/v1/runs", json=payload, headers=headers)
-    assert answer.status_code == 201, answer.text
-    publisher = client.app.state.publisher  # type: ignore[attr-defined]
-    assert isinstance(publisher, InProcessPublisher)
-    publisher.drain()
-    run_id: int = answer.json()["id"]
-    return run_id
+    return post_detected(client, headers, payload)
 
 
 def findings(database: Database) -> list[tuple[str, str, str, int]]:

@@ -8,9 +8,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.core.db import Database
-from app.core.queue import InProcessPublisher
 from tests.conftest import make_token
 from tests.factories import case_rows, nightly
+from tests.posting import drain
 
 RUNS = 40
 BAD = 25  # first bad run of the injected regression
@@ -61,9 +61,7 @@ def post_history(
         response = client.post("/api/v1/runs", json=payload, headers=headers)
         assert response.status_code == 201, response.text
         ids.append(response.json()["id"])
-    publisher = client.app.state.publisher  # type: ignore[attr-defined]
-    if isinstance(publisher, InProcessPublisher):
-        publisher.drain()  # in process: wait for detection; with Celery the caller polls
+    drain(client)  # in process: wait for detection; with Celery the caller polls
     return ids
 
 

@@ -14,6 +14,7 @@ from app.runs.models import Run
 from tests.anomalies.test_failures import nightly
 from tests.conftest import make_token
 from tests.factories import result, run_payload
+from tests.posting import post_detected
 
 
 def last_started(database: Database) -> Run:
@@ -115,11 +116,7 @@ def run_at(
     key = f"{machine}-{started_at:%Y%m%dT%H%M}"
     rows = [result(value=10.0, samples=[9.9, 10.0, 10.1])]
     payload = run_payload(key, rows, machine=machine, started_at=started_at.isoformat())
-    answer = client.post("/api/v1/runs", json=payload, headers=headers)
-    assert answer.status_code == 201, answer.text
-    client.app.state.publisher.drain()  # type: ignore[attr-defined]
-    run_id: int = answer.json()["id"]
-    return run_id
+    return post_detected(client, headers, payload)
 
 
 def opened_at(database: Database, now: datetime, *schedules: Schedule) -> list[MachineSilence]:

@@ -9,11 +9,11 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from app.core.db import Database, utcnow
-from app.core.queue import InProcessPublisher
 from app.models import Result, Run
 from app.runs import shards
 from tests.anomalies.test_service import post_history, regressions
 from tests.factories import case_rows, nightly, result, run_payload
+from tests.posting import drain
 from tests.runs.test_concurrency import in_parallel
 
 MODELS = ("resnet50", "bert", "llama", "vit", "t5", "gpt2")
@@ -42,12 +42,6 @@ def post(client: TestClient, headers: dict[str, str], payload: dict[str, Any]) -
     response = client.post("/api/v1/runs", json=payload, headers=headers)
     drain(client)
     return response
-
-
-def drain(client: TestClient) -> None:
-    publisher = client.app.state.publisher  # type: ignore[attr-defined]
-    if isinstance(publisher, InProcessPublisher):
-        publisher.drain()
 
 
 @pytest.mark.parametrize("order", list(itertools.permutations(SHARDS))[::2])
