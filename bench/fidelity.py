@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from app.core.cpu_cores import parse_pin_cores
 from workers.environment import cpu_governor
 from workers.harness import Plan
+from workers.pinning import Pinning
 from workers.run_suite import run_measurements
 from workers.shard_runner import run_shard_process
 from workers.tiers import TIERS, Measurement, plan_shards, tier_measurements
@@ -62,6 +63,8 @@ QUICK_MODELS = ("resnet", "bert", "lstm")
 REAL_MODELS = ("mobilenet_v3_large", "tf_efficientnet_b0")
 TINY_MODELS = ("resnet", "bert")
 PINNED_METRICS = ("latency", "speedup")
+# --compare plans measures in this process, as it is: the plans differ, not the cores.
+IN_PROCESS = Pinning(how="not pinned: bench/fidelity.py --compare plans")
 Figures = dict[tuple[str, tuple[Any, ...]], list[float]]
 
 
@@ -133,7 +136,7 @@ def compare_plans(args: argparse.Namespace) -> None:
         for name, plan in plans.items():
             torch._dynamo.reset()
             began = time.perf_counter()
-            collect(run_measurements(chosen, device, plan), figures[name])
+            collect(run_measurements(chosen, device, plan, IN_PROCESS), figures[name])
             print(f"run {run + 1} {name}: {time.perf_counter() - began:.0f} s", flush=True)
     table = {name: summarize(f) for name, f in figures.items()}
     print(f"\n{'metric':<22}{'plan':<12}{'cases':>6}{'median CV':>11}{'p90 CV':>9}{'max CV':>9}")

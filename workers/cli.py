@@ -289,6 +289,18 @@ def _rescan(machine: str | None) -> int:
 
 def cmd_run_suite(args: argparse.Namespace) -> int:
     """Run a tier of the built-in suite here, then store it or post it to a server."""
+    from workers.pinning import apply_pinning, plan_pinning
+
+    if args.post and not args.token:
+        print("benchwatch run-suite: --post needs --token (or BENCHWATCH_TOKEN)", file=sys.stderr)
+        return 2
+    try:
+        planned = plan_pinning(args.pin, source="--pin")
+    except ValueError as error:
+        print(f"benchwatch run-suite: {error}", file=sys.stderr)
+        return 2
+    # Before torch starts its threads, so that they inherit the cores (as in a shard's child).
+    pinning = apply_pinning(planned)
     import torch
 
     import app.models  # noqa: F401  (every model registered, for storing the run)
@@ -297,10 +309,8 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
     from workers.progress import progress_bar
     from workers.tiers import TIERS, tier_measurements
 
-    if args.post and not args.token:
-        print("benchwatch run-suite: --post needs --token (or BENCHWATCH_TOKEN)", file=sys.stderr)
-        return 2
-    torch.set_num_threads(args.threads or torch.get_num_threads())
+    if args.threads:
+        torch.set_num_threads(args.threads)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     began, started_at = time.perf_counter(), run_suite.now()
     tier = TIERS[args.tier]
@@ -311,7 +321,7 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
         precisions=args.precisions.split(",") if args.precisions else None,
     )
     with progress_bar("case") as progress:
-        rows = run_suite.run_measurements(measurements, device, tier.plan, progress)
+        rows = run_suite.run_measurements(measurements, device, tier.plan, pinning, progress)
     run_in = run_suite.build_run(
         rows,
         tier=args.tier,
@@ -356,6 +366,15 @@ def cmd_worker(args: argparse.Namespace) -> int:
         return 2
     if not _has_broker("worker"):
         return 2
+    if args.machine:  # a bad core list stops the worker here, not each of its shards later
+        from app.core.config import settings
+        from workers.pinning import plan_pinning
+
+        try:
+            plan_pinning(settings.PIN_CORES)
+        except ValueError as error:
+            print(f"benchwatch worker: {error}", file=sys.stderr)
+            return 2
     if args.metrics_port is None:
         return _worker(args)
     import shutil
@@ -744,6 +763,7 @@ def _detect_options(detect: argparse.ArgumentParser) -> None:
 
 def _run_suite_options(suite: argparse.ArgumentParser) -> None:
     from app.benchmarks.vocabulary import SUITE_TIERS
+    from app.core.cpu_cores import SETTING as PIN_SETTING
 
     suite.add_argument(
         "--tier", choices=SUITE_TIERS, default="smoke", help="which cases (default: %(default)s)"
@@ -760,7 +780,19 @@ def _run_suite_options(suite: argparse.ArgumentParser) -> None:
     suite.add_argument(
         "--precisions", help="comma-separated subset, e.g. fp32,bf16 (default: the tier's)"
     )
-    suite.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's)")
+    suite.add_argument(
+        "--threads",
+        type=int,
+        help="torch intra-op threads (default: one per pinned core, else torch's)",
+    )
+    suite.add_argument(
+        "--pin",
+        metavar="CORES",
+        type=_pin_cores,
+        default=os.environ.get(PIN_SETTING, "off"),
+        help=f"pin to cores as a worker's shard does: auto, off or a list such as 1-3 "
+        f"(default: ${PIN_SETTING}, else off: a run here uses every core)",
+    )
     suite.add_argument(
         "--post",
         metavar="URL",
@@ -816,6 +848,17 @@ def _node(name: str) -> str:
     if not re.fullmatch(NODE_PATTERN, name):
         raise argparse.ArgumentTypeError(f"{name!r}: 1 to 64 letters, digits or _ . - characters")
     return name
+
+
+def _pin_cores(text: str) -> str:
+    """A pinning as ``--pin`` takes it (``app.core.cpu_cores.parse_pin_cores``)."""
+    from app.core.cpu_cores import parse_pin_cores
+
+    try:
+        parse_pin_cores(text, "--pin")
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
 
 
 def _port(text: str) -> int:

@@ -42,7 +42,10 @@ class Pinning:
 
 
 def plan_pinning(
-    setting: str, available: frozenset[int] | None = None, sysfs: Path = SYSFS
+    setting: str,
+    available: frozenset[int] | None = None,
+    sysfs: Path = SYSFS,
+    source: str = SETTING,
 ) -> Pinning:
     """The pinning ``setting`` asks for, on the cores this process may use.
 
@@ -50,13 +53,14 @@ def plan_pinning(
         setting: ``BENCHWATCH_PIN_CORES``.
         available: the CPUs the process may use (default: ``os.sched_getaffinity(0)``).
         sysfs: where the CPU topology is read (a fake directory in tests).
+        source: what gave ``setting``, as its errors name it.
 
     Raises:
         ValueError: the setting does not parse, or names a core the process may not use.
     """
-    wanted = parse_pin_cores(setting)
+    wanted = parse_pin_cores(setting, source)
     if wanted == "off":
-        return Pinning(how=f"{SETTING} is off")
+        return Pinning(how=f"{source} is off")
     if not hasattr(os, "sched_setaffinity"):
         return Pinning(how="not pinned: os.sched_setaffinity is Linux only")
     allowed = available if available is not None else frozenset(os.sched_getaffinity(0))
@@ -66,7 +70,7 @@ def plan_pinning(
     missing = wanted - allowed
     if missing:
         raise ValueError(
-            f"{SETTING}={setting.strip()}: cores {format_cores(missing)} are not available to "
+            f"{source}={setting.strip()}: cores {format_cores(missing)} are not available to "
             f"this process (it may use {format_cores(allowed)})"
         )
     return Pinning(tuple(sorted(wanted)), len(wanted), "listed")

@@ -10,9 +10,7 @@ device.
 
 Before it imports torch the child pins itself to the cores ``BENCHWATCH_PIN_CORES`` names
 (``workers.pinning``), so that torch's threads, and the compile workers it starts, inherit
-them. Each row with samples gets its within-run noise in ``extra["noise"]`` (the detector's
-``within_run_noise``), and each latency row the pinning it ran under in
-``extra["cpu_pinning"]``.
+them; ``workers.run_suite.run_measurements`` records it, and each row's noise, in the rows.
 """
 
 import json
@@ -21,32 +19,15 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
-from app.anomalies.detectors import within_run_noise
 from app.core.config import settings
-from workers.pinning import Pinning, apply_pinning, plan_pinning
+from workers.pinning import apply_pinning, plan_pinning
 
 
 def _exit_with_parent(parent: int) -> None:
     while os.getppid() == parent:
         time.sleep(1.0)
     os._exit(3)
-
-
-def annotated(rows: list[dict[str, Any]], pinning: Pinning) -> list[dict[str, Any]]:
-    """The rows, each with samples given its noise, each latency row the pinning."""
-    pinned = pinning.record()
-    for row in rows:
-        extra = dict(row.get("extra") or {})
-        noise = within_run_noise(row.get("samples") or ())
-        if noise is not None:
-            extra["noise"] = round(noise, 6)
-        if row.get("metric") == "latency":
-            extra["cpu_pinning"] = pinned
-        if extra:
-            row["extra"] = extra
-    return rows
 
 
 def main() -> int:
@@ -63,8 +44,8 @@ def main() -> int:
     spec = json.loads(Path(sys.argv[1]).read_text())
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     tier = spec["tier"]
-    rows = run_measurements(measurements_of(tier, spec["cases"]), device, TIERS[tier].plan)
-    Path(sys.argv[2]).write_text(json.dumps(annotated(rows, pinning)))
+    rows = run_measurements(measurements_of(tier, spec["cases"]), device, TIERS[tier].plan, pinning)
+    Path(sys.argv[2]).write_text(json.dumps(rows))
     return 0
 
 

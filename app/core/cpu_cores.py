@@ -40,11 +40,12 @@ def _number(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
-def parse_pin_cores(text: str) -> PinCores:
+def parse_pin_cores(text: str, source: str = SETTING) -> PinCores:
     """``BENCHWATCH_PIN_CORES``: ``off``, ``auto`` or the cores to pin shard processes to.
 
     Raises:
-        ValueError: anything else; the message names the setting and the accepted forms.
+        ValueError: anything else; the message names ``source`` (the setting, or the option
+            that gave the value) and the accepted forms.
     """
     value = text.strip().lower()
     if value in ("off", "auto"):
@@ -53,7 +54,7 @@ def parse_pin_cores(text: str) -> PinCores:
         return parse_cores(value)
     except ValueError as error:
         raise ValueError(
-            f"{SETTING}={text[:40]!r}: {error}; give 'off', 'auto' or a core list such as "
+            f"{source}={text[:40]!r}: {error}; give 'off', 'auto' or a core list such as "
             "'2-7' or '1,3,5-6'"
         ) from None
 

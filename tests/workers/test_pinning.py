@@ -12,7 +12,7 @@ from app.core.config import Settings
 from app.core.cpu_cores import format_cores, parse_cores, parse_pin_cores
 from workers.environment import cpu_governor
 from workers.pinning import Pinning, auto_cores, plan_pinning
-from workers.shard_child import annotated
+from workers.run_suite import annotated
 
 ROOT = Path(__file__).resolve().parents[2]
 linux_only = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="Linux only")
@@ -139,3 +139,26 @@ def test_pinning_applies_the_chosen_cores_in_a_child() -> None:
     )
     assert child.stdout.split() == [f"({last},)", f"[{last}]"]
     assert os.sched_getaffinity(0) != {last}
+
+
+def test_a_machine_worker_with_a_core_it_may_not_use_stops_at_start(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from app.core.config import settings
+    from workers.cli import main
+
+    monkeypatch.setattr(settings, "BROKER_URL", "redis://127.0.0.1:1/0")  # never reached
+    monkeypatch.setattr(settings, "PIN_CORES", "8000")
+    assert main(["worker", "--machine", "cpu-box"]) == 2
+    assert "cores 8000 are not available to this process" in capsys.readouterr().err
+
+
+def test_run_suite_refuses_a_pinning_it_cannot_apply(capsys: pytest.CaptureFixture[str]) -> None:
+    from workers.cli import main
+
+    assert main(["run-suite", "--tier", "test", "--pin", "8000"]) == 2
+    assert "--pin=8000: cores 8000 are not available" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:
+        main(["run-suite", "--pin", "1-"])
+    assert exited.value.code == 2
+    assert "--pin='1-'" in capsys.readouterr().err

@@ -1,5 +1,6 @@
 """`benchwatch run-suite`: runs cases here and stores them through the ingest service."""
 
+import json
 import os
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from app.core.config import Settings
+from app.core.cpu_cores import parse_cores
 from app.runs.schemas import RunIn
 from workers import cli, run_suite
 
@@ -34,6 +36,8 @@ def test_run_suite_stores_a_run_with_skips_and_detection(tmp_path: Path) -> None
             "ci-cpu",
             "--key",
             "suite-test",
+            "--pin",
+            "auto",
         ],
         env=env,
         capture_output=True,
@@ -56,7 +60,25 @@ def test_run_suite_stores_a_run_with_skips_and_detection(tmp_path: Path) -> None
         assert connection.execute(text("SELECT count(*) FROM run_anomaly")).scalar() == 1
         torch_version = connection.execute(text("SELECT torch FROM environment")).scalar()
         assert torch_version
+        # As a shard's rows do: the latency row its pinning, each row with samples its noise.
+        measured = dict(
+            connection.execute(
+                text(
+                    "SELECT metric.name, result.extra FROM result JOIN series ON "
+                    "result.series_id = series.id JOIN metric ON series.metric_id = metric.id "
+                    "WHERE result.status = 'ok' AND metric.name IN ('latency', 'throughput')"
+                )
+            ).all()
+        )
     engine.dispose()
+    latency, throughput = (
+        json.loads(measured[m] or "null") or {} for m in ("latency", "throughput")
+    )
+    pinned = latency["cpu_pinning"]
+    assert pinned["how"] == "auto"
+    assert len(parse_cores(pinned["cores"])) == pinned["threads"]
+    assert latency["noise"] >= 0
+    assert "cpu_pinning" not in throughput
 
 
 def test_a_run_the_server_refuses_is_kept_for_upload(
