@@ -42,8 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from app.core.cpu_cores import parse_pin_cores
 from workers.environment import cpu_governor
 from workers.harness import Plan
+from workers.measurements import run_measurements
 from workers.pinning import Pinning
-from workers.run_suite import run_measurements
 from workers.shard_runner import run_shard_process
 from workers.tiers import TIERS, Measurement, plan_shards, tier_measurements
 

@@ -306,6 +306,7 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
     import app.models  # noqa: F401  (every model registered, for storing the run)
     from app.core.config import settings
     from workers import run_suite
+    from workers.measurements import run_measurements
     from workers.progress import progress_bar
     from workers.tiers import TIERS, tier_measurements
 
@@ -321,7 +322,7 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
         precisions=args.precisions.split(",") if args.precisions else None,
     )
     with progress_bar("case") as progress:
-        rows = run_suite.run_measurements(measurements, device, tier.plan, pinning, progress)
+        rows = run_measurements(measurements, device, tier.plan, pinning, progress)
     run_in = run_suite.build_run(
         rows,
         tier=args.tier,

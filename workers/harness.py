@@ -21,7 +21,6 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
-from torch._dynamo.utils import counters
 
 from app.suite_runs.rows import failed_rows, skipped_rows
 from workers.compile_configs import GPU_ONLY, INFERENCE_ONLY, compiled, graphs_label
@@ -264,6 +263,9 @@ def _measure(
             *sampler.rows(),
             *profile_rows(eager, args, device, precision=precision),
         ]
+    # Here, not on top: dynamo's import is a second or two of every eager-only shard's start.
+    from torch._dynamo.utils import counters
+
     counters.clear()
     compiled_fn, _ = setup.step(config)
     compiled_first, output = _timed(compiled_fn, args, device)
@@ -408,6 +410,8 @@ def _accuracy_rows(
 
 
 def _dynamo_rows() -> list[dict[str, Any]]:
+    from torch._dynamo.utils import counters
+
     stats = counters["stats"]
     breaks = sum(counters["graph_break"].values())
     return [

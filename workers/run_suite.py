@@ -1,64 +1,22 @@
 """Run a tier here, without Celery (``benchwatch run-suite``), and store or post the run.
 
-A shard's child process measures with ``run_measurements`` too, so a run's rows say the same
-whichever way it was made: each row with samples its within-run noise in ``extra["noise"]``
-(the detector's ``within_run_noise``, which the minimum effect never goes under), and each
-latency row the pinning it ran under in ``extra["cpu_pinning"]``.
+It measures as a shard's child process does (``workers.measurements``).
 """
 
 import os
 import tempfile
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
-import torch
 
-from app.anomalies.detectors import within_run_noise
 from app.core.config import Settings
 from app.core.migrate import is_up_to_date
 from app.jobs import connect, disconnect
 from app.runs import service as runs_service
 from app.runs.schemas import RunIn
 from workers.environment import describe_environment, describe_machine
-from workers.harness import Plan, measure
-from workers.pinning import Pinning
-from workers.tiers import Measurement
-
-Progress = Callable[[int, int, str], None]
-
-
-def run_measurements(
-    measurements: list[Measurement],
-    device: torch.device,
-    plan: Plan,
-    pinning: Pinning,
-    progress: Progress | None = None,
-) -> list[dict[str, Any]]:
-    """Make the measurements in order, as result rows with their noise and ``pinning``."""
-    rows: list[dict[str, Any]] = []
-    for done, (case, config, precision, mode) in enumerate(measurements, start=1):
-        if progress is not None:
-            progress(done, len(measurements), f"{case.model} {config} {precision} {mode}")
-        rows += measure(case, config, precision, device, plan, mode)
-    return annotated(rows, pinning)
-
-
-def annotated(rows: list[dict[str, Any]], pinning: Pinning) -> list[dict[str, Any]]:
-    """The rows, each with samples given its noise, each latency row the pinning."""
-    pinned = pinning.record()
-    for row in rows:
-        extra = dict(row.get("extra") or {})
-        noise = within_run_noise(row.get("samples") or ())
-        if noise is not None:
-            extra["noise"] = round(noise, 6)
-        if row.get("metric") == "latency":
-            extra["cpu_pinning"] = pinned
-        if extra:
-            row["extra"] = extra
-    return rows
 
 
 def build_run(

@@ -10,7 +10,7 @@ device.
 
 Before it imports torch the child pins itself to the cores ``BENCHWATCH_PIN_CORES`` names
 (``workers.pinning``), so that torch's threads, and the compile workers it starts, inherit
-them; ``workers.run_suite.run_measurements`` records it, and each row's noise, in the rows.
+them; ``workers.measurements.run_measurements`` records it, and each row's noise, in the rows.
 """
 
 import json
@@ -38,7 +38,7 @@ def main() -> int:
     pinning = apply_pinning(plan_pinning(settings.PIN_CORES))
     import torch
 
-    from workers.run_suite import run_measurements
+    from workers.measurements import run_measurements
     from workers.tiers import TIERS, measurements_of
 
     spec = json.loads(Path(sys.argv[1]).read_text())

@@ -8,13 +8,15 @@ importing torch; this table says what each of those tiers runs, and needs torch 
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from app.suite_runs.service import ShardPlan
 from workers.harness import Case, Mode, Plan, identity, scaled
 from workers.workloads.models import MODELS
 from workers.workloads.operators import COLLECTIVES, OPERATORS
 from workers.workloads.real_models import REAL_MODELS
+
+if TYPE_CHECKING:
+    from app.suite_runs.service import ShardPlan
 
 CONFIGS = ("eager", "default", "dynamic", "cudagraphs", "max_autotune")
 # PyTorch's other dashboard configs (workers.compile_configs): in the daily, full and models
@@ -156,12 +158,15 @@ def tier_measurements(
     ]
 
 
-def plan_shards(tier: str, models: list[str] | None = None) -> list[ShardPlan]:
+def plan_shards(tier: str, models: list[str] | None = None) -> list["ShardPlan"]:
     """The shards of a tier (or of only these models), each with its result identities.
 
     A shard is one case in one mode under all of its tier's configs and precisions: the unit
     that a crash, a hang or an out-of-memory takes down, and that is retried.
     """
+    # Here, not on top: a shard's child imports this module, and needs no database layer.
+    from app.suite_runs.service import ShardPlan
+
     shards: dict[str, list[dict[str, Any]]] = {}
     for measurement in tier_measurements(TIERS[tier]):
         if models is None or measurement.case.model in models:

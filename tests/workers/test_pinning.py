@@ -11,8 +11,8 @@ from pydantic import ValidationError
 from app.core.config import Settings
 from app.core.cpu_cores import format_cores, parse_cores, parse_pin_cores
 from workers.environment import cpu_governor
+from workers.measurements import annotated
 from workers.pinning import Pinning, auto_cores, plan_pinning
-from workers.run_suite import annotated
 
 ROOT = Path(__file__).resolve().parents[2]
 linux_only = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="Linux only")
