@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException
 from starlette.types import Receive, Scope
 
+from app.core.bounds import MAX_JSON_DEPTH
 from app.core.db import Database
 from app.core.errors import InvalidInput, describe, error_body
 from app.tokens.auth import bearer, check_caller
@@ -64,6 +65,9 @@ def refuse_nul_in_query(request: Request) -> None:
 # Strings (escapes included), brackets and runs of digits: enough to find, in one pass over a
 # body that json.loads refused for its depth or a number's length, where that happened.
 _JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[{]|[\]}]|\d+')
+# How deep a body json.loads is given may nest: past any payload the models accept (their own
+# few levels, and MAX_JSON_DEPTH within a free-form object), well short of json.loads's limit.
+MAX_BODY_DEPTH = 4 * MAX_JSON_DEPTH
 
 
 def _unreadable_at(body: bytes, exc: Exception) -> json.JSONDecodeError:
@@ -94,16 +98,39 @@ def _unreadable_at(body: bytes, exc: Exception) -> json.JSONDecodeError:
     return json.JSONDecodeError(f"nesting {deepest} levels deep", text, deepest_at)
 
 
+def _check_depth(body: bytes) -> None:
+    """JSONDecodeError where objects and arrays first nest deeper than ``MAX_BODY_DEPTH``.
+
+    Checked before json.loads, whose own limit (a RecursionError near a thousand levels)
+    depends on how deep the stack already is: the same body would pass one request and fail
+    the next.
+    """
+    text = body.decode("utf-8", errors="replace")
+    depth = 0
+    for token in _JSON_TOKENS.finditer(text):
+        first = token.group()[0]
+        if first in "[{":
+            depth += 1
+            if depth > MAX_BODY_DEPTH:
+                message = f"nesting deeper than {MAX_BODY_DEPTH} levels"
+                raise json.JSONDecodeError(message, text, token.start())
+        elif first in "]}":
+            depth -= 1
+
+
 class _LocatedJSONRequest(Request):
     """A request whose ``json()`` says where a body json.loads cannot read fails."""
 
     async def json(self) -> Any:
+        body = await self.body()
+        if body.count(b"[") + body.count(b"{") > MAX_BODY_DEPTH:  # else it cannot nest that deep
+            _check_depth(body)
         try:
             return await super().json()
         except json.JSONDecodeError:
             raise
         except (RecursionError, ValueError) as exc:
-            raise _unreadable_at(await self.body(), exc) from exc
+            raise _unreadable_at(body, exc) from exc
 
 
 async def _known_caller(request: Request) -> None:

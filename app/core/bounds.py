@@ -14,6 +14,9 @@ import annotated_types
 from pydantic import AfterValidator, BaseModel
 
 INT32_MAX = 2**31 - 1
+# Nesting of JSON objects and arrays, in an upload or an API body: real files and payloads nest
+# under 10, and json.loads's own limit (a RecursionError) moves with the depth of the stack.
+MAX_JSON_DEPTH = 64
 # A run's time: sorting, windows and charts subtract days and hours from it, which must not
 # leave the range of datetime; no benchmark ran before 1970.
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)

@@ -8,7 +8,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 from app.benchmarks import vocabulary as vocab
 from app.benchmarks.projects import DEFAULT_PROJECT, ProjectName
 from app.benchmarks.schemas import MachineRead
-from app.core.bounds import Int32, RunTime
+from app.core.bounds import MAX_JSON_DEPTH, Int32, RunTime
 from app.core.urls import HttpUrlText
 
 Finite = Annotated[float, Field(allow_inf_nan=False)]
@@ -18,15 +18,17 @@ MAX_SAMPLES = 100_000
 _PRECISIONS = frozenset(vocab.PRECISIONS)
 
 
-def _finite_json(value: Any, path: str = "") -> None:
+def _finite_json(value: Any, path: str = "", depth: int = 1) -> None:
     if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
         raise ValueError(f"NaN and Infinity are not JSON numbers (at {path or 'top level'})")
+    if isinstance(value, dict | list) and depth > MAX_JSON_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels (at {path})")
     if isinstance(value, dict):
         for key, item in value.items():
-            _finite_json(item, f"{path}.{key}" if path else str(key))
+            _finite_json(item, f"{path}.{key}" if path else str(key), depth + 1)
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            _finite_json(item, f"{path}[{index}]")
+            _finite_json(item, f"{path}[{index}]", depth + 1)
 
 
 def _check_finite(value: dict[str, Any]) -> dict[str, Any]:
@@ -34,7 +36,8 @@ def _check_finite(value: dict[str, Any]) -> dict[str, Any]:
     return value
 
 
-# Free-form JSON objects (extra, params, options): anything JSON, but NaN/Infinity.
+# Free-form JSON objects (extra, params, options): anything JSON, but NaN/Infinity and nesting
+# past MAX_JSON_DEPTH.
 JSONObject = Annotated[dict[str, Any], AfterValidator(_check_finite)]
 
 EXAMPLE_RUN: dict[str, Any] = {

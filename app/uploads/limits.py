@@ -22,7 +22,7 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any
 
-from app.core.bounds import EARLIEST, INT32_MAX, LATEST
+from app.core.bounds import EARLIEST, INT32_MAX, LATEST, MAX_JSON_DEPTH
 from app.runs.schemas import MAX_SAMPLES
 from app.uploads.base import OverLimit, UploadError
 
@@ -38,7 +38,6 @@ MAX_NAME_CHARS = 1024  # a test, benchmark, column or file name, as written
 # pytest-benchmark file.
 MAX_RESULTS_PER_FILE = 100_000
 MAX_SAMPLES_PER_RESULT = MAX_SAMPLES  # what the native payload accepts
-MAX_JSON_DEPTH = 64  # nesting of objects and arrays; real files nest under 10
 MAX_JSON_CONTAINERS = 2_000_000  # objects and arrays in one JSON file
 MAX_ERRORS = 100  # problems listed in one answer (the count of all of them is given)
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # any whole number in a JSON file

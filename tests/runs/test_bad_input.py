@@ -297,10 +297,11 @@ def test_only_a_body_that_fails_pydantics_json_pass_is_decoded_again(
     ("body", "message", "where"),
     [
         ('{\n  "key": "x",\n  "extra": ' + "[" * 995 + "]" * 995 + "}", "nesting", "line 3"),
+        ('{"key": "x",\n "extra": ' + "[" * 257 + "]" * 257 + "}", "deeper than 256", "line 2"),
         ('{"key": "x",\n "batch_size": ' + "7" * 5000 + "}", "5000 digits", "line 2 column 16"),
         ('{"key": "x",\n "machine": "\xe9"}'.encode("latin-1"), "not UTF-8", "line 2 column 14"),
     ],
-    ids=["nested 995 deep", "5,000-digit number", "not UTF-8"],
+    ids=["nested 995 deep", "nested 258 deep", "5,000-digit number", "not UTF-8"],
 )
 def test_a_body_json_loads_cannot_read_is_400_with_its_place(
     body: str | bytes,
@@ -318,3 +319,26 @@ def test_a_body_json_loads_cannot_read_is_400_with_its_place(
     assert message in response.json()["detail"]
     assert where in response.json()["detail"]
     assert stored_rows(database) == 0
+
+
+def test_free_form_json_nests_at_most_64_deep(
+    client: TestClient, ingest_headers: dict[str, str], database: Database
+) -> None:
+    def nested(levels: int) -> dict[str, Any]:
+        value: dict[str, Any] = {"leaf": 1}
+        for _ in range(levels - 1):
+            value = {"a": value}
+        return value
+
+    def post(payload: dict[str, Any]) -> Any:
+        return client.post("/api/v1/runs", json=payload, headers=ingest_headers)
+
+    deepest = example_run(extra=nested(64))
+    assert post(deepest).status_code == 201
+    stored = stored_rows(database)
+    response = post(example_run(key="too-deep", extra=nested(65)))
+    assert response.status_code == 422, response.text
+    (error,) = response.json()["errors"]
+    assert error["loc"] == "extra"
+    assert "nested deeper than 64 levels (at a.a.a." in error["message"]
+    assert stored_rows(database) == stored
