@@ -7,6 +7,8 @@ eager against compiled through dynamo and AOT autograd (``aot_eager``). The whol
 inductor, is the ``models`` tier (``benchwatch run-suite --tier models``).
 """
 
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -77,3 +79,21 @@ def test_a_real_model_compiled_matches_eager(monkeypatch: pytest.MonkeyPatch) ->
     assert rows["accuracy"]["text_value"] == "pass", rows.get("max_error")
     assert rows["graph_breaks"]["value"] == 0
     assert rows["speedup"]["value"] > 0
+
+
+def test_a_process_that_builds_only_a_timm_model_gets_past_torchvision() -> None:
+    """A shard builds its own model only: timm imports torchvision, whose extension does not
+    load beside a CPU torch, so the shim must come first there too (it once came only with
+    torchvision's own models, and every timm and transformers shard failed on its own)."""
+    code = (
+        "import torch\n"
+        "from workers.workloads.real_models import REAL_MODELS\n"
+        "case = next(m for m in REAL_MODELS if m.model == 'tf_efficientnet_b0').case(tiny=True)\n"
+        "model, inputs = case.make(torch.device('cpu'), torch.float32)\n"
+        "print(tuple(model(*inputs).shape))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "(1, 1000)"

@@ -112,10 +112,21 @@ def torchvision() -> ModuleType:
     return importlib.import_module("torchvision")
 
 
+def _package(name: str) -> ModuleType:
+    """Import one of the field's packages, torchvision first.
+
+    timm, transformers and diffusers import torchvision themselves; its import must already
+    have got past its extension (``torchvision()``), or theirs fails, in a process (a
+    shard's) that builds none of torchvision's own models first.
+    """
+    torchvision()
+    return importlib.import_module(name)
+
+
 def _transformers() -> ModuleType:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    return importlib.import_module("transformers")
+    return _package("transformers")
 
 
 class Logits(nn.Module):
@@ -197,7 +208,7 @@ def _r3d() -> nn.Module:
 
 
 def _timm(name: str) -> Callable[[], nn.Module]:
-    return lambda: importlib.import_module("timm").create_model(name, pretrained=False)
+    return lambda: _package("timm").create_model(name, pretrained=False)
 
 
 def _bert() -> nn.Module:
@@ -261,7 +272,7 @@ def _detr() -> nn.Module:
 
 
 def _unet() -> nn.Module:
-    diffusers = importlib.import_module("diffusers")
+    diffusers = _package("diffusers")
     model = diffusers.UNet2DModel(  # google/ddpm-cifar10-32
         sample_size=32,
         in_channels=3,
@@ -275,7 +286,7 @@ def _unet() -> nn.Module:
 
 
 def _gcn() -> nn.Module:
-    geometric = importlib.import_module("torch_geometric.nn")
+    geometric = _package("torch_geometric.nn")
     # Kipf and Welling's GCN on Cora: 1433 features, 16 hidden, 7 classes
     return geometric.GCN(in_channels=1433, hidden_channels=16, num_layers=2, out_channels=7)
 
