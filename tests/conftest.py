@@ -97,16 +97,35 @@ def database_url(request: pytest.FixtureRequest) -> str:
 
 
 def _empty(database: Database) -> None:
+    """Delete every row the last test left, children first; on Postgres, restart the ids.
+
+    Only the tables holding rows are touched, found in one query: a TRUNCATE of all of them
+    (175 relations with their indexes and partitions) cost a third of a second per test.
+    """
     # The catalog generation row stays: emptying the catalog changes its token (triggers).
     tables = [
         t.name for t in reversed(Base.metadata.sorted_tables) if t.name != "catalog_generation"
     ]
     with database.engine.begin() as conn:
-        if database.engine.dialect.name == "postgresql":
-            conn.execute(text(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE"))
-        else:
+        if database.engine.dialect.name != "postgresql":
             for table in tables:
                 conn.execute(text(f"DELETE FROM {table}"))
+            return
+        holding = " UNION ALL ".join(
+            f"SELECT '{table}' WHERE EXISTS (SELECT FROM {table})" for table in tables
+        )
+        filled = set(conn.execute(text(holding)).scalars())
+        for table in tables:  # dependents before what they reference
+            if table in filled:
+                conn.execute(text(f"DELETE FROM {table}"))
+        used = conn.execute(
+            text(
+                "SELECT schemaname || '.' || sequencename FROM pg_sequences "
+                "WHERE schemaname = current_schema() AND last_value IS NOT NULL"
+            )
+        ).scalars()
+        for sequence in used:
+            conn.execute(text("SELECT setval(:sequence, 1, false)"), {"sequence": sequence})
 
 
 @pytest.fixture
