@@ -21,6 +21,7 @@ from app.core.config import Settings, settings
 from app.core.db import Database
 from tests.conftest import make_token
 from workers import cli
+from workers.cli import service
 
 PARSE_TIMEOUT_S = 0.5
 # /healthz takes milliseconds while another thread parses; a parse on the event loop would
@@ -119,6 +120,6 @@ def test_serve_stops_waiting_for_requests_after_the_parse_deadline(
     monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: called.update(kwargs))
     args = cli.build_parser("serve").parse_args(["serve", "--no-migrate"])
     assert isinstance(args, argparse.Namespace)
-    assert cli.cmd_serve(args) == 0
+    assert service.cmd_serve(args) == 0
     grace = called["timeout_graceful_shutdown"]
     assert settings.PARSE_TIMEOUT_S < grace <= settings.PARSE_TIMEOUT_S + 30
