@@ -25,7 +25,8 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -300,13 +301,18 @@ def check_target(
     *,
     dns_timeout_s: float = DNS_TIMEOUT_S,
     unresolved_ok: bool = False,
-) -> None:
+) -> list[Address]:
     """Refuse a receiver URL that benchwatch must not send to (at creation; delivery rechecks).
 
     Refused: a scheme other than http(s), a user name or password in the URL, a host name
     that does not resolve (unless ``unresolved_ok``: nothing can be reached through it yet,
     and every delivery resolves and checks again), or one address of the host (all are
     checked) that is not public and not allowed by ``allow``.
+
+    Returns:
+        The host's addresses, every one checked (none when it did not resolve and
+        ``unresolved_ok``): a client that looks the name up itself connects to these only
+        through ``lookups_pinned``.
 
     Raises:
         Refused: why, in a sentence for the URL's author.
@@ -316,9 +322,54 @@ def check_target(
         addresses = _resolve(target.host, target.port, dns_timeout_s)
     except DeliveryError as exc:
         if unresolved_ok:
-            return
+            return []
         raise Refused(f"{exc}: check the host name") from None
     _check_addresses(target.host, addresses, allow)
+    return addresses
+
+
+# Host names resolved only to addresses already checked, while a ``lookups_pinned`` block
+# holds them: each holder's checked addresses, per lower-cased name.
+_pins: dict[str, list[list[Address]]] = {}
+_pins_lock = threading.Lock()
+
+
+def _pinned_getaddrinfo(
+    lookup: Callable[..., list[Any]], host: Any, port: Any, *args: Any, **kwargs: Any
+) -> list[Any]:
+    with _pins_lock:
+        held = _pins.get(host.lower()) if isinstance(host, str) else None
+        pinned = list(dict.fromkeys(a for addresses in held for a in addresses)) if held else []
+    if not pinned:
+        return lookup(host, port, *args, **kwargs)
+    return [info for address in pinned for info in lookup(str(address), port, *args, **kwargs)]
+
+
+@contextmanager
+def lookups_pinned(host: str, addresses: list[Address]) -> Iterator[None]:
+    """While in this block, the process resolves ``host`` to the checked ``addresses`` only.
+
+    For a client that looks the name up itself (Apprise, through requests, from a thread of
+    its own): without this, a DNS server that answers with a public address for the check
+    and a private one a moment later would send the notice into the operator's network. It
+    wraps ``socket.getaddrinfo`` once per process; other names pass through unchanged, and
+    another lookup of this name meanwhile gets addresses that were checked too. TLS still
+    verifies the certificate against the host name.
+    """
+    key, entry = host.lower(), list(addresses)
+    with _pins_lock:
+        if not hasattr(socket.getaddrinfo, "benchwatch_pins"):
+            wrapper = functools.partial(_pinned_getaddrinfo, socket.getaddrinfo)
+            wrapper.benchwatch_pins = True  # type: ignore[attr-defined]
+            socket.getaddrinfo = wrapper
+        _pins.setdefault(key, []).append(entry)
+    try:
+        yield
+    finally:
+        with _pins_lock:
+            _pins[key].remove(entry)
+            if not _pins[key]:
+                del _pins[key]
 
 
 def _remaining(deadline: float, timeout: type[httpcore.TimeoutException]) -> float:

@@ -2,6 +2,7 @@
 scheme list, and the SSRF guard on the host Apprise would contact."""
 
 import json
+import socket
 import subprocess
 import sys
 import threading
@@ -174,3 +175,28 @@ def test_apprise_is_not_loaded_by_the_module() -> None:
         "sys.exit('apprise' in sys.modules)"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_a_name_that_rebinds_after_the_check_is_not_followed(
+    mattermost: Mattermost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check sees a public address; Apprise's own lookup, a moment later, would see the
+    loopback server. It must connect to the address that was checked."""
+    public = "93.184.216.34"  # public, so the guard lets it through; unreachable from here
+    real = socket.getaddrinfo
+    answers: list[str] = []
+
+    def rebinding(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        if host != "rebind.example":
+            return real(host, port, *args, **kwargs)
+        answers.append(public if not answers else "127.0.0.1")
+        return real(answers[-1], port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    url = f"mmost://rebind.example:{mattermost.port}/tok3n"
+    outcome = send(receiver(url), notice(), context(receiver_allow="", timeout_s=1.0))
+    assert not outcome.ok
+    assert not mattermost.posts  # never the loopback server the second answer named
+    assert answers == [public]  # the name was looked up once, for the check
+    # Once the notice is done, other names are looked up as before.
+    assert socket.getaddrinfo("127.0.0.1", 80)[0][4][0] == "127.0.0.1"

@@ -6,14 +6,15 @@ these URLs when a subscription is made (``check_scheme``, ``check_host``), never
 
 The SSRF guard: a scheme whose URL names the host Apprise will contact (Mattermost, the
 generic ``json://``, Power Automate ``workflows://``, and any scheme this module does not know)
-has that host checked by ``outbound.check_target`` at creation and before each delivery;
-schemes that always post to their vendor's host (``FIXED_HOST_SCHEMES``) are not checked.
-Apprise is made to follow no redirect (whatever the URL says) and to try once (the delivery
-job retries, with its backoff). Apprise's own HTTP client looks the host up again, so a
-name whose answer changes between the check and the request is not caught here, as it is by
-``outbound.request``.
+has that host checked by ``outbound.check_target`` at creation and before each delivery, and
+Apprise's own lookups of it then answer with the checked addresses only
+(``outbound.lookups_pinned``): a name whose answer changes between the check and the request
+gains nothing. Schemes that always post to their vendor's host (``FIXED_HOST_SCHEMES``) are
+not checked. Apprise is made to follow no redirect (whatever the URL says) and to try once
+(the delivery job retries, with its backoff).
 """
 
+import contextlib
 import logging
 import re
 import time
@@ -67,8 +68,8 @@ def check_scheme(url: str, schemes: str) -> None:
         )
 
 
-def _check_host_name(host: str | None, allow: outbound.AllowList) -> None:
-    """Run the SSRF guard on the host Apprise will contact.
+def _check_host_name(host: str | None, allow: outbound.AllowList) -> list[outbound.Address]:
+    """Run the SSRF guard on the host Apprise will contact; its checked addresses.
 
     Raises:
         outbound.Refused: not a plain host name or address, or one the guard refuses.
@@ -78,7 +79,7 @@ def _check_host_name(host: str | None, allow: outbound.AllowList) -> None:
         raise outbound.Refused(
             f"the Apprise URL's host {host!r} is not a host name or an IP address"
         )
-    outbound.check_target(f"https://[{bare}]/" if ":" in bare else f"https://{bare}/", allow)
+    return outbound.check_target(f"https://[{bare}]/" if ":" in bare else f"https://{bare}/", allow)
 
 
 def check_host(url: str, allow: outbound.AllowList) -> None:
@@ -103,12 +104,14 @@ def check_host(url: str, allow: outbound.AllowList) -> None:
     _check_host_name(host, allow)
 
 
-def _guard(scheme: str, host: object, allow: outbound.AllowList, started: float) -> Outcome | None:
-    """The outcome of a refused host, or None when Apprise may send."""
+def _guard(
+    scheme: str, host: object, allow: outbound.AllowList, started: float
+) -> Outcome | list[outbound.Address]:
+    """The outcome of a refused host, or the addresses Apprise may connect to (none to pin)."""
     if scheme in FIXED_HOST_SCHEMES:
-        return None
+        return []
     try:
-        _check_host_name(host if isinstance(host, str) else None, allow)
+        return _check_host_name(host if isinstance(host, str) else None, allow)
     except outbound.Refused as exc:
         # A failed lookup is often brief: check_target reports it as a refusal, raised
         # while handling the DeliveryError.
@@ -117,7 +120,6 @@ def _guard(scheme: str, host: object, allow: outbound.AllowList, started: float)
         return Outcome(
             ok=False, latency_ms=outcome.latency_ms, error=outcome.error, retry=lookup_failed
         )
-    return None
 
 
 def _one_line(text: str, limit: int) -> str:
@@ -180,15 +182,23 @@ def send(receiver: Mapping[str, Any], message: Message, context: SendContext) ->
     plugin = apprise.Apprise.instantiate(url, asset=asset)
     if plugin is None:
         return Outcome(ok=False, error=f"Apprise cannot read this {scheme}:// URL")
-    if (refused := _guard(scheme, getattr(plugin, "host", None), allow, started)) is not None:
-        return refused
+    host = getattr(plugin, "host", None)
+    checked = _guard(scheme, host, allow, started)
+    if isinstance(checked, Outcome):
+        return checked
     # Whatever the URL asked for (?redirect=yes, ?retry=9, ?rto=600): a redirect could lead
     # past the guard, and retries and time belong to the delivery job.
     plugin.redirects = False
     plugin.retry = 0
     plugin.socket_connect_timeout = plugin.socket_read_timeout = context.timeout_s
+    pinned = (
+        outbound.lookups_pinned(host, checked)
+        if checked and isinstance(host, str)
+        else contextlib.nullcontext()
+    )
     try:
-        sent, warning = _notify(plugin, asset, message)
+        with pinned:
+            sent, warning = _notify(plugin, asset, message)
     except Exception as exc:  # a bug in one of Apprise's plugins fails the attempt, not the job
         sent, warning = False, f"{type(exc).__name__}: {exc}"
     latency_ms = (time.monotonic() - started) * 1000
