@@ -529,7 +529,9 @@ def create_silence_form(
         scopes = subs.scopes_of(request, session)
         context = subs.silences_context(session, scopes, safe_next(back), form, errors)
         return render(request, session, "silences.html", **context)
-    matchers = silence.matchers.model_dump(mode="json", exclude_none=True)
+    matchers = silences.scoped(
+        actor.token, silence.matchers.model_dump(mode="json", exclude_none=True), "project"
+    )
     silences.create_silence(session, matchers, None, silence.ends_at, silence.comment, actor.label)
     queue.commit(session)
     return RedirectResponse(subs.with_done(safe_next(back), "silenced"), status_code=303)
@@ -543,7 +545,7 @@ def expire_silence_form(
     back: Annotated[str, Form(max_length=200)] = "/silences",
 ) -> RedirectResponse:
     """End a silence now (it stays listed, expired)."""
-    silences.expire_silence(session, silence_id, by=actor.label)
+    silences.expire_silence(session, silence_id, by=actor.label, token=actor.token)
     queue.commit(session)
     return RedirectResponse(subs.with_done(safe_next(back), "expired"), status_code=303)
 

@@ -222,10 +222,15 @@ def list_silences(
 
 @silence_writes.post("", status_code=201, response_model=SilenceRead)
 def create_silence(body: SilenceCreate, session: SessionDep, actor: TriageActor) -> SilenceRead:
-    """Hold back notices of the findings the matchers select until ``ends_at`` (``triage``)."""
+    """Hold back notices of the findings the matchers select until ``ends_at`` (``triage``).
+
+    A token limited to a project silences that project's findings only: its project is
+    added to matchers that name none, and other projects are refused (403).
+    """
+    matchers = body.matchers.model_dump(mode="json", exclude_none=True)
     silence = silences.create_silence(
         session,
-        body.matchers.model_dump(mode="json", exclude_none=True),
+        silences.scoped(actor.token, matchers, "body.matchers.project"),
         body.starts_at,
         body.ends_at,
         body.comment,
@@ -238,7 +243,7 @@ def create_silence(body: SilenceCreate, session: SessionDep, actor: TriageActor)
 @silence_writes.delete("/{silence_id}", response_model=SilenceRead)
 def expire_silence(silence_id: RowId, session: SessionDep, actor: TriageActor) -> SilenceRead:
     """End a silence now; it stays listed, expired (scope ``triage``)."""
-    silence = silences.expire_silence(session, silence_id, by=actor.label)
+    silence = silences.expire_silence(session, silence_id, by=actor.label, token=actor.token)
     queue.commit(session)
     return SilenceRead(**silences.describe(silence, utcnow()))
 

@@ -10,6 +10,8 @@ from app.audit import service as audit
 from app.core.db import utcnow
 from app.core.errors import NotFound
 from app.notifications.models import Silence
+from app.tokens.models import ApiToken
+from app.tokens.service import ProjectNotAllowed
 
 
 def state_of(silence: Silence, now: datetime) -> str:
@@ -74,6 +76,25 @@ def create_silence(
     return silence
 
 
+def scoped(token: ApiToken, matchers: dict[str, Any], loc: str) -> dict[str, Any]:
+    """The matchers a token may silence with: a project's token silences its own project only.
+
+    A token limited to a project gets that project added to matchers that name none; one
+    that names another project, or several, or a glob, is refused (``loc`` says where).
+
+    Raises:
+        ProjectNotAllowed: the matchers reach past the token's project.
+    """
+    if token.project is None:
+        return matchers
+    given = matchers.get("project")
+    if given is None:
+        return {**matchers, "project": [token.project]}
+    if given != [token.project]:
+        raise ProjectNotAllowed(token, ", ".join(given), loc)
+    return matchers
+
+
 def _audited(silence: Silence) -> dict[str, Any]:
     return audit.fields(silence, ("matchers", "starts_at", "ends_at", "comment"))
 
@@ -86,12 +107,24 @@ def get_silence(session: Session, silence_id: int) -> Silence:
     return silence
 
 
-def expire_silence(session: Session, silence_id: int, by: str = "") -> Silence:
+def expire_silence(
+    session: Session, silence_id: int, by: str = "", token: ApiToken | None = None
+) -> Silence:
     """End a silence now (it stays listed as expired); one already over is left as it is.
 
-    ``by`` names who ended it (the audit log).
+    ``by`` names who ended it (the audit log). A ``token`` limited to a project may end
+    only a silence of that project alone.
+
+    Raises:
+        NotFound: no such silence.
+        ProjectNotAllowed: the token's project is not the only one the silence holds back.
     """
     silence = get_silence(session, silence_id)
+    if token is not None and token.project is not None:
+        project = silence.matchers.get("project")
+        if project != [token.project]:
+            held = ", ".join(project) if project else "every project"
+            raise ProjectNotAllowed(token, held, f"silence {silence.id}")
     now = utcnow()
     if silence.ends_at > now:
         before = audit.fields(silence, ("starts_at", "ends_at"))

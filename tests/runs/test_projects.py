@@ -1,5 +1,6 @@
 """Projects: a run's project keeps its histories apart; a token may be limited to one."""
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -144,3 +145,33 @@ def test_findings_pages_and_triage_follow_their_project(
     assert f"run {vision_ids[-2]}<" in compared
     assert f"run {default_ids[-1]}<" not in compared
     assert f"run {default_ids[-1]}<" in client.get("/compare?kind=runs").text
+
+
+def test_a_project_token_silences_and_unsilences_its_own_project_only(
+    client: TestClient, database: Database
+) -> None:
+    vision = project_token(database, "vision", "triage")
+    everyone = project_token(database, None, "triage")
+    ends = (datetime.now(UTC) + timedelta(hours=2)).isoformat()
+
+    def silence(headers: dict[str, str], **matchers: Any) -> Any:
+        body = {"matchers": matchers, "ends_at": ends, "comment": "rack move"}
+        return client.post("/api/v1/silences", json=body, headers=headers)
+
+    own = silence(vision, machine="h100-*")
+    assert own.status_code == 201, own.text
+    matchers = {k: v for k, v in own.json()["matchers"].items() if v is not None}
+    assert matchers == {"machine": ["h100-*"], "project": ["vision"]}
+    for reaching in ("speech", ["vision", "speech"], "v*"):
+        refused = silence(vision, machine="h100-*", project=reaching)
+        assert refused.status_code == 403, refused.text
+        assert refused.json()["errors"][0]["loc"] == "body.matchers.project"
+    wide = silence(everyone, machine="h100-*")
+    assert wide.status_code == 201, wide.text
+    assert wide.json()["matchers"]["project"] is None  # every project's findings
+    assert client.delete(f"/api/v1/silences/{wide.json()['id']}", headers=vision).status_code == 403
+    ended = client.delete(f"/api/v1/silences/{own.json()['id']}", headers=vision)
+    assert ended.status_code == 200, ended.text
+    assert ended.json()["state"] == "expired"
+    active = client.get("/api/v1/silences?state=active", headers=everyone).json()["items"]
+    assert [s["id"] for s in active] == [wide.json()["id"]]
