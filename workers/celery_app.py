@@ -65,8 +65,13 @@ def beat_schedule(config: Settings) -> dict[str, dict[str, Any]]:
         "apply-retention": entry(APPLY_RETENTION, UPKEEP_EVERY_S),
     }
     entries |= {
-        f"suite-{s.machine}-{s.suite_tier}": entry(
-            START_SUITE, cron(s), machine=s.machine, tier=s.suite_tier, channel=s.channel
+        s.entry: entry(
+            START_SUITE,
+            cron(s),
+            machine=s.machine,
+            tier=s.suite_tier,
+            channel=s.channel,
+            **({"models": s.models} if s.models else {}),
         )
         for s in config.SCHEDULES
     }

@@ -1,7 +1,7 @@
 """Settings, read once from ``BENCHWATCH_*`` environment variables (or a ``.env`` file)."""
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from platformdirs import user_data_dir
 from pydantic import BaseModel, Field, SecretStr, field_validator
@@ -21,6 +21,12 @@ def default_database_url() -> str:
 DEV_PEPPER = "benchwatch-dev-pepper"  # fine for a laptop; production sets its own secret
 
 
+# A model a schedule names (the vocabulary's name rule, which this core module cannot import).
+SCHEDULED_MODEL = Annotated[
+    str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:+\-]*$")
+]
+
+
 class Schedule(BaseModel):
     """When `benchwatch beat` starts a suite run on a machine (cron: minute hour dom month dow)."""
 
@@ -31,6 +37,15 @@ class Schedule(BaseModel):
     # A command suite of BENCHWATCH_COMMAND_SUITES to run instead of a tier (beat refuses an
     # unknown one at start); its suite runs have the tier "command:<name>".
     command: str | None = Field(default=None, min_length=1, max_length=24)
+    # Only these models' cases of the tier (as a trigger's `models`): operators per commit,
+    # a few models nightly. A list that names no case of the tier fails its runs, saying so.
+    models: list[SCHEDULED_MODEL] | None = Field(default=None, min_length=1, max_length=64)
+
+    @property
+    def entry(self) -> str:
+        """Beat's name for this schedule: its machine and tier, and its models if it names any."""
+        models = f"-{'+'.join(self.models)}" if self.models else ""
+        return f"suite-{self.machine}-{self.suite_tier}{models}"
 
     @property
     def suite_tier(self) -> str:

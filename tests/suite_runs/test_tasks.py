@@ -132,13 +132,35 @@ def test_beat_schedules_a_suite_run_per_machine_on_its_cron() -> None:
     [
         ({"machine": "a", "cron": "every day"}, "should match pattern"),
         ({"machine": "bad name"}, "should match pattern"),
+        ({"machine": "a", "models": []}, "at least 1 item"),
+        ({"machine": "a", "models": ["resnet", "bad model"]}, "should match pattern"),
     ],
 )
 def test_a_bad_schedule_is_refused_with_what_is_wrong(
-    schedule: dict[str, str], message: str
+    schedule: dict[str, Any], message: str
 ) -> None:
     with pytest.raises(ValidationError, match=message):
         Settings(SCHEDULES=[schedule])
+
+
+def test_schedules_of_one_tier_with_their_own_models_are_two_entries() -> None:
+    """Operators every hour and two models nightly, on one machine and tier."""
+    config = Settings(
+        SCHEDULES=[
+            {"machine": "h100-a", "tier": "daily", "cron": "0 * * * *", "models": ["softmax"]},
+            {"machine": "h100-a", "tier": "daily", "models": ["resnet", "bert"]},
+        ]
+    )
+    entries = beat_schedule(config)
+    hourly = entries["suite-h100-a-daily-softmax"]
+    assert hourly["kwargs"] == {
+        "machine": "h100-a",
+        "tier": "daily",
+        "channel": "nightly",
+        "models": ["softmax"],
+    }
+    assert hourly["schedule"].hour == set(range(24))
+    assert entries["suite-h100-a-daily-resnet+bert"]["kwargs"]["models"] == ["resnet", "bert"]
 
 
 def test_beat_refuses_a_schedule_of_an_unknown_tier() -> None:
