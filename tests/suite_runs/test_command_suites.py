@@ -5,7 +5,7 @@ refused at start; and a real worker, started by beat, running one that writes a 
 
 import json
 import os
-import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -285,33 +285,33 @@ def test_a_triggered_command_suite_is_adopted_and_run(
 
 
 @pytest.mark.slow
-def test_beat_and_a_real_worker_run_a_command_suite_that_writes_a_dynamo_csv(
+def test_a_real_worker_runs_a_triggered_command_suite_that_writes_a_dynamo_csv(
     postgres_database: Database, redis_url: str, tmp_path: Path
 ) -> None:
+    """``benchwatch trigger --command`` queues what beat's schedule would (the entry is
+    test_beat_schedules_a_command_suite_and_refuses_an_unknown_one's), without its cron wait."""
     suites = {"dynamo": dynamo_suite(tmp_path)}
-    schedules = [{"machine": MACHINE, "command": "dynamo", "cron": "* * * * *"}]
-    env = environment(
-        postgres_database,
-        redis_url,
-        BENCHWATCH_SCHEDULES=json.dumps(schedules),
-        BENCHWATCH_COMMAND_SUITES=json.dumps(suites),
-    )
+    env = environment(postgres_database, redis_url, BENCHWATCH_COMMAND_SUITES=json.dumps(suites))
     log = tmp_path / "workers.log"
-    beat_args = ["beat", "--schedule-file", str(tmp_path / "beat-schedule")]
-    with (
-        benchwatch(["worker", "--machine", MACHINE, "--queues", "default"], env, log),
-        benchwatch(beat_args, env, log) as beat,
-    ):
-        sent = f"Sending due task suite-{MACHINE}-command:dynamo"
-        wait_for("beat to send the command suite", lambda: sent in log.read_text(), 150, log)
-        os.killpg(beat.pid, signal.SIGTERM)  # one scheduled run is enough
+    with benchwatch(["worker", "--machine", MACHINE, "--queues", "default"], env, log):
+        trigger = ["trigger", "--machine", MACHINE, "--command", "dynamo"]
+        done = subprocess.run(
+            [sys.executable, "-m", "workers.cli", *trigger],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert f"queued a command:dynamo suite run on bench.{MACHINE}" in done.stdout
         wait_for("the suite run to finish", lambda: finished(postgres_database), 300, log)
 
     settings = Settings(DATABASE_URL=postgres_database.url, TOKEN_PEPPER=PEPPER)
     application = create_app(settings)
     with TestClient(application) as client:
         (run,) = client.get("/api/v1/runs").json()["items"]
-        assert (run["trigger"], run["tier"]) == ("schedule", "command:dynamo")
+        assert (run["trigger"], run["tier"]) == ("manual", "command:dynamo")
         assert run["machine"]["name"] == MACHINE
         results = client.get(f"/api/v1/runs/{run['id']}").json()["results"]
         (suite_run,) = client.get("/api/v1/suite-runs").json()["items"]

@@ -187,21 +187,23 @@ def cmd_trigger(args: argparse.Namespace) -> int:
     """Queue a suite run on a machine now, as its schedule would."""
     if not has_broker("trigger"):
         return 2
+    from app.core.command_suites import command_tier
     from app.jobs import START_SUITE, bench_queue
     from workers.celery_app import celery_app
 
+    tier = command_tier(args.command) if args.command else args.tier
     sent = celery_app.send_task(
         START_SUITE,
         kwargs={
             "machine": args.machine,
-            "tier": args.tier,
+            "tier": tier,
             "channel": args.channel,
             "trigger": "manual",
             "models": args.models.split(",") if args.models else None,
         },
         queue=bench_queue(args.machine),
     )
-    print(f"queued a {args.tier} suite run on {bench_queue(args.machine)} (task {sent.id})")
+    print(f"queued a {tier} suite run on {bench_queue(args.machine)} (task {sent.id})")
     return 0
 
 
@@ -305,6 +307,15 @@ def _pin_cores(text: str) -> str:
     return text
 
 
+def _command_name(text: str) -> str:
+    """A command suite's name as ``--command`` takes it (the worker knows its suites)."""
+    from app.core.command_suites import NAME_PATTERN
+
+    if not re.fullmatch(NAME_PATTERN, text):
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: 1 to 24 letters, digits or _ . + -")
+    return text
+
+
 def _port(text: str) -> int:
     """A TCP port number as ``--metrics-port`` takes it."""
     if not re.fullmatch(r"[0-9]{1,5}", text) or not 1 <= int(text) <= 65535:
@@ -338,8 +349,15 @@ def _trigger_options(trigger: argparse.ArgumentParser) -> None:
     from app.benchmarks.vocabulary import SUITE_TIERS
 
     trigger.add_argument("--machine", required=True, help="machine whose queue runs the suite")
-    trigger.add_argument(
+    which = trigger.add_mutually_exclusive_group()
+    which.add_argument(
         "--tier", choices=SUITE_TIERS, default="smoke", help="which cases (default: %(default)s)"
+    )
+    which.add_argument(
+        "--command",
+        type=_command_name,
+        help="run this command suite of the worker's BENCHWATCH_COMMAND_SUITES instead of a "
+        "tier (default: none, the tier)",
     )
     trigger.add_argument(
         "--channel", default="nightly", help="release channel (default: %(default)s)"
