@@ -45,7 +45,7 @@ from app.jobs import (
     disconnect,
 )
 from app.notifications import config_file
-from app.notifications.outbound import AllowList
+from app.notifications.guard import AllowList
 from app.notifications.router import feeds as feeds_router
 from app.notifications.service import check_receivers
 from app.observability import WorkWaiting

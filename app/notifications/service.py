@@ -18,7 +18,7 @@ from app.anomalies.models import (
 from app.audit import service as audit
 from app.core.db import utcnow
 from app.core.errors import Conflict, InvalidInput, NotFound
-from app.notifications import outbound
+from app.notifications import guard
 from app.notifications.matching import Finding, compile_subscription
 from app.notifications.models import Subscription
 from app.notifications.receivers import apprise_receiver
@@ -216,14 +216,14 @@ def check_receivers(allow: str, apprise_schemes: str) -> TargetCheck:
     Run when a subscription is made or its receivers change, and again at every delivery
     (a name can change what it points to). A name that does not resolve yet passes here.
     """
-    allowed = outbound.AllowList.parse(allow)
+    allowed = guard.AllowList.parse(allow)
 
     def check(receivers: Sequence[Mapping[str, Any]]) -> None:
         errors = []
         for index, receiver in enumerate(receivers):
             try:
                 if receiver["kind"] in ("webhook", "slack"):
-                    outbound.check_target(receiver["url"], allowed, unresolved_ok=True)
+                    guard.check_target(receiver["url"], allowed, unresolved_ok=True)
                 elif receiver["kind"] == "apprise":
                     apprise_receiver.check_scheme(receiver["url"], apprise_schemes)
                     apprise_receiver.check_host(receiver["url"], allowed)

@@ -14,8 +14,8 @@ from typing import Any, ClassVar
 import pytest
 
 from app.notifications import message as notices
+from app.notifications.guard import AllowList
 from app.notifications.message import Message
-from app.notifications.outbound import AllowList
 from app.notifications.receivers import SendContext
 from app.notifications.receivers.apprise_receiver import check_host, check_scheme, send
 

@@ -12,15 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import trustme
 
-from app.notifications.outbound import (
-    AllowList,
-    DeliveryError,
-    Refused,
-    check_target,
-    post,
-    post_for_outcome,
-    request,
-)
+from app.notifications.guard import AllowList, DeliveryError, Refused, check_target
+from app.notifications.outbound import post, post_for_outcome, request
 from app.notifications.receivers import SendContext
 
 Route = Callable[[BaseHTTPRequestHandler], None]

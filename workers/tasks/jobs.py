@@ -8,7 +8,7 @@ from app.core.config import settings
 from app.core.db import Database
 from app.core.tasks import Task
 from app.jobs import TASKS, connect
-from app.notifications.outbound import AllowList
+from app.notifications.guard import AllowList
 from workers.celery_app import declared
 
 

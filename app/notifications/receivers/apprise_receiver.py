@@ -6,9 +6,9 @@ these URLs when a subscription is made (``check_scheme``, ``check_host``), never
 
 The SSRF guard: a scheme whose URL names the host Apprise will contact (Mattermost, the
 generic ``json://``, Power Automate ``workflows://``, and any scheme this module does not know)
-has that host checked by ``outbound.check_target`` at creation and before each delivery, and
+has that host checked by ``guard.check_target`` at creation and before each delivery, and
 Apprise's own lookups of it then answer with the checked addresses only
-(``outbound.lookups_pinned``): a name whose answer changes between the check and the request
+(``guard.lookups_pinned``): a name whose answer changes between the check and the request
 gains nothing. Schemes that always post to their vendor's host (``FIXED_HOST_SCHEMES``) are
 not checked. Apprise is made to follow no redirect (whatever the URL says) and to try once
 (the delivery job retries, with its backoff).
@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from app.notifications import outbound
+from app.notifications import guard, outbound
 from app.notifications.message import Message
 from app.notifications.receivers import Outcome, SendContext
 from app.notifications.receivers.github_issue import markdown_body
@@ -68,21 +68,19 @@ def check_scheme(url: str, schemes: str) -> None:
         )
 
 
-def _check_host_name(host: str | None, allow: outbound.AllowList) -> list[outbound.Address]:
+def _check_host_name(host: str | None, allow: guard.AllowList) -> list[guard.Address]:
     """Run the SSRF guard on the host Apprise will contact; its checked addresses.
 
     Raises:
-        outbound.Refused: not a plain host name or address, or one the guard refuses.
+        guard.Refused: not a plain host name or address, or one the guard refuses.
     """
     bare = (host or "").removeprefix("[").removesuffix("]")
     if not _HOST.fullmatch(bare):
-        raise outbound.Refused(
-            f"the Apprise URL's host {host!r} is not a host name or an IP address"
-        )
-    return outbound.check_target(f"https://[{bare}]/" if ":" in bare else f"https://{bare}/", allow)
+        raise guard.Refused(f"the Apprise URL's host {host!r} is not a host name or an IP address")
+    return guard.check_target(f"https://[{bare}]/" if ":" in bare else f"https://{bare}/", allow)
 
 
-def check_host(url: str, allow: outbound.AllowList) -> None:
+def check_host(url: str, allow: guard.AllowList) -> None:
     """Refuse an Apprise URL whose host the SSRF guard refuses (when a subscription is made).
 
     This reads the URL as a URL; delivery checks again the host that Apprise itself reads
@@ -90,7 +88,7 @@ def check_host(url: str, allow: outbound.AllowList) -> None:
     is refused.
 
     Raises:
-        ValueError: the host is refused (``outbound.Refused``), or the URL cannot be read.
+        ValueError: the host is refused (``guard.Refused``), or the URL cannot be read.
     """
     if scheme_of(url) in FIXED_HOST_SCHEMES:
         return
@@ -105,17 +103,17 @@ def check_host(url: str, allow: outbound.AllowList) -> None:
 
 
 def _guard(
-    scheme: str, host: object, allow: outbound.AllowList, started: float
-) -> Outcome | list[outbound.Address]:
+    scheme: str, host: object, allow: guard.AllowList, started: float
+) -> Outcome | list[guard.Address]:
     """The outcome of a refused host, or the addresses Apprise may connect to (none to pin)."""
     if scheme in FIXED_HOST_SCHEMES:
         return []
     try:
         return _check_host_name(host if isinstance(host, str) else None, allow)
-    except outbound.Refused as exc:
+    except guard.Refused as exc:
         # A failed lookup is often brief: check_target reports it as a refusal, raised
         # while handling the DeliveryError.
-        lookup_failed = isinstance(exc.__context__, outbound.DeliveryError)
+        lookup_failed = isinstance(exc.__context__, guard.DeliveryError)
         outcome = outbound.failed(exc, started)
         return Outcome(
             ok=False, latency_ms=outcome.latency_ms, error=outcome.error, retry=lookup_failed
@@ -172,7 +170,7 @@ def send(receiver: Mapping[str, Any], message: Message, context: SendContext) ->
     except ValueError as exc:
         return Outcome(ok=False, error=str(exc))
     try:
-        allow = outbound.AllowList.parse(context.receiver_allow)
+        allow = guard.AllowList.parse(context.receiver_allow)
     except ValueError as exc:  # the operator's to fix; the notice waits for it
         return Outcome(ok=False, error=str(exc), retry=True)
 
@@ -192,7 +190,7 @@ def send(receiver: Mapping[str, Any], message: Message, context: SendContext) ->
     plugin.retry = 0
     plugin.socket_connect_timeout = plugin.socket_read_timeout = context.timeout_s
     pinned = (
-        outbound.lookups_pinned(host, checked)
+        guard.lookups_pinned(host, checked)
         if checked and isinstance(host, str)
         else contextlib.nullcontext()
     )

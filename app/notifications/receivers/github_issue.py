@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import quote
 
 from app.core.urls import is_http_url
-from app.notifications import outbound
+from app.notifications import guard, outbound
 from app.notifications.message import Message, finding_line
 from app.notifications.receivers import Outcome, SendContext
 
@@ -168,7 +168,7 @@ def _rate_limit_wait(headers: Mapping[str, str]) -> float | None:
 class _Api:
     """The calls of one delivery, with the operator's settings."""
 
-    def __init__(self, context: SendContext, allow: outbound.AllowList, repository: str) -> None:
+    def __init__(self, context: SendContext, allow: guard.AllowList, repository: str) -> None:
         self.context = context
         self.allow = allow
         self.base = f"{context.github_api_url.rstrip('/')}/repos/{repository}/issues"
@@ -254,7 +254,7 @@ def send(receiver: Mapping[str, Any], message: Message, context: SendContext) ->
     except ValueError as exc:
         return Outcome(ok=False, error=str(exc))
     try:
-        allow = outbound.AllowList.parse(context.receiver_allow)
+        allow = guard.AllowList.parse(context.receiver_allow)
     except ValueError as exc:  # the operator's to fix; the notice waits for it
         return Outcome(ok=False, error=str(exc), retry=True)
     api = _Api(context, allow, repository)
@@ -267,5 +267,5 @@ def send(receiver: Mapping[str, Any], message: Message, context: SendContext) ->
         elif message.event == "resolved":
             return Outcome(ok=True, error="nothing to close: no issue was opened for this group")
         return api.open_issue(receiver, message)
-    except (outbound.Refused, outbound.DeliveryError) as exc:
+    except (guard.Refused, guard.DeliveryError) as exc:
         return outbound.failed(exc, started)
