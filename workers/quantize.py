@@ -50,8 +50,22 @@ def quantized(model: torch.nn.Module, precision: str, device: torch.device) -> t
             return ao
         from torchao.quantization import quantize_
 
-        quantize_(model, _torchao_config(precision, device))
+        quantize_(model, _torchao_config(precision, device), filter_fn=_quantizable)
     return model
+
+
+def _quantizable(module: torch.nn.Module, _name: str) -> bool:
+    """Whether torchao quantizes ``module``: the linear layers its own filter takes.
+
+    Not attention's output projection (``NonDynamicallyQuantizableLinear``, as torchao's
+    default filter), nor a layer of one input feature, whose scales torchao fails to reshape
+    (a diffusion model's timestep projection) and which has nothing to gain anyway.
+    """
+    return (
+        isinstance(module, torch.nn.Linear)
+        and not isinstance(module, torch.nn.modules.linear.NonDynamicallyQuantizableLinear)
+        and module.in_features > 1
+    )
 
 
 def _torchao_config(precision: str, device: torch.device) -> Any:

@@ -55,6 +55,15 @@ def test_torchao_quantizes_the_weights(precision: str) -> None:
         assert rows["latency"]["extra"]["quantization"].startswith("torchao Int8DynamicActivation")
 
 
+@pytest.mark.parametrize("precision", ["int8", "int4"])
+def test_a_linear_layer_of_one_input_feature_stays_float(precision: str) -> None:
+    """The UNet's timestep projection (1 -> 16): torchao failed to reshape its scales."""
+    case = next(c for c in MODELS if c.model == "diffusion_unet")
+    rows = by_metric(measure(case, "eager", precision, CPU, ONCE))
+    assert rows["latency"].get("status", "ok") == "ok", rows["latency"].get("reason")
+    assert rows["accuracy"]["text_value"] == "pass"
+
+
 def test_without_torchao_int8_falls_back_and_int4_says_why_not(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
