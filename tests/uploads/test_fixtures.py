@@ -3,8 +3,6 @@ the API and the CLI and reads back with the right identity, unit and direction; 
 changes nothing; malformed files are refused with file, line and field, storing nothing."""
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +14,7 @@ from app.runs.schemas import ResultIn
 from app.uploads.base import Hints, UploadFile
 from app.uploads.service import parser, sniff
 from tests.conftest import make_token
+from workers.cli import main
 
 DATA = Path(__file__).parent.parent / "data" / "uploads"
 # What each file's name cannot say (ci_expected_accuracy names carry no dtype, ...).
@@ -173,22 +172,18 @@ def test_malformed_files_name_file_line_and_field_and_store_nothing(
 @pytest.mark.slow
 @pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
 def test_every_real_file_uploads_through_the_cli(
-    live_server: str, database: Database, tmp_path: Path
+    live_server: str,
+    database: Database,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("GITHUB", "BENCHWATCH"))},
-        "BENCHWATCH_SERVER": live_server,
-        "BENCHWATCH_TOKEN": make_token(database, "ingest"),
-    }
+    """The command's own code in this process (tests/uploads/test_api.py runs it as a command)."""
+    for name in [k for k in os.environ if k.startswith(("GITHUB", "BENCHWATCH"))]:
+        monkeypatch.delenv(name)
+    access = [f"--server={live_server}", f"--token={make_token(database, 'ingest')}"]
     for index, path in enumerate(FILES):  # one machine each: their devices differ
         flags = [f"--{k}={v}" for k, v in {**fields(path), "machine": f"box-{index}"}.items()]
-        done = subprocess.run(
-            [sys.executable, "-m", "workers.cli", "upload", str(path), *flags],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=env,
-            check=False,
-        )
-        assert done.returncode == 0, (path.name, done.stderr)
-        assert "stored" in done.stdout
+        code = main(["upload", str(path), *access, *flags])
+        out = capsys.readouterr()
+        assert code == 0, (path.name, out.err)
+        assert "stored" in out.out

@@ -7,8 +7,8 @@ hostile name refused with its place; every real file uploading from a GitHub Act
 import json
 import os
 import socket
-import subprocess
-import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from app.core.db import Database
 from app.uploads.provenance import DEFAULT_MACHINE, PROVENANCE
 from tests.conftest import make_token
 from tests.uploads.test_limits import v3_record
+from workers.cli import main
 from workers.upload_client import RUNNER_VARIABLES, metadata
 
 DATA = Path(__file__).parent.parent / "data" / "uploads"
@@ -63,6 +64,7 @@ REAL_FILES = sorted(
     for p in (DATA / folder).iterdir()
     if p.suffix in (".csv", ".json", ".jsonl") and p.name not in TARGETS
 )
+CI_PREFIXES = ("GITHUB", "BENCHWATCH", "CI_", "BUILDKITE", "GITLAB", "JENKINS")
 GITHUB = {
     "GITHUB_ACTIONS": "true",
     "GITHUB_SHA": "3f2c9e1",
@@ -267,24 +269,42 @@ def test_the_clients_default_machine_follows_the_runner_variables_in_order() -> 
     assert json.loads(flagged[PROVENANCE]) == {"machine": "flag --machine"}
 
 
-def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    clean = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("GITHUB", "BENCHWATCH", "CI_", "BUILDKITE", "GITLAB", "JENKINS"))
-        and k not in (*RUNNER_VARIABLES, "CI", "BUILD_NUMBER")
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "workers.cli", "upload", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=clean | env,
-        check=False,
-    )
+@dataclass(frozen=True)
+class Done:
+    """What one ``benchwatch upload`` said."""
+
+    returncode: int
+    stdout: str
+    stderr: str
 
 
-def test_dry_run_says_where_each_field_comes_from() -> None:
+Cli = Callable[..., Done]
+
+
+@pytest.fixture
+def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Cli:
+    """``benchwatch upload ARGS`` in this process, in a CI environment of ``env`` alone."""
+
+    def upload(*args: str, env: dict[str, str]) -> Done:
+        with monkeypatch.context() as scoped:
+            for name in list(os.environ):
+                if name.startswith(CI_PREFIXES) or name in (
+                    *RUNNER_VARIABLES,
+                    "CI",
+                    "BUILD_NUMBER",
+                ):
+                    scoped.delenv(name)
+            for name, value in env.items():
+                scoped.setenv(name, value)
+            capsys.readouterr()
+            code = main(["upload", *args])
+            out = capsys.readouterr()
+        return Done(code, out.out, out.err)
+
+    return upload
+
+
+def test_dry_run_says_where_each_field_comes_from(cli: Cli) -> None:
     done = cli(str(V3_UNNAMED), "--dry-run", "--channel", "pr", env=GITHUB)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
@@ -307,7 +327,7 @@ def test_dry_run_says_where_each_field_comes_from() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
 def test_every_real_file_uploads_from_github_actions_without_a_machine(
-    live_server: str, database: Database, client: TestClient
+    live_server: str, database: Database, client: TestClient, cli: Cli
 ) -> None:
     """As a new user would: RUNNER_NAME set, no --machine; only what a file cannot say."""
     env = GITHUB | {
