@@ -4,6 +4,7 @@ killed in the middle of a shard (nothing lost, nothing doubled)."""
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -98,6 +99,10 @@ def test_beat_and_a_worker_run_the_suite_and_detection_follows(
         # The cron fires at the next minute boundary: up to 60 s, more on a loaded machine.
         sent = "Sending due task suite-ci-box-test-softmax+resnet+all_reduce"
         wait_for("beat to send the suite run", lambda: sent in log.read_text(), 150, log)
+        # Stopped once the worker has the task: beat logs "Sending" before it publishes, and
+        # a SIGTERM in between lost the message once (a CI run then waited its 10 minutes).
+        received = re.compile(r"Task bench\.start_suite\[[^\]]+\] received")
+        wait_for("the worker to get it", lambda: bool(received.search(log.read_text())), 90, log)
         os.killpg(beat.pid, signal.SIGTERM)  # one scheduled run is enough
         wait_for("the suite run to finish", lambda: finished(postgres_database), 600, log)
         wait_for("detection", lambda: detected(postgres_database), 60, log)
