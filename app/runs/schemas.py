@@ -1,9 +1,18 @@
 """The native run payload (docs/design.md §3, a public contract) and the run read models."""
 
 from datetime import datetime
-from typing import Annotated, Any, Self
+from typing import TYPE_CHECKING, Annotated, Any, Self
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
+from typing_extensions import TypedDict
 
 from app.benchmarks import vocabulary as vocab
 from app.benchmarks.projects import DEFAULT_PROJECT, ProjectName
@@ -125,6 +134,51 @@ class MachineIn(Strict):
     extra: JSONObject = Field(default_factory=dict)
 
 
+PACKAGE_NAME_LENGTH = 128
+PACKAGE_VERSION_LENGTH = 256
+COLUMN_LENGTH = 128  # of the environment's torch and triton columns
+
+
+def _bounded_names(value: Any) -> Any:
+    # Before the items are validated: the error names the place, never the (long) name itself.
+    if isinstance(value, dict):
+        for name in value:
+            if isinstance(name, str) and not 1 <= len(name) <= PACKAGE_NAME_LENGTH:
+                raise ValueError(
+                    f"a package name of {len(name)} characters "
+                    f"(from {name[:40]!r}); 1 to {PACKAGE_NAME_LENGTH}"
+                )
+    return value
+
+
+class PackageVersions(  # type: ignore[call-arg]
+    TypedDict, total=False, extra_items=Annotated[str, Field(max_length=PACKAGE_VERSION_LENGTH)]
+):
+    """Package name -> version, each bounded.
+
+    ``torch`` and ``triton`` fill the environment's own fields of that name when those are not
+    given, so their versions fit those columns.
+    """
+
+    __pydantic_config__ = ConfigDict(  # type: ignore[misc]
+        extra="allow",
+        strict=True,
+        str_strip_whitespace=True,
+        json_schema_extra={
+            "propertyNames": {"minLength": 1, "maxLength": PACKAGE_NAME_LENGTH},
+        },
+    )
+
+    torch: Annotated[str, Field(max_length=COLUMN_LENGTH)]
+    triton: Annotated[str, Field(max_length=COLUMN_LENGTH)]
+
+
+if TYPE_CHECKING:  # to callers a plain mapping (mypy reads no PEP 728 extra_items yet)
+    Packages = dict[str, str]
+else:
+    Packages = Annotated[PackageVersions, BeforeValidator(_bounded_names)]
+
+
 class EnvironmentIn(Strict):
     """The software stack of a run; ``channel`` is its release line (N-1, N, N+1, ...)."""
 
@@ -138,7 +192,7 @@ class EnvironmentIn(Strict):
     cuda: Annotated[str, Field(max_length=64)] = ""
     hip: Annotated[str, Field(max_length=64)] = ""
     driver: Annotated[str, Field(max_length=128)] = ""
-    packages: dict[str, Annotated[str, Field(max_length=256)]] = Field(default_factory=dict)
+    packages: Packages = Field(default_factory=dict)
     compiler_options: JSONObject = Field(default_factory=dict)
     extra: JSONObject = Field(default_factory=dict)
 

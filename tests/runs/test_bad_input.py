@@ -103,6 +103,19 @@ CASES: dict[str, tuple[Mutation, int, str, int | None, str]] = {
     "NUL in the key": (set_top("key", "k\x00"), 422, "key", None, "NUL"),
     "NUL in extra": (set_top("extra", {"log": "a\x00b"}), 422, "log", None, "NUL"),
     "NUL in a package": (set_package("tri\x00ton", "3"), 422, "tri\x00ton", None, "NUL"),
+    # Triton's (and torch's) version given only in packages fills its 128-character column:
+    # on Postgres a longer one was a 500 (StringDataRightTruncation), on SQLite stored.
+    "triton version over its column": (
+        set_package("triton", "3" * 129),
+        422,
+        "triton",
+        None,
+        "128",
+    ),
+    "torch version over its column": (set_package("torch", "2" * 129), 422, "torch", None, "128"),
+    "package version over 256": (set_package("numpy", "2" * 257), 422, "numpy", None, "256"),
+    "100 KB package name": (set_package("n" * 100_000, "1"), 422, "packages", None, "name"),
+    "empty package name": (set_package("", "1"), 422, "packages", None, "name"),
     "time beyond UTC": (
         set_top("started_at", "0001-01-01T00:00:00+01:00"),
         422,
@@ -153,6 +166,16 @@ def test_bad_payload_is_rejected_with_location(
         assert located[0]["result_index"] == index
     assert words.lower() in json.dumps(body).lower()
     assert stored_rows(database) == 0
+
+
+def test_package_versions_at_their_bounds_are_stored(
+    client: TestClient, ingest_headers: dict[str, str]
+) -> None:
+    payload = example_run()
+    payload["environment"]["packages"] = {"triton": "3" * 128, "numpy": "2" * 256, "n" * 128: "1"}
+    response = client.post("/api/v1/runs", json=payload, headers=ingest_headers)
+    assert response.status_code == 201, response.text
+    assert response.json()["environment"]["triton"] == "3" * 128
 
 
 @pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity"])
