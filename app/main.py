@@ -49,6 +49,7 @@ from app.notifications.guard import AllowList
 from app.notifications.router import feeds as feeds_router
 from app.notifications.service import check_receivers
 from app.observability import WorkWaiting
+from app.runs import branches
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +118,7 @@ def create_app(config: Settings | None = None) -> FastAPI:
     refuse_development_secrets(config)
     read_thresholds(config.DETECTOR_THRESHOLDS)  # a bad mapping stops the server at start
     AllowList.parse(config.RECEIVER_ALLOW)  # a bad entry stops the server at start
+    branches.warn_if_guessed(config.DEFAULT_BRANCHES, config.RETAIN_BRANCH_RUNS_DAYS)
     database, publisher = connect(config)
     subscriptions_file = config.SUBSCRIPTIONS_FILE
     if subscriptions_file is not None:

@@ -57,6 +57,7 @@ class CiRun:
     workflow: str = ""  # the key of the workflow the job is part of ("": no such thing)
     job: str = ""  # the job within it: its uploads are shards of the workflow's run
     base_commit: str = ""  # a pull request's fork point, where the CI says it
+    default_branch: str = ""  # the repository's, where the CI says it
 
 
 def ci_run(env: Mapping[str, str]) -> CiRun | None:
@@ -88,6 +89,7 @@ def ci_run(env: Mapping[str, str]) -> CiRun | None:
             workflow=pipeline,
             job=get("CI_JOB_NAME") or get("CI_JOB_ID", ""),
             base_commit=get("CI_MERGE_REQUEST_DIFF_BASE_SHA", ""),
+            default_branch=get("CI_DEFAULT_BRANCH", ""),
         )
     if get("BUILDKITE") == "true":
         build = f"buildkite-{get('BUILDKITE_BUILD_ID', '')}"
@@ -129,7 +131,8 @@ def _github(env: Mapping[str, str]) -> CiRun:
     workflow = f"gha-{run_id}-{get('GITHUB_RUN_ATTEMPT', '1')}"
     # GITHUB_SHA and GITHUB_REF_NAME are a test merge commit and "<n>/merge" on a pull
     # request: its head commit and branch are in the event and GITHUB_HEAD_REF.
-    pull = _event(env).get("pull_request") or {}
+    event = _event(env)
+    pull = event.get("pull_request") or {}
     head = str((pull.get("head") or {}).get("sha") or "")
     commit, commit_from = (
         (head, "GITHUB_EVENT_PATH pull_request.head.sha")
@@ -158,7 +161,15 @@ def _github(env: Mapping[str, str]) -> CiRun:
         workflow=workflow,
         job=get("GITHUB_JOB", ""),
         base_commit=merge_base(commit, base) if commit and base else "",
+        default_branch=_default_branch(event),
     )
+
+
+def _default_branch(event: dict[str, Any]) -> str:
+    """The repository's default branch, as GitHub's event says it ("" when it does not)."""
+    repository = event.get("repository")
+    branch = repository.get("default_branch") if isinstance(repository, dict) else None
+    return branch if isinstance(branch, str) else ""
 
 
 def _event(env: Mapping[str, str]) -> dict[str, Any]:
@@ -237,6 +248,7 @@ def metadata(
             "url": ci.url if is_http_url(ci.url) else "",
             "trigger": "ci",
             "base_commit": ci.base_commit,
+            "default_branch": ci.default_branch,
         }
         if ci.workflow and "key" not in fields:
             # One run per workflow: each job's upload (its files) is a shard of it.
@@ -249,6 +261,10 @@ def metadata(
         ci_sources.setdefault("base_commit", "git merge-base of the pull request's head and base")
         if ci.system == "gitlab":
             ci_sources["base_commit"] = "CI_MERGE_REQUEST_DIFF_BASE_SHA"
+        ci_sources["default_branch"] = {
+            "github": "GITHUB_EVENT_PATH repository.default_branch",
+            "gitlab": "CI_DEFAULT_BRANCH",
+        }.get(ci.system, "")
         for name, value in found.items():
             if value and name not in fields:
                 fields[name], said[name] = value, ci_sources[name]

@@ -72,6 +72,8 @@ class Run(Base):
     source: Mapped[str] = mapped_column(String(128), default="")
     expected_shards: Mapped[int | None] = mapped_column(Integer)  # as the uploads declared
     base_commit: Mapped[str] = mapped_column(String(64), default="")  # a branch's fork point
+    # Why the run is stored as a branch ("": the default branch's); shown on the run page.
+    branch_reason: Mapped[str] = mapped_column(String(512), default="", server_default="")
     started_at: Mapped[datetime] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -349,6 +349,12 @@ class RunIn(Strict):
         description="a branch's fork point from the default branch (git merge-base): its "
         "verdicts compare with the default branch there",
     )
+    default_branch: Annotated[str, Field(max_length=256)] = Field(
+        default="",
+        description="the repository's default branch, as the CI says it (benchwatch upload "
+        "sends it): a run of another branch is stored apart from the history; without it, "
+        "BENCHWATCH_DEFAULT_BRANCHES guesses",
+    )
     shard: ShardIn | None = None
     url: HttpUrlText = ""
     started_at: Timestamp | None = None
@@ -411,6 +417,11 @@ class RunRead(BaseModel):
     commit: str
     branch: str
     base_commit: str = ""
+    branch_reason: str = Field(
+        default="",
+        description="why the run is stored as a branch, under its own channel (empty: it is "
+        "the default branch's)",
+    )
     url: str
     hostname: str
     status: str = Field(

@@ -133,6 +133,9 @@ def ingest_run(
     if b"\\u0000" in document and (places := list(nul_locations(run_in))):
         raise _refuse_nul(places)
     digest = hashlib.sha256(document).hexdigest()
+    branch_reason = branches.kept_apart_because(
+        run_in.branch, run_in.environment.channel, default_branches, run_in.default_branch
+    )
     run_in = _kept_apart(run_in, default_branches)
     if run_in.project != DEFAULT_PROJECT:
         run_in = run_in.model_copy(update={"key": project_key(run_in.project, run_in.key)})
@@ -152,7 +155,9 @@ def ingest_run(
             cases,
             run_in.project,
         )
-        run = _insert_run(session, run_in, resolved.machine, digest, source, coverage)
+        run = _insert_run(
+            session, run_in, resolved.machine, digest, source, coverage, branch_reason
+        )
         if run is None:  # a concurrent upload of the key committed first
             stored = _run_by_key(session, run_in.key)
             if stored is None:
@@ -188,7 +193,7 @@ def _counter(created: bool, results: int) -> Callable[[], None]:
 def _kept_apart(run_in: RunIn, default_branches: Mapping[str, str]) -> RunIn:
     """``run_in``, under its branch's own channel when it is not the default branch's."""
     channel = run_in.environment.channel
-    if branches.is_default(run_in.branch, channel, default_branches):
+    if branches.is_default(run_in.branch, channel, default_branches, run_in.default_branch):
         return run_in
     environment = run_in.environment.model_copy(
         update={"channel": branches.branch_channel(channel, run_in.branch)}
@@ -340,6 +345,7 @@ def _insert_run(
     digest: str,
     source: str,
     coverage: dict[str, int],
+    branch_reason: str = "",
 ) -> Run | None:
     """The new run (None: a concurrent upload of its key committed first)."""
     machine_in = run_in.machine
@@ -356,6 +362,7 @@ def _insert_run(
         "commit": run_in.commit,
         "branch": run_in.branch,
         "base_commit": run_in.base_commit,
+        "branch_reason": branch_reason,
         "status": shards.initial_status(run_in),
         "expected_shards": run_in.shard.expected if run_in.shard else None,
         "url": run_in.url,

@@ -37,6 +37,7 @@ RUN_FIELDS = (
     "commit",
     "branch",
     "base_commit",
+    "default_branch",
     "url",
     "started_at",
     "finished_at",
@@ -177,7 +178,7 @@ def _native(files: list[UploadFile], fields: dict[str, str]) -> RunIn:
         payload["key"] = fields["key"]
     # What the CI job says fills in what the payload leaves out: a pull request's branch and
     # commit, and the shard of the workflow's run it is.
-    for name in ("project", "commit", "branch", "base_commit", "url"):
+    for name in ("project", "commit", "branch", "base_commit", "default_branch", "url"):
         if fields.get(name) and not payload.get(name):
             payload[name] = fields[name]
     if (shard := _shard(fields)) is not None and "shard" not in payload:

@@ -11,6 +11,7 @@ from sqlalchemy import func, select
 from app.core.db import Database, utcnow
 from app.models import Result, Run
 from app.runs import shards
+from app.runs.branches import branch_channel
 from tests.anomalies.test_service import post_history, regressions
 from tests.factories import case_rows, nightly, result, run_payload
 from tests.posting import drain
@@ -166,7 +167,7 @@ def test_a_branch_never_feeds_the_default_branch(
         payload.update(key=f"pr-{index}", branch="feature/faster-attention")
         response = post(client, ingest_headers, payload)
         assert response.status_code == 201, response.text
-        assert response.json()["channel"] == "nightly@feature-faster-attention"
+        assert response.json()["channel"] == branch_channel("nightly", "feature/faster-attention")
         branch_ids.append(response.json()["id"])
     assert regressions(client) == []  # never judged with main's history, nor main with it
     runs = client.get("/api/v1/runs", params={"channel": "nightly", "limit": 200}).json()

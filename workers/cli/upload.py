@@ -25,6 +25,9 @@ UPLOAD_HELP = {
     "the job and the files' names, the key being the workflow's)",
     "shards": "how many shards make the run whole: it is detected once they are in "
     "(default: 1; a GitHub matrix: ${{ strategy.job-total }})",
+    "default_branch": "the repository's default branch: a run of another branch is kept "
+    "apart from the history (default: in CI, what GitHub's event or GitLab's "
+    "CI_DEFAULT_BRANCH says; else the server's BENCHWATCH_DEFAULT_BRANCHES guesses)",
     "base_commit": "a branch's fork point from the default branch, whose run its verdicts "
     "compare with (default: git merge-base of a pull request's head and base, where the "
     "checkout can tell; else the newest default-branch run before it)",
