@@ -10,7 +10,6 @@ shard's rows. Why a shard has none: the command exited non-zero, was killed at i
 wrote no matching file, or a file did not parse (where).
 """
 
-import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +19,7 @@ from app.core.command_suites import CommandSuite
 from app.suite_runs.service import ShardPlan
 from app.uploads.base import UploadFile
 from app.uploads.service import BadUpload, build_run
-from workers.shard_runner import ShardOutcome, run_command_process
+from workers.shard_runner import ShardOutcome, run_command_process, worker_environment
 
 MAX_OUTPUT_FILES = 1000  # files read back from one shard
 
@@ -36,9 +35,8 @@ def command_environment(
     suite: CommandSuite, output: Path, index: int, count: int
 ) -> dict[str, str]:
     """The command's environment: the worker's, less its settings, plus the suite's and ours."""
-    inherited = {k: v for k, v in os.environ.items() if not k.startswith("BENCHWATCH_")}
     return (
-        inherited
+        worker_environment()
         | suite.env
         | {
             "BENCHWATCH_OUTPUT_DIR": str(output),

@@ -21,6 +21,18 @@ from typing import Any
 
 CHILD = "workers.shard_child"  # the module the child runs
 STDERR_TAIL = 1500  # characters of the child's stderr kept in a failure reason
+# The one worker setting a built-in shard's child reads (``workers.shard_child``): its cores.
+CHILD_SETTINGS = ("BENCHWATCH_PIN_CORES",)
+
+
+def worker_environment(keep: tuple[str, ...] = ()) -> dict[str, str]:
+    """The worker's environment less its ``BENCHWATCH_*`` settings, but for those in ``keep``.
+
+    What a shard's child process inherits: the settings hold the database and broker URLs,
+    the token pepper, the SMTP and GitHub secrets, none of which a benchmark (or an operator's
+    command, or anything it imports) needs to see.
+    """
+    return {k: v for k, v in os.environ.items() if not k.startswith("BENCHWATCH_") or k in keep}
 
 
 @dataclass(frozen=True)
@@ -50,6 +62,7 @@ def run_shard_process(
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,
+                env=worker_environment(keep=CHILD_SETTINGS),
                 start_new_session=True,
             )
             try:

@@ -95,3 +95,26 @@ def test_a_child_killed_by_a_signal_says_so(
     )
     assert outcome.rows is None
     assert "killed by SIGKILL (out of memory?)" in outcome.reason
+
+
+def test_a_shard_child_inherits_no_worker_secret(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # A child that prints the environment it was given, then fails so that it reaches the
+    # reason: the worker's database URL and pepper must not be there, its cores setting must.
+    monkeypatch.setenv("BENCHWATCH_DATABASE_URL", "postgresql://bw:hunter2@db/benchwatch")
+    monkeypatch.setenv("BENCHWATCH_TOKEN_PEPPER", "pepper-not-for-children")
+    monkeypatch.setenv("BENCHWATCH_PIN_CORES", "0")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    dump = tmp_path / "python"
+    dump.write_text("#!/bin/sh\nenv >&2\nexit 1\n")
+    dump.chmod(0o755)
+    monkeypatch.setattr("workers.shard_runner.sys.executable", str(dump))
+    outcome = run_shard_process(
+        {"tier": "test", "cases": []}, timeout_s=30, heartbeat=lambda: True, every_s=0.2
+    )
+    assert outcome.rows is None
+    assert "hunter2" not in outcome.reason
+    assert "pepper-not-for-children" not in outcome.reason
+    assert "BENCHWATCH_PIN_CORES=0" in outcome.reason
+    assert "CUDA_VISIBLE_DEVICES=0" in outcome.reason
