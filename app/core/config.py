@@ -75,6 +75,8 @@ class Settings(BaseSettings):
     TOKEN_PEPPER: SecretStr = SecretStr(DEV_PEPPER)
     MAX_BODY_BYTES: int = 64 * 1024 * 1024  # larger request bodies get 413
     PARSE_TIMEOUT_S: float = 20.0  # an upload still being read after this long gets 413
+    # A triggered suite run no worker adopted in this long is expired (stops counting to caps).
+    TRIGGER_EXPIRE_S: float = Field(default=6 * 3600.0, gt=0)
     LOG_LEVEL: str = "INFO"
     LOG_FORMAT: Literal["text", "json"] = "text"  # json: one object per line, with request_id
     METRICS: bool = True  # False: no /metrics (docs/metrics.md); else readable as other reads

@@ -1,6 +1,7 @@
 """Suite runs in flight and done: their progress per shard, and why one failed; triggers."""
 
 import logging
+from datetime import timedelta
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -8,6 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from app.api.deps import ReadAccess, SessionDep, TriggerToken
 from app.api.responses import READS, WRITES, errors
 from app.api.validation import ApiRoute
+from app.benchmarks.projects import DEFAULT_PROJECT
 from app.core import queue
 from app.core.bounds import RowId
 from app.core.command_suites import command_tier
@@ -60,15 +62,27 @@ def trigger_suite_run(
     `command` names a command suite of `BENCHWATCH_COMMAND_SUITES` instead of a tier. With
     `key`, a retry answers the stored suite run (200); the same key with another body, 409.
     At most a few triggered suite runs may be queued or running per machine and per token: 429.
+    One no worker adopted within `BENCHWATCH_TRIGGER_EXPIRE_S` is `expired` and counts no more.
+    The run is stored under `project` (default: the token's project, else `default`); a
+    project-limited token naming another project: 403 at `body.project`.
     """
     settings: Settings = request.app.state.settings
     tokens_service.check_machine(token, body.machine)
+    project = body.project or token.project or DEFAULT_PROJECT
+    tokens_service.check_project(token, project, "body.project")
     tier = body.tier or _command_tier(settings, body.command or "")
     if not settings.BROKER_URL:
         raise NoBroker("no broker (BENCHWATCH_BROKER_URL): benchmark workers take triggers there")
-    asked = body.model_dump(exclude={"key", "command"}) | {"tier": tier}
+    # The default project is left out of the request, as triggers stored before it had it.
+    asked = body.model_dump(exclude={"key", "command", "project"}) | {"tier": tier}
+    if project != DEFAULT_PROJECT:
+        asked["project"] = project
     suite_run, new = triggers.trigger_suite_run(
-        session, token_id=token.id, key=body.key, request=asked
+        session,
+        token_id=token.id,
+        key=body.key,
+        request=asked,
+        expire_after=timedelta(seconds=settings.TRIGGER_EXPIRE_S),
     )
     queue.commit(session)
     if new:  # after the commit: the worker finds the row it is told of
@@ -112,7 +126,7 @@ def list_suite_runs(
     session: SessionDep,
     paging: Annotated[PageParams, Depends()],
     machine: Annotated[str | None, Query(max_length=128)] = None,
-    status: Literal["queued", "running", "finished", "failed"] | None = None,
+    status: Literal["queued", "running", "finished", "failed", "expired"] | None = None,
 ) -> Page[SuiteRunRead]:
     """Suite runs, newest first; filter by machine and status."""
     items, total = service.list_suite_runs(session, machine, status, paging.offset, paging.limit)

@@ -7,6 +7,7 @@ from typing import Annotated, Self
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from app.benchmarks import vocabulary as vocab
+from app.benchmarks.projects import ProjectName
 from app.runs.schemas import Strict
 from app.suite_runs.models import SHARD_STATES, SuiteRun
 
@@ -37,6 +38,11 @@ class SuiteRunTrigger(Strict):
     )
     key: Name | None = Field(
         default=None, description="idempotency key: a retry with it answers the same suite run"
+    )
+    project: ProjectName | None = Field(
+        default=None,
+        description="the project the run is stored under; default: the token's project, "
+        "else `default` (a project-limited token may name only its own)",
     )
 
     @field_validator("tier")
@@ -89,7 +95,7 @@ class SuiteRunRead(BaseModel):
     machine: str
     tier: str
     trigger: str
-    status: str = Field(description="queued | running | finished | failed")
+    status: str = Field(description="queued | running | finished | failed | expired")
     reason: str = Field(description="why it failed (a run that could not be ingested)")
     started_at: datetime
     finished_at: datetime | None

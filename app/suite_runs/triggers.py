@@ -8,14 +8,23 @@ queue. The worker's start task describes the machine, plans the shards and adopt
 What one caller can queue is bounded: unfinished (queued or running) API suite runs per machine
 and per token, so that a token cannot flood a GPU queue. A trigger's key is the caller's
 idempotency key (or a fresh one), prefixed with the token's id: ``api-<token id>-<key>``.
+The bounds are checked and the row inserted in one turn (``_take_turn``), so that triggers sent
+at once cannot all count the same few and pass together. A trigger no worker adopts within
+``BENCHWATCH_TRIGGER_EXPIRE_S`` (a machine without a worker) is marked ``expired`` and stops
+counting; so is the queue of a machine nobody serves.
+
+A project-limited token's trigger is stored under its project: the run the suite makes lands
+there (``project`` of the request; another project is a 403 at ``body.project``).
 """
 
 import uuid
+from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
+from app.benchmarks.projects import DEFAULT_PROJECT
 from app.core.db import utcnow
 from app.core.errors import Conflict, DomainError
 from app.suite_runs.models import SuiteRun, SuiteShard
@@ -23,6 +32,8 @@ from app.suite_runs.service import ShardPlan, SuiteRunNotFound
 
 API_KEY_PREFIX = "api-"
 QUEUED = "queued"
+EXPIRED = "expired"  # queued, and no worker adopted it in time
+TRIGGER_LOCK = 0x62770003  # the advisory lock class of triggers ("bw", 3)
 MAX_UNFINISHED_PER_MACHINE = 4  # queued or running API suite runs on one machine
 MAX_UNFINISHED_PER_TOKEN = 16  # ... and of one token over all machines
 
@@ -46,19 +57,27 @@ def trigger_key(token_id: int, key: str | None) -> str:
 
 
 def trigger_suite_run(
-    session: Session, *, token_id: int, key: str | None, request: dict[str, Any]
+    session: Session,
+    *,
+    token_id: int,
+    key: str | None,
+    request: dict[str, Any],
+    expire_after: timedelta = timedelta(hours=6),
 ) -> tuple[SuiteRun, bool]:
     """A queued suite run for ``request``, and whether it is new.
 
-    ``request``: machine, tier, trigger, commit, channel, models. A retry under the same key
-    returns the stored one; the same key with another request is a conflict.
+    ``request``: machine, tier, trigger, commit, channel, models and, for a project other than
+    the default, project. A retry under the same key returns the stored one; the same key with
+    another request is a conflict. Queued triggers older than ``expire_after`` expire first.
     """
+    _take_turn(session, expire_after)
     full_key = trigger_key(token_id, key)
     if (existing := session.scalar(select(SuiteRun).where(SuiteRun.key == full_key))) is not None:
         if requested(existing) != request:
             raise KeyReused(key or "")
         return existing, False
     _check_bounds(session, token_id, request["machine"])
+    project = request.get("project", DEFAULT_PROJECT)
     suite_run = SuiteRun(
         key=full_key,
         machine=request["machine"],
@@ -70,6 +89,7 @@ def trigger_suite_run(
             "commit": request["commit"],
             "environment": {"channel": request["channel"]},
             "extra": {"request": request},
+            **({"project": project} if project != DEFAULT_PROJECT else {}),
         },
     )
     suite_run.shards = []
@@ -90,6 +110,33 @@ def requested(suite_run: SuiteRun) -> dict[str, Any] | None:
     """What the trigger of an API suite run asked for (None for other suite runs)."""
     request = suite_run.description.get("extra", {}).get("request")
     return request if isinstance(request, dict) else None
+
+
+def _take_turn(session: Session, expire_after: timedelta) -> None:
+    """Triggers take turns until the transaction ends; stale queued ones expire first.
+
+    On Postgres a transaction-level advisory lock; on SQLite the expiring ``UPDATE`` is the
+    transaction's first write, which takes the database's one write lock (a busy trigger
+    waits for it, ``busy_timeout``) before anything is counted. Either way the next trigger
+    counts what this one inserted.
+    """
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(select(func.pg_advisory_xact_lock(TRIGGER_LOCK, 0)))
+    now = utcnow()
+    reason = (
+        f"no worker adopted it within {expire_after.total_seconds():g} s "
+        "(BENCHWATCH_TRIGGER_EXPIRE_S): is `benchwatch worker --machine` running there?"
+    )
+    session.execute(
+        update(SuiteRun)
+        .where(
+            SuiteRun.status == QUEUED,
+            SuiteRun.key.like(f"{API_KEY_PREFIX}%"),
+            SuiteRun.started_at < now - expire_after,
+        )
+        .values(status=EXPIRED, finished_at=now, reason=reason)
+        .execution_options(synchronize_session=False)
+    )
 
 
 def _check_bounds(session: Session, token_id: int, machine: str) -> None:
