@@ -18,7 +18,7 @@ import app.models  # noqa: F401  (every model registered before the first query)
 from app.anomalies.registry import read_thresholds
 from app.api.deps import ReadAccess
 from app.api.router import api_router
-from app.api.validation import handle_validation_error
+from app.api.validation import allowed_methods, handle_validation_error
 from app.core.config import DEV_PEPPER, Settings, settings
 from app.core.db import UNAVAILABLE, Database, database_unavailable
 from app.core.errors import DomainError, error_body, handle_domain_error
@@ -81,7 +81,10 @@ async def handle_http_error(request: Request, exc: Exception) -> Response:
     if not request.url.path.startswith("/api/"):
         return await http_exception_handler(request, exc)
     body = error_body(HTTPStatus(exc.status_code).phrase.replace(" ", ""), str(exc.detail))
-    return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        headers["Allow"] = allowed_methods(request)
+    return JSONResponse(body, status_code=exc.status_code, headers=headers)
 
 
 def refuse_development_secrets(config: Settings) -> None:

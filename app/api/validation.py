@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException
+from starlette.routing import Match, Mount
 from starlette.types import Receive, Scope
 
 from app.core.bounds import MAX_JSON_DEPTH
@@ -47,6 +48,25 @@ async def handle_validation_error(request: Request, exc: Exception) -> JSONRespo
         json.loads(json.dumps(error_body("ValidationError", detail, described), default=str)),
         status_code=422,
     )
+
+
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def allowed_methods(request: Request) -> str:
+    """The ``Allow`` header of a 405: every method some route of the request's path takes.
+
+    Starlette's names the first route of the path alone (``POST`` for ``/api/v1/runs``, which
+    ``GET`` reads too); RFC 9110 asks for all of them. Each method is matched as the router
+    would (included routers match through their own routes).
+    """
+    routes = [r for r in request.app.router.routes if not isinstance(r, Mount)]
+    allowed = [
+        method
+        for method in _METHODS
+        if any(r.matches({**request.scope, "method": method})[0] is Match.FULL for r in routes)
+    ]
+    return ", ".join(allowed)
 
 
 def refuse_nul_in_query(request: Request) -> None:

@@ -6,12 +6,13 @@ fail in the database; these types refuse it first, with a 422 that says where.
 """
 
 import hashlib
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import annotated_types
-from pydantic import AfterValidator, BaseModel
+from pydantic import AfterValidator, BaseModel, BeforeValidator
 
 INT32_MAX = 2**31 - 1
 # Nesting of JSON objects and arrays, in an upload or an API body: real files and payloads nest
@@ -48,7 +49,20 @@ def _run_time(value: datetime) -> datetime:
     return value
 
 
-QueryTime = Annotated[datetime, AfterValidator(_utc_representable)]
+def _iso_text(value: Any) -> Any:
+    # pydantic reads a number (or a string of one) as Unix seconds; the OpenAPI schema says an
+    # ISO 8601 date-time string, and only that is taken.
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        raise ValueError("a time is an ISO 8601 string, e.g. 2026-11-29T00:00:00Z")
+    if isinstance(value, str) and not _ISO_DATE.match(value):
+        raise ValueError("a time is an ISO 8601 string, e.g. 2026-11-29T00:00:00Z")
+    return value
+
+
+_ISO_DATE = re.compile(r"\d{4}-\d\d-\d\d")
+ISO_TEXT = BeforeValidator(_iso_text)
+"""Refuses a number for a time: ``Annotated[datetime, ISO_TEXT]``."""
+QueryTime = Annotated[datetime, ISO_TEXT, AfterValidator(_utc_representable)]
 """A time in a query (``since``, ``until``): any that has a UTC equivalent."""
 RunTime = Annotated[datetime, AfterValidator(_utc_representable), AfterValidator(_run_time)]
 """A time stored with a run: from 1970 to 2999 (a naive one is refused by its model)."""

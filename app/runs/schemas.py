@@ -17,12 +17,20 @@ from typing_extensions import TypedDict
 from app.benchmarks import vocabulary as vocab
 from app.benchmarks.projects import DEFAULT_PROJECT, ProjectName
 from app.benchmarks.schemas import MachineRead
-from app.core.bounds import MAX_JSON_DEPTH, Int32, RunTime
+from app.core.bounds import ISO_TEXT, MAX_JSON_DEPTH, Int32, RunTime
 from app.core.urls import HttpUrlText
 
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 Name = Annotated[str, Field(min_length=1, max_length=128)]
-Timestamp = Annotated[RunTime, Field(strict=False)]  # ISO 8601 strings from JSON
+
+
+# ISO 8601 strings from JSON (a datetime from Python), from 1970 to 2999 (RunTime): the
+# pattern says the years in the schema.
+Timestamp = Annotated[
+    RunTime,
+    Field(strict=False, json_schema_extra={"pattern": "^(19[7-9][0-9]|2[0-9]{3})-"}),
+    ISO_TEXT,
+]
 MAX_SAMPLES = 100_000
 _PRECISIONS = frozenset(vocab.PRECISIONS)
 
@@ -214,7 +222,11 @@ class ResultIn(Strict):
     higher_is_better: bool | None = None
     kind: vocab.MetricKind | None = None
     value: Finite | None = None
-    samples: Annotated[list[Finite], Field(max_length=MAX_SAMPLES)] | None = None
+    # minItems in the schema; the validator's own message says what to do instead
+    samples: (
+        Annotated[list[Finite], Field(max_length=MAX_SAMPLES, json_schema_extra={"minItems": 1})]
+        | None
+    ) = None
     status: vocab.Status = "ok"
     reason: Annotated[str, Field(max_length=4000)] = ""
     text_value: Annotated[str, Field(min_length=1, max_length=256)] | None = None

@@ -20,7 +20,10 @@ class SuiteRunTrigger(Strict):
     machine: Name = Field(
         description="the machine's name: the queue of its worker, or of its pool's nodes"
     )
-    tier: Annotated[str, Field(max_length=32)] | None = Field(
+    tier: (
+        Annotated[str, Field(max_length=32, json_schema_extra={"enum": list(vocab.SUITE_TIERS)})]
+        | None
+    ) = Field(
         default=None, description=f"a tier ({', '.join(vocab.SUITE_TIERS)}); or give `command`"
     )
     command: Name | None = Field(
