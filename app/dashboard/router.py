@@ -17,6 +17,7 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Resp
 from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
 from sqlalchemy.orm import Session
+from starlette.types import Message
 
 from app.annotations import service as annotations_service
 from app.anomalies.registry import read_thresholds
@@ -26,7 +27,7 @@ from app.audit import service as audit
 from app.benchmarks.projects import is_project_name
 from app.core import queue
 from app.core.bounds import INT32_MAX, RowId, in_id_range
-from app.core.errors import DomainError, NotFound
+from app.core.errors import DomainError, Forbidden, NotFound
 from app.core.urls import safe_href
 from app.corrections import service as corrections
 from app.dashboard import annotations_page
@@ -55,11 +56,12 @@ from app.suite_runs import service as suite_runs_service
 from app.suite_runs.schemas import SuiteRunRead
 from app.tokens.auth import (
     MAX_SECRET_LENGTH,
-    SIGN_IN_COOKIE,
     csrf_matches,
     csrf_token,
+    live_session,
     live_token,
     request_pepper,
+    session_secret,
     signed_in,
 )
 from app.tokens.service import close_session, open_session
@@ -74,6 +76,9 @@ templates.env.filters |= {
     "embed": embed,
 }
 SUITE_RUNS_SHOWN = 50
+# A dashboard form is a few fields (a subscription's receivers and matchers the largest): a
+# body over this is no form of ours (413), whatever BENCHWATCH_MAX_BODY_BYTES lets the API take.
+FORM_MAX_BYTES = 64 * 1024
 AUDIT_SHOWN = 200  # entries of the audit page, newest first
 RUN_DONE = {
     "invalidated": "Invalidated: the run left history; what it caused was withdrawn.",
@@ -81,24 +86,89 @@ RUN_DONE = {
 }
 
 
+class FormTooLarge(DomainError):
+    """A dashboard form's body is over ``FORM_MAX_BYTES``."""
+
+    status_code = 413
+
+
+async def _signed_in_poster(request: Request) -> None:
+    """The 403 page for a form posted by another site or without a live sign-in session.
+
+    Checked from the headers and the cookie alone, before the body is read: FastAPI reads and
+    parses a route's form before its dependencies run (``subs.form_actor`` checks again, with
+    the form's CSRF value), so an anonymous client could otherwise make the server take in a
+    body as large as ``BENCHWATCH_MAX_BODY_BYTES`` for a form it was always going to refuse.
+    """
+    if not from_this_site(request):
+        raise Forbidden("Post this form from this server's own page: another site posted it.")
+
+    def alive() -> bool:
+        with request.app.state.database.sessionmaker() as session:
+            return live_session(request, session) is not None
+
+    if not await run_in_threadpool(alive):
+        raise Forbidden("Sign in with a token first: nothing was changed.")
+
+
+async def _bounded_form(request: Request) -> Request:
+    """The request with its body read, at most ``FORM_MAX_BYTES`` of it (413 beyond).
+
+    A declared length over the cap is refused unread; a streamed body as soon as it passes it.
+    """
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > FORM_MAX_BYTES:
+        raise FormTooLarge(f"a dashboard form is at most {FORM_MAX_BYTES} bytes")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > FORM_MAX_BYTES:
+            raise FormTooLarge(f"a dashboard form is at most {FORM_MAX_BYTES} bytes")
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if sent:  # the body once; then what the client does (a disconnect, at the end)
+            return await request.receive()
+        sent = True
+        return {"type": "http.request", "body": bytes(body), "more_body": False}
+
+    return Request(request.scope, replay)
+
+
 class PageRoute(APIRoute):
     """A dashboard page: every ``DomainError`` it raises answers with the error page.
 
     A link to a run that is gone, too many channels, a NUL in the query: the page's status
-    code, and a page saying why, handled here once for every page.
+    code, and a page saying why, handled here once for every page. A form posted to a page
+    needs a signed-in poster (checked before its body is read) and is at most
+    ``FORM_MAX_BYTES``.
     """
 
+    signed_in_forms = True  # /login and /logout: anyone may post them (``OpenFormRoute``)
+
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        """FastAPI's handler, with domain errors rendered as a page."""
+        """FastAPI's handler, with domain errors rendered as a page, and forms bounded."""
         handler = super().get_route_handler()
+        takes_form = "POST" in (self.methods or ())
 
         async def handle(request: Request) -> Response:
             try:
+                if takes_form:
+                    if self.signed_in_forms:
+                        await _signed_in_poster(request)
+                    request = await _bounded_form(request)
                 return await handler(request)
             except DomainError as error:
                 return await run_in_threadpool(error_page, request, error)
 
         return handle
+
+
+class OpenFormRoute(PageRoute):
+    """A form anyone may post (signing in and out), bounded as the pages' forms are."""
+
+    signed_in_forms = False
 
 
 # Postgres cannot compare text with a NUL character: a query holding one is a 422, not a 500.
@@ -107,7 +177,8 @@ pages = APIRouter(
     dependencies=[Depends(page_access), Depends(refuse_nul_in_query)],
     route_class=PageRoute,
 )
-assets = APIRouter(include_in_schema=False)  # open to all: plotly.js and signing in
+# Open to all: plotly.js and signing in.
+assets = APIRouter(include_in_schema=False, route_class=OpenFormRoute)
 
 
 @assets.get("/static/plotly.min.js")
@@ -151,7 +222,7 @@ def sign_in(
     session_id = open_session(session, found, request_pepper(request))
     session.commit()
     back = RedirectResponse(safe_next(next), status_code=303)
-    return remember(back, session_id, secure=request.url.scheme == "https")
+    return remember(back, request, session_id)
 
 
 @assets.post("/logout")
@@ -159,14 +230,13 @@ def sign_out(
     request: Request, session: SessionDep, csrf: Annotated[str, Form(max_length=128)] = ""
 ) -> Response:
     """Close the sign-in session (the form carries the page's CSRF value) and drop the cookie."""
-    if signed_in(request, session) is not None:
+    secret = session_secret(request)
+    if signed_in(request, session) is not None and secret is not None:
         if not csrf_matches(request, session, csrf):
             raise HTTPException(403, detail="sign out from a page of this server")
-        close_session(session, request.cookies[SIGN_IN_COOKIE], request_pepper(request))
+        close_session(session, secret, request_pepper(request))
         session.commit()
-    return forget(
-        RedirectResponse("/login?again=1", status_code=303), request.url.scheme == "https"
-    )
+    return forget(RedirectResponse("/login?again=1", status_code=303), request)
 
 
 def as_int(value: str | None) -> int | None:
@@ -582,6 +652,9 @@ def create_annotation_form(
         body.text,
         body.url,
         actor.label,
+        # The form names no project: a project-limited token's annotation is its project's.
+        project=actor.token.project,
+        token=actor.token,
     )
     queue.commit(session)
     return RedirectResponse("/annotations?done=added", status_code=303)
@@ -592,7 +665,7 @@ def delete_annotation_form(
     session: SessionDep, actor: subs.TriageForm, annotation_id: RowId
 ) -> RedirectResponse:
     """Delete an annotation."""
-    annotations_service.delete_annotation(session, annotation_id, by=actor.label)
+    annotations_service.delete_annotation(session, annotation_id, by=actor.label, token=actor.token)
     queue.commit(session)
     return RedirectResponse("/annotations?done=deleted", status_code=303)
 

@@ -3,8 +3,10 @@
 A page of a private server (``BENCHWATCH_PUBLIC_READ=false``) asked for without a live token
 redirects to ``/login?next=<the page>``. The form takes any live API token, checks it and opens
 a sign-in session (``app.tokens.service.open_session``): the browser keeps only the session's
-random id, in an HttpOnly, SameSite=Strict cookie marked Secure when the request came over
-https (behind a proxy: ``--proxy-headers --forwarded-allow-ips``). ``/logout`` closes it.
+random id, in an HttpOnly, SameSite=Strict cookie; when the request came over https (behind a
+proxy: ``--proxy-headers --forwarded-allow-ips``) it is Secure and named ``__Host-...``
+(``app.tokens.auth.sign_in_cookie``). Signing in ends the token's earlier session; ``/logout``
+closes it.
 
 The form is refused when another site posts it (``from_this_site``).
 
@@ -19,7 +21,7 @@ from fastapi import Request
 from fastapi.responses import RedirectResponse, Response
 
 from app.core.db import SessionDep
-from app.tokens.auth import SIGN_IN_COOKIE, Credentials, may_read
+from app.tokens.auth import Credentials, may_read, sign_in_cookie
 from app.tokens.service import SESSION_DAYS
 
 
@@ -76,20 +78,31 @@ def safe_next(wanted: str | None) -> str:
     return wanted
 
 
-def remember(response: Response, session_id: str, secure: bool) -> Response:
-    """Keep the sign-in session's id in the browser, out of reach of page scripts."""
+def remember(response: Response, request: Request, session_id: str) -> Response:
+    """Keep the sign-in session's id in the browser, out of reach of page scripts.
+
+    Over https the cookie is ``__Host-`` prefixed: Secure, Path=/ and no Domain, as the prefix
+    demands (Starlette sets no Domain unless asked).
+    """
     response.set_cookie(
-        SIGN_IN_COOKIE,
+        sign_in_cookie(request),
         session_id,
         max_age=SESSION_DAYS * 24 * 3600,
+        path="/",
         httponly=True,
         samesite="strict",
-        secure=secure,
+        secure=request.url.scheme == "https",
     )
     return response
 
 
-def forget(response: Response, secure: bool) -> Response:
+def forget(response: Response, request: Request) -> Response:
     """Drop the sign-in cookie."""
-    response.delete_cookie(SIGN_IN_COOKIE, httponly=True, samesite="strict", secure=secure)
+    response.delete_cookie(
+        sign_in_cookie(request),
+        path="/",
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
     return response

@@ -1,12 +1,13 @@
 """Who a request acts for: hashed API tokens, the dashboard's sign-in sessions, CSRF.
 
 An API client sends ``Authorization: Bearer <token>``. A browser signs in once with a token
-(``/login``) and then carries ``SIGN_IN_COOKIE``: a random session id (HttpOnly,
-SameSite=Strict), whose keyed hash is the ``web_session`` row that names the token. The
-session acts with the token's scopes; a write it makes must also carry ``CSRF_HEADER``, a value
-derived from the session id that only the server's own pages know (the cookie is what another
-site could make a browser send, the header is not). Reads never write: a token's last use is
-noted by writes alone, so a private server's reader takes no row or SQLite write lock.
+(``/login``) and then carries the sign-in cookie (``sign_in_cookie``): a random session id
+(HttpOnly, SameSite=Strict; over https ``__Host-`` prefixed and Secure), whose keyed hash is
+the ``web_session`` row that names the token. The session acts with the token's scopes; a write
+it makes must also carry ``CSRF_HEADER``, a value derived from the session id that only the
+server's own pages know (the cookie is what another site could make a browser send, the header
+is not). Reads never write: a token's last use is noted by writes alone, so a private server's
+reader takes no row or SQLite write lock.
 """
 
 import hmac
@@ -26,7 +27,10 @@ from app.tokens.models import ApiToken, WebSession
 from app.tokens.service import hash_token
 
 TOUCH_EVERY = timedelta(minutes=1)  # last_used_at granularity: no write per request
-SIGN_IN_COOKIE = "benchwatch_session"
+SIGN_IN_COOKIE = "benchwatch_session"  # over plain http (a local server)
+# Over https: a browser keeps a ``__Host-`` cookie only when it is Secure, has Path=/ and no
+# Domain, so a sibling subdomain (or a plain-http page) cannot set or shadow it.
+SECURE_SIGN_IN_COOKIE = f"__Host-{SIGN_IN_COOKIE}"
 CSRF_HEADER = "X-CSRF-Token"
 MISSING_TOKEN = "missing API token: send 'Authorization: Bearer <token>'"
 INVALID_TOKEN = "invalid or revoked API token"
@@ -85,18 +89,34 @@ def live_token(
     return token
 
 
+def sign_in_cookie(request: Request) -> str:
+    """The sign-in cookie's name for this request's scheme.
+
+    ``__Host-`` needs Secure, which a browser refuses to store over plain http, so a server
+    on http://127.0.0.1 uses the plain name; over https (or a trusted proxy saying so) only the
+    prefixed one is read, so that a plain cookie planted by another host counts for nothing.
+    """
+    return SECURE_SIGN_IN_COOKIE if request.url.scheme == "https" else SIGN_IN_COOKIE
+
+
+def session_secret(request: Request) -> str | None:
+    """The session id the request's sign-in cookie carries, if any."""
+    return request.cookies.get(sign_in_cookie(request))
+
+
 def signed_in(request: Request, session: Session) -> WebSession | None:
     """The live sign-in session of the request's cookie (looked up once per request)."""
     if hasattr(request.state, "web_session"):
         found: WebSession | None = request.state.web_session
         return found
-    found = _live_session(request, session)
+    found = live_session(request, session)
     request.state.web_session = found
     return found
 
 
-def _live_session(request: Request, session: Session) -> WebSession | None:
-    secret = request.cookies.get(SIGN_IN_COOKIE)
+def live_session(request: Request, session: Session) -> WebSession | None:
+    """The live sign-in session of the request's cookie, looked up afresh (nothing cached)."""
+    secret = session_secret(request)
     if not secret or len(secret) > MAX_SECRET_LENGTH:
         return None
     digest = hash_token(secret, request_pepper(request))
@@ -117,15 +137,15 @@ def check_caller(
     if credentials is not None:
         if live_token(request, session, credentials.credentials, touch=False) is None:
             raise _unauthorized(INVALID_TOKEN)
-    elif _live_session(request, session) is None:
+    elif live_session(request, session) is None:
         raise _unauthorized(MISSING_TOKEN)
 
 
 def csrf_token(request: Request, session: Session) -> str | None:
     """The value a signed-in page sends in ``CSRF_HEADER`` with its writes; None if signed out."""
-    if signed_in(request, session) is None:
+    secret = session_secret(request)
+    if signed_in(request, session) is None or secret is None:
         return None
-    secret = request.cookies[SIGN_IN_COOKIE]
     return hash_token(f"csrf:{secret}", request_pepper(request))
 
 

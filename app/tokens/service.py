@@ -153,10 +153,14 @@ def check_project(token: ApiToken, project: str, loc: str = "project") -> None:
 def open_session(session: Session, token: ApiToken, pepper: str) -> str:
     """Sign a browser in with ``token``: a new session row; returns the id for its cookie.
 
-    Expired sessions are deleted here, the one write that signing in makes anyway.
+    Expired sessions are deleted here, the one write that signing in makes anyway, and so are
+    the token's earlier sessions: a new sign-in ends the previous one, so that a session left
+    open on another machine (or stolen) stops working once its owner signs in again.
     """
     now = utcnow()
-    session.execute(delete(WebSession).where(WebSession.expires_at <= now))
+    session.execute(
+        delete(WebSession).where((WebSession.expires_at <= now) | (WebSession.token_id == token.id))
+    )
     secret = secrets.token_urlsafe(32)
     session.add(
         WebSession(
