@@ -115,3 +115,57 @@ def test_every_migration_goes_down_and_up_again_with_data_present(scratch_url: s
     engine = create_engine(scratch_url)
     assert is_up_to_date(engine)
     engine.dispose()
+
+
+def _keys(url: str) -> set[tuple[str, str]]:
+    engine = create_engine(url)
+    with engine.connect() as connection:
+        rows = connection.execute(text("SELECT project, key FROM run"))
+        keys = {(str(project), str(key)) for project, key in rows}
+    engine.dispose()
+    return keys
+
+
+def test_run_identity_splits_project_prefixed_keys(scratch_url: str) -> None:
+    """Down to before (project, key): the prefixes come back; up again: split, only our own."""
+    from alembic import command
+
+    from app.core.migrate import alembic_config
+    from tests.factories import result, run_payload
+
+    upgrade_database(scratch_url)
+    application = create_app(
+        Settings(DATABASE_URL=scratch_url, TOKEN_PEPPER=PEPPER, BROKER_URL=None)
+    )
+    with TestClient(application) as client:
+        headers = {"Authorization": f"Bearer {make_token(application.state.database, 'ingest')}"}
+        for project, key in (("vision", "gha-1"), ("a:b", "c"), ("speech", "k"), ("default", "d")):
+            payload = run_payload(key, [result(value=1.0)], project=project)
+            assert client.post("/api/v1/runs", json=payload, headers=headers).status_code == 201
+    application.state.database.dispose()
+
+    config = alembic_config(scratch_url)
+    command.downgrade(config, "6d2f9b4e8a17")  # before this revision: one key over projects
+    assert _keys(scratch_url) == {
+        ("vision", "vision:gha-1"),
+        ("a:b", "a:b:c"),
+        ("speech", "speech:k"),
+        ("default", "d"),
+    }
+    engine = create_engine(scratch_url)
+    with engine.begin() as connection:  # keys a client may have sent as they were
+        connection.execute(text("UPDATE run SET key = 'other:k' WHERE project = 'speech'"))
+        connection.execute(text("UPDATE run SET key = 'vision:gha-1x' WHERE project = 'default'"))
+    engine.dispose()
+    upgrade_database(scratch_url)
+    assert _keys(scratch_url) == {
+        ("vision", "gha-1"),
+        ("a:b", "c"),
+        ("speech", "other:k"),  # another project's prefix: the client's own text
+        ("default", "vision:gha-1x"),  # a default run's key is never split
+    }
+    engine = create_engine(scratch_url)
+    with engine.connect() as connection:
+        uniques = inspect(connection).get_unique_constraints("run")
+    engine.dispose()
+    assert [u["column_names"] for u in uniques] == [["project", "key"]]

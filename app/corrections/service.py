@@ -398,7 +398,7 @@ def delete_run(
         RunNotFound: no such run.
     """
     run = runs_service.get_run(session, run_id)
-    before = audit.fields(run, ("key", "machine_id", "channel", "commit", *_RUN_FIELDS))
+    before = audit.fields(run, ("project", "key", "machine_id", "channel", "commit", *_RUN_FIELDS))
     before["started_at"] = run.started_at.isoformat()
     if run.status == INVALID:
         correction = Correction(run.id)

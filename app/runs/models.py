@@ -43,13 +43,20 @@ class Environment(Base):
 
 
 class Run(Base):
-    """One execution on one machine in one environment; ``key`` makes ingestion idempotent."""
+    """One execution on one machine in one environment.
+
+    ``(project, key)`` is its identity and makes ingestion idempotent: the key is the one the
+    client sent, so two projects' CI jobs may use the same keys.
+    """
 
     __tablename__ = "run"
-    __table_args__ = (Index("ix_run_started_at_id", "started_at", "id"),)
+    __table_args__ = (
+        Index("ix_run_started_at_id", "started_at", "id"),
+        UniqueConstraint("project", "key"),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    key: Mapped[str] = mapped_column(String(256), unique=True)
+    key: Mapped[str] = mapped_column(String(256))
     payload_hash: Mapped[str] = mapped_column(String(64))
     machine_id: Mapped[int] = mapped_column(ForeignKey("machine.id"), index=True)
     environment_id: Mapped[int] = mapped_column(ForeignKey("environment.id"), index=True)

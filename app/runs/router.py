@@ -67,9 +67,9 @@ def create_run(
     `shard.expected` shards are in (or none came for `BENCHWATCH_RUN_SHARDS_QUIET_S`), and
     only then detected. A run of a branch other than its channel's default
     (`BENCHWATCH_DEFAULT_BRANCHES`) is stored under the channel `<channel>@<branch>`, apart
-    from the default branch's history, and gets verdicts (`/runs/{id}/verdicts`). A run of
-    a `project` other than `default` is stored under the key `<project>:<key>`; a token
-    limited to a project gets 403 for a run of another one.
+    from the default branch's history, and gets verdicts (`/runs/{id}/verdicts`). A run is
+    known by its `project` and `key` together (the same key in two projects is two runs);
+    a token limited to a project gets 403 for a run of another one.
     """
     tokens_service.check_machine(token, run_in.machine.name)
     tokens_service.check_project(token, run_in.project, "body.project")

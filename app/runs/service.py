@@ -15,9 +15,8 @@ from sqlalchemy.orm.attributes import set_committed_value
 
 from app.benchmarks import vocabulary as vocab
 from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
-from app.benchmarks.projects import DEFAULT_PROJECT
 from app.benchmarks.resolve import Cases, MachineDescription, cases_of, resolve_catalog
-from app.core.bounds import fit, in_id_range, nul_locations
+from app.core.bounds import in_id_range, nul_locations
 from app.core.bulk import insert_missing, insert_returning, member_of
 from app.core.db import utcnow
 from app.core.errors import Conflict, InvalidInput, NotFound
@@ -44,22 +43,13 @@ class ShardOfInvalidRun(Conflict):
         super().__init__(f"run {run_id} was invalidated: its key takes no further shards")
 
 
-class KeyOfAnotherProject(Conflict):
-    """A run key stored under another project (a default key that reads like a project's)."""
-
-    def __init__(self, key: str, run_id: int, project: str) -> None:
-        super().__init__(
-            f"run key {key!r} is stored under project {project!r} (run {run_id}); "
-            "a new run needs a new key"
-        )
-
-
 class KeyReused(Conflict):
     """A different payload was posted under a key that is already stored."""
 
-    def __init__(self, key: str, run_id: int) -> None:
+    def __init__(self, project: str, key: str, run_id: int) -> None:
         super().__init__(
-            f"run key {key!r} is already stored (run {run_id}) with a different payload; "
+            f"run key {key!r} of project {project!r} is already stored (run {run_id}) with a "
+            "different payload; "
             "a retry must send the same payload, a new run needs a new key"
         )
 
@@ -73,9 +63,10 @@ class Ingested:
 
 
 SOURCE_LENGTH = 128  # of the column Run.source
-KEY_LENGTH = 256  # of the column Run.key
 # Built once: every upload runs them, and building a statement costs more than running it.
-_RUN_ID_BY_KEY = select(Run.id).where(Run.key == bindparam("key"))
+_RUN_ID_BY_KEY = select(Run.id).where(
+    Run.project == bindparam("project"), Run.key == bindparam("key")
+)
 _ENVIRONMENT_BY_HASH = select(Environment).where(
     Environment.content_hash == bindparam("content_hash")
 )
@@ -137,11 +128,9 @@ def ingest_run(
         run_in.branch, run_in.environment.channel, default_branches, run_in.default_branch
     )
     run_in = _kept_apart(run_in, default_branches)
-    if run_in.project != DEFAULT_PROJECT:
-        run_in = run_in.model_copy(update={"key": project_key(run_in.project, run_in.key)})
     if run_in.shard is not None:
         run_in = run_in.model_copy(update={"key": shards.run_key(run_in)})
-    if (existing := _run_by_key(session, run_in.key)) is not None:
+    if (existing := _run_by_key(session, run_in.project, run_in.key)) is not None:
         ingested = _again(session, existing, run_in, digest)
     else:
         cases = cases_of(run_in.results)
@@ -159,7 +148,7 @@ def ingest_run(
             session, run_in, resolved.machine, digest, source, coverage, branch_reason
         )
         if run is None:  # a concurrent upload of the key committed first
-            stored = _run_by_key(session, run_in.key)
+            stored = _run_by_key(session, run_in.project, run_in.key)
             if stored is None:
                 raise RuntimeError(f"run key {run_in.key!r} conflicted, yet no run has it")
             ingested = _again(session, stored, run_in, digest)
@@ -201,19 +190,8 @@ def _kept_apart(run_in: RunIn, default_branches: Mapping[str, str]) -> RunIn:
     return run_in.model_copy(update={"environment": environment})
 
 
-def project_key(project: str, key: str) -> str:
-    """The stored key of a run of a project other than ``default``.
-
-    Two projects' CI jobs may well use the same keys (a workflow's run number).
-    """
-    stored = f"{project}:{key}"
-    return fit(stored, KEY_LENGTH, stored, 16)
-
-
 def _again(session: Session, run: Run, run_in: RunIn, digest: str) -> Ingested:
-    """A key stored already: a retry, or a further shard of the run."""
-    if run.project != run_in.project:
-        raise KeyOfAnotherProject(run.key, run.id, run.project)
+    """A (project, key) stored already: a retry, or a further shard of the run."""
     if run_in.shard is None:
         return Ingested(_same_payload(run, run_in, digest), created=False)
     # Shards of one run take turns (their completion check counts the others).
@@ -260,9 +238,10 @@ def _rows(
     ]
 
 
-def _run_by_key(session: Session, key: str) -> Run | None:
+def _run_by_key(session: Session, project: str, key: str) -> Run | None:
+    """The run of ``key`` in ``project`` (the pair is its identity: a key in two is two runs)."""
     # The id alone first: a new key (the usual case) costs no ORM entity load.
-    run_id = session.connection().scalar(_RUN_ID_BY_KEY, {"key": key})
+    run_id = session.connection().scalar(_RUN_ID_BY_KEY, {"project": project, "key": key})
     return None if run_id is None else session.get(Run, run_id)
 
 
@@ -274,7 +253,7 @@ def _same_payload(run: Run, run_in: RunIn, digest: str) -> Run:
     run stored without a body holds (an upload, a suite run, a run posted before body hashes).
     """
     if run.payload_hash != digest and run.payload_hash != payload_hash(run_in):
-        raise KeyReused(run.key, run.id)
+        raise KeyReused(run.project, run.key, run.id)
     return run
 
 
@@ -373,9 +352,9 @@ def _insert_run(
         "extra": run_in.extra,
         **coverage,
     }
-    # ON CONFLICT DO NOTHING: a concurrent upload of the same key waits for the first to
-    # commit, then inserts nothing, and the caller reads the stored run.
-    run = insert_returning(session, Run, row, ["key"])
+    # ON CONFLICT DO NOTHING: a concurrent upload of the same (project, key) waits for the
+    # first to commit, then inserts nothing, and the caller reads the stored run.
+    run = insert_returning(session, Run, row, ["project", "key"])
     if run is None:
         return None
     # The machine and the environment are loaded: attached here, the response needs no query

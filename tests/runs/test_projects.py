@@ -62,8 +62,13 @@ def test_two_projects_keep_their_own_series_and_keys(
     second = post(client, headers, project="speech")  # the same key, machine, case, channel
     default = post(client, headers)
     assert [r.status_code for r in (first, second, default)] == [201, 201, 201]
-    assert first.json()["key"] == "vision:gha-1"
-    assert default.json()["key"] == "gha-1"
+    assert [r.json()["key"] for r in (first, second, default)] == ["gha-1"] * 3  # as sent
+    assert [r.json()["project"] for r in (first, second, default)] == [
+        "vision",
+        "speech",
+        "default",
+    ]
+    assert len({r.json()["id"] for r in (first, second, default)}) == 3  # three runs
     assert post(client, headers, project="vision").status_code == 200  # a retry
     series = client.get("/api/v1/series").json()
     assert series["total"] == 3
@@ -78,6 +83,48 @@ def test_two_projects_keep_their_own_series_and_keys(
     assert client.get("/api/v1/machines?project=nobody").json() == []
     assert [m["name"] for m in client.get("/api/v1/machines?project=speech").json()] == ["h100-8"]
     assert client.get("/api/v1/runs?project=no%20such").status_code == 422
+
+
+def test_a_key_that_reads_like_another_projects_blocks_nothing(
+    client: TestClient, database: Database
+) -> None:
+    """(project, key) is a run's identity: no key of one project can take another's."""
+    attacker = project_token(database, "default")
+    for key in ("vision:gha-4242-1", "gha-4242-1"):  # the attack, and the plain key alike
+        payload = run_payload(key, [result(value=4.2)])
+        assert client.post("/api/v1/runs", json=payload, headers=attacker).status_code == 201
+    colon = project_token(database, "vision:gha")  # a project whose name holds ":"
+    payload = run_payload("4242-1", [result(value=4.2)], project="vision:gha")
+    assert client.post("/api/v1/runs", json=payload, headers=colon).status_code == 201
+    vision = project_token(database, "vision")
+    payload = run_payload("gha-4242-1", [result(value=4.2)], project="vision")
+    stored = client.post("/api/v1/runs", json=payload, headers=vision)
+    assert stored.status_code == 201, stored.text  # before: 409, for good
+    assert (stored.json()["project"], stored.json()["key"]) == ("vision", "gha-4242-1")
+    retry = client.post("/api/v1/runs", json=payload, headers=vision)
+    assert retry.status_code == 200, retry.text
+    assert retry.json()["id"] == stored.json()["id"]
+    changed = run_payload("gha-4242-1", [result(value=5.0)], project="vision")
+    reused = client.post("/api/v1/runs", json=changed, headers=vision)
+    assert reused.status_code == 409, reused.text
+    assert "'vision'" in reused.json()["detail"]
+    runs = client.get("/api/v1/runs?project=vision").json()["items"]
+    assert [r["key"] for r in runs] == ["gha-4242-1"]
+
+
+def test_shards_of_one_key_in_two_projects_make_two_runs(
+    client: TestClient, database: Database
+) -> None:
+    headers = project_token(database, None)
+    shard = {"name": "job-1", "expected": 2}
+    ids = []
+    for project in ("vision", "speech"):
+        payload = run_payload("gha-7", [result(value=1.0)], project=project, shard=shard)
+        response = client.post("/api/v1/runs", json=payload, headers=headers)
+        assert response.status_code == 201, response.text
+        assert response.json()["key"] == "gha-7/h100-8/nightly"
+        ids.append(response.json()["id"])
+    assert len(set(ids)) == 2
 
 
 def project_history(client: TestClient, headers: dict[str, str], project: str) -> list[int]:

@@ -185,7 +185,7 @@ def test_upload_to_a_live_server_from_github_actions(
     first = cli(str(named), "--machine", "h100-ci", "--fail-on-regression", env=env)
     assert first.returncode == 0, first.stderr
     # the workflow's run on this machine and channel; this job's upload is a shard of it
-    assert "stored: key gha-77-1/h100-ci/nightly" in first.stdout
+    assert "stored: key gha-77-1/h100-ci/nightly of project default" in first.stdout
     assert "no regressions" in first.stdout
     retry = cli(str(named), "--machine", "h100-ci", env=env)
     assert retry.returncode == 0

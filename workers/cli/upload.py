@@ -71,7 +71,9 @@ def cmd_upload(args: argparse.Namespace) -> int:
         return client.REJECTED
     run = response.json()
     state = "stored" if response.status_code == 201 else "already stored (a retry)"
-    print(f"run {run['id']} {state}: key {run['key']}, {run['coverage']['attempted']} cases")
+    # A run is known by its project and key together (docs/formats.md).
+    where = f"key {run['key']} of project {run.get('project', 'default')}"
+    print(f"run {run['id']} {state}: {where}, {run['coverage']['attempted']} cases")
     for line in client.describe_sources(run, only=("machine.name",)):
         print(line)
     if run.get("status") == "partial":
