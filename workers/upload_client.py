@@ -377,14 +377,14 @@ class Uploader:
         """The run's verdicts against the default branch (None: the server gave none).
 
         A 503 (the server is computing as many verdicts as it will at once) is asked again
-        with the upload's backoff.
+        with the upload's backoff, or after its ``Retry-After`` where that is longer.
         """
         with self.client() as client:
             for attempt in range(self.retries + 1):
                 response = client.get(f"/api/v1/runs/{run_id}/verdicts")
                 if response.status_code != 503 or attempt == self.retries:
                     break
-                time.sleep(self.backoff_s * 2**attempt)
+                time.sleep(max(self.backoff_s * 2**attempt, _retry_after(response)))
         return response.json() if response.status_code == 200 else None
 
     def regressions_of(self, run_id: int, wait_s: float) -> list[dict[str, Any]] | None:
@@ -401,6 +401,14 @@ class Uploader:
             )
             items: list[dict[str, Any]] = found.json()["items"]
             return items
+
+
+def _retry_after(response: httpx.Response) -> float:
+    """The seconds a 503 asks the client to wait (0: it names none, or not as seconds)."""
+    try:
+        return min(float(response.headers.get("Retry-After", "0")), 60.0)
+    except ValueError:
+        return 0.0
 
 
 def describe_regression(regression: dict[str, Any]) -> str:

@@ -11,6 +11,7 @@ class DomainError(Exception):
     """Base of every error a service raises; the status code travels with the class."""
 
     status_code = 400
+    headers: dict[str, str] = {}  # noqa: RUF012  (sent with the answer: Retry-After, ...)
 
     def __init__(self, detail: str, *, errors: list[dict[str, Any]] | None = None) -> None:
         super().__init__(detail)
@@ -105,5 +106,7 @@ async def handle_domain_error(request: Request, exc: Exception) -> JSONResponse:
     """Render a DomainError (registered for the class on the app)."""
     assert isinstance(exc, DomainError)
     return JSONResponse(
-        error_body(type(exc).__name__, exc.detail, exc.errors), status_code=exc.status_code
+        error_body(type(exc).__name__, exc.detail, exc.errors),
+        status_code=exc.status_code,
+        headers=exc.headers or None,
     )

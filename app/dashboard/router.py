@@ -300,7 +300,7 @@ def error_page(request: Request, error: DomainError) -> HTMLResponse:
     """
     heading = "Nothing here" if isinstance(error, NotFound) else "This view cannot be shown"
     with request.app.state.database.sessionmaker() as session:
-        return render(
+        page = render(
             request,
             session,
             "error.html",
@@ -308,6 +308,8 @@ def error_page(request: Request, error: DomainError) -> HTMLResponse:
             heading=heading,
             message=error.detail,
         )
+    page.headers.update(error.headers)  # a busy server's Retry-After, as the API sends it
+    return page
 
 
 @pages.get("/", response_class=HTMLResponse)

@@ -45,8 +45,9 @@ Key = tuple[str, str, str, str, str, int | None, str]
 
 def verdicts_page(session: Session, run_id: int, thresholds: DetectorThresholds) -> dict[str, Any]:
     """Everything the page shows: the header, a table per verdict, the charts."""
-    run = get_run(session, run_id)
+    # The verdicts first: a busy server refuses them before the page reads anything.
     verdicts = verdicts_of(session, run_id, thresholds)  # links are built here, relative
+    run = get_run(session, run_id)
     default_channel = verdicts["default_branch_channel"]
     sections = []
     for kind, title, one, many in SECTIONS:

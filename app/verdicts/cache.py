@@ -2,23 +2,26 @@
 
 Judging a run reads up to ``MAX_RESULTS`` default-branch histories, so a reader who asks
 again and again, or for run after run, must not be able to keep the server busy: at most
-``AT_ONCE`` computations run in a process (a request that waits ``WAIT_S`` for a turn gets a
-503), and an answer is kept ``KEEP_S`` seconds for the run as it stood (its results, status
-and thresholds: a further shard or an invalidation computes it again at once; a triage of a
-default-branch step shows within ``KEEP_S``).
+``AT_ONCE`` computations run in a process, and a request that finds no turn free is answered
+503 with ``Retry-After`` at once (``turn()``, taken before the request reads anything: a
+waiting request would hold a worker thread and a database connection, and 20-40 of them
+stalled the whole server), and an answer is kept ``KEEP_S`` seconds for the run as it stood
+(its results, status and thresholds: a further shard or an invalidation computes it again
+at once; a triage of a default-branch step shows within ``KEEP_S``).
 """
 
 import copy
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from app.core.errors import DomainError
 
 AT_ONCE = 2
-WAIT_S = 10.0
+RETRY_AFTER_S = 2  # a computation takes about a second; a client asks again after this
 KEEP_S = 60.0
 KEPT = 64  # answers kept, the least recently used dropped first
 
@@ -28,38 +31,43 @@ _kept_lock = threading.Lock()
 
 
 class Busy(DomainError):
-    """Every turn was taken for longer than a request waits."""
+    """Every turn is taken: the request is refused at once, before it reads anything."""
 
     status_code = 503
+    headers = {"Retry-After": str(RETRY_AFTER_S)}  # noqa: RUF012
 
     def __init__(self) -> None:
         super().__init__("verdicts are being computed for other requests; try again shortly")
 
 
-def kept_or_computed(key: Hashable, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """The answer kept under ``key`` if it is recent, else ``compute()`` in a turn, kept.
-
-    Each caller gets its own copy, free to change.
+@contextmanager
+def turn() -> Iterator[None]:
+    """A turn to compute verdicts, held for the block; taken at once or not at all.
 
     Raises:
-        Busy: no turn came within ``WAIT_S``.
+        Busy: every turn is taken.
     """
-    found = _recent(key)
-    if found is not None:
-        return copy.deepcopy(found)
-    if not _turns.acquire(timeout=WAIT_S):
+    if not _turns.acquire(blocking=False):
         raise Busy()
     try:
-        found = _recent(key)  # computed while this request waited for its turn
-        if found is None:
-            found = compute()
-            with _kept_lock:
-                _kept[key] = (time.monotonic() + KEEP_S, found)
-                while len(_kept) > KEPT:
-                    _kept.popitem(last=False)
-        return copy.deepcopy(found)
+        yield
     finally:
         _turns.release()
+
+
+def kept_or_computed(key: Hashable, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """The answer kept under ``key`` if it is recent, else ``compute()``, kept.
+
+    The caller holds a ``turn()``. Each caller gets its own copy, free to change.
+    """
+    found = _recent(key)
+    if found is None:
+        found = compute()
+        with _kept_lock:
+            _kept[key] = (time.monotonic() + KEEP_S, found)
+            while len(_kept) > KEPT:
+                _kept.popitem(last=False)
+    return copy.deepcopy(found)
 
 
 def _recent(key: Hashable) -> dict[str, Any] | None:

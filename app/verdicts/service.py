@@ -58,8 +58,16 @@ def verdicts_of(
     Raises:
         RunNotFound: no such run.
         TooManyResults: the run has more than ``MAX_RESULTS`` results.
-        Busy: the server is computing as many verdicts as it will at once.
+        Busy: the server is computing as many verdicts as it will at once (refused before
+            anything is read: call this before the session's first query).
     """
+    with cache.turn():
+        return _kept_or_judged(session, run_id, thresholds, public_url)
+
+
+def _kept_or_judged(
+    session: Session, run_id: int, thresholds: DetectorThresholds, public_url: str
+) -> dict[str, Any]:
     run = runs_service.get_run(session, run_id)
     if run.result_count > MAX_RESULTS:
         raise TooManyResults(run.id, run.result_count)
