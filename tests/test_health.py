@@ -1,8 +1,14 @@
 """Probes: /healthz always, /readyz checks the database, its migrations and the broker."""
 
+import time
+from typing import Any
+
+import pytest
 from fastapi.testclient import TestClient
+from kombu import Connection
 
 from app.core.config import Settings
+from app.health import router as health
 from app.main import create_app
 
 
@@ -35,3 +41,27 @@ def test_not_ready_when_the_broker_is_down(settings: Settings) -> None:
     status, body = probe(down, "/readyz")
     assert status == 503
     assert str(body["checks"]["broker"]).startswith("error")  # type: ignore[index]
+
+
+def test_the_broker_is_asked_once_per_while_however_many_probes(
+    settings: Settings, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened: list[str] = []
+
+    class Counted(Connection):  # the real connection to the test Redis, counted
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            opened.append(str(args[0]))
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(health, "Connection", Counted)
+    monkeypatch.setattr(health, "_broker_checked", {})
+    monkeypatch.setattr(health, "BROKER_CHECK_KEEP_S", 0.5)
+    application = create_app(settings.model_copy(update={"BROKER_URL": redis_url}))
+    with TestClient(application) as client:
+        answers = [client.get("/readyz") for _ in range(20)]
+        assert {a.json()["checks"]["broker"] for a in answers} == {"ok"}
+        assert len(opened) == 1  # before: one broker connection per hit, 20
+        time.sleep(0.6)
+        assert client.get("/readyz").json()["checks"]["broker"] == "ok"
+        assert len(opened) == 2  # asked again once the answer is old
+    application.state.database.dispose()

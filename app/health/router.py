@@ -1,6 +1,8 @@
 """Liveness and readiness probes."""
 
 import logging
+import threading
+import time
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -14,6 +16,12 @@ from app.core.migrate import is_up_to_date
 
 router = APIRouter(tags=["health"])
 log = logging.getLogger(__name__)
+
+# /readyz is anonymous: the broker's answer is kept this long, so a flood of probes opens one
+# broker connection per BROKER_CHECK_KEEP_S, not one per hit (a probe comes every 5-10 s).
+BROKER_CHECK_KEEP_S = 5.0
+_broker_checked: dict[str, tuple[float, str]] = {}  # url -> (monotonic time, answer)
+_broker_lock = threading.Lock()  # one check at a time: concurrent probes wait for its answer
 
 
 @router.get("/healthz")
@@ -29,7 +37,7 @@ def readyz(request: Request) -> JSONResponse:
     settings: Settings = request.app.state.settings
     checks: dict[str, Any] = {"database": _check_database(database)}
     if settings.BROKER_URL:
-        checks["broker"] = _check_broker(settings.BROKER_URL)
+        checks["broker"] = _broker_answer(settings.BROKER_URL)
     ready = all(c == "ok" for c in checks.values())
     return JSONResponse(
         {"status": "ok" if ready else "unavailable", "checks": checks},
@@ -45,6 +53,16 @@ def _check_database(database: Database) -> str:
     except Exception:  # any failure is "not ready", logged, never raised
         log.exception("readiness: the database does not answer")
         return "error: the database does not answer (the server's log says why)"
+
+
+def _broker_answer(url: str) -> str:
+    """The broker's check, made again once the last one is ``BROKER_CHECK_KEEP_S`` old."""
+    with _broker_lock:
+        checked = _broker_checked.get(url)
+        if checked is None or time.monotonic() - checked[0] >= BROKER_CHECK_KEEP_S:
+            checked = (time.monotonic(), _check_broker(url))
+            _broker_checked[url] = checked
+        return checked[1]
 
 
 def _check_broker(url: str) -> str:
