@@ -106,6 +106,10 @@ KEEP_UP_PARTITIONS = TASKS.add(
     "runs.keep_up_partitions",
     DEFAULT_QUEUE,
     job="app.runs.jobs:keep_up_partitions",
+    config=lambda settings: {
+        "per_pass": settings.PARTITIONS_PER_PASS,
+        "months_back": settings.PARTITION_MONTHS_BACK,
+    },
     autoretry_for=(OperationalError,),  # a lock not granted in time: later
     retry_backoff=600,
     max_retries=5,

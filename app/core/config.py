@@ -75,6 +75,10 @@ class Settings(BaseSettings):
     TOKEN_PEPPER: SecretStr = SecretStr(DEV_PEPPER)
     MAX_BODY_BYTES: int = 64 * 1024 * 1024  # larger request bodies get 413
     PARSE_TIMEOUT_S: float = 20.0  # an upload still being read after this long gets 413
+    # Postgres: a statement of a session serving an HTTP request ends after this long, answered
+    # 503 (docs/security.md, "Rate limits and timeouts"); workers, migrations and retention
+    # are not limited. 0: no limit.
+    STATEMENT_TIMEOUT_S: float = Field(default=30.0, ge=0)
     # A triggered suite run no worker adopted in this long is expired (stops counting to caps).
     TRIGGER_EXPIRE_S: float = Field(default=6 * 3600.0, gt=0)
     LOG_LEVEL: str = "INFO"
@@ -104,6 +108,15 @@ class Settings(BaseSettings):
     # loses its raw samples (its value stays); a branch's run (a pull request's) is deleted.
     RETAIN_SAMPLES_DAYS: int = Field(default=0, ge=0)
     RETAIN_BRANCH_RUNS_DAYS: int = Field(default=0, ge=0)
+    # A run's time from a token without scope admin (docs/security.md): from this many days
+    # ago to this many ahead (clock skew); an admin token may import history outside it.
+    RUN_TIME_BACK_DAYS: int = Field(default=400, ge=1)
+    RUN_TIME_AHEAD_DAYS: int = Field(default=2, ge=0)
+    # The daily upkeep's monthly partitions of ``result`` (Postgres, docs/operations.md): at
+    # most this many made per pass, and none for a month more than this many months before
+    # this one (nor past the months made ahead): those rows stay in the DEFAULT partition.
+    PARTITIONS_PER_PASS: int = Field(default=24, ge=1)
+    PARTITION_MONTHS_BACK: int = Field(default=120, ge=0)
     SILENCE_SWEEP_S: float = 600.0  # how often machines that stopped reporting are looked for
     SHARD_TIMEOUT_S: float = 3600.0  # a shard's subprocess is killed after this long
     SHARD_LEASE_S: float = 60.0  # a worker renews its hold on a shard this often (x1/3)

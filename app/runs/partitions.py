@@ -4,8 +4,10 @@
 ``7d4f2b9c1e60``), with a DEFAULT partition that takes a row of a month without one, so an
 upload never fails for want of a partition. The daily upkeep makes this month's and the next
 ``MONTHS_AHEAD`` months' partitions, and gives each month found in the DEFAULT partition
-(history imported from long ago, a clock far off) one of its own, moving its rows there:
-the DEFAULT partition stays empty, and reads of a month touch that month only.
+within the months kept partitioned (``BENCHWATCH_PARTITION_MONTHS_BACK``) one of its own,
+moving its rows there, at most ``BENCHWATCH_PARTITIONS_PER_PASS`` a pass: reads of a month
+touch that month only. Outliers (history imported from long ago, a clock far off) stay in
+the DEFAULT partition.
 
 SQLite, and a Postgres ``result`` that is not partitioned, have nothing to keep up.
 """
@@ -56,30 +58,43 @@ def is_partitioned(session: Session) -> bool:
     return kind == "p"
 
 
-def keep_up(session: Session, now: datetime | None = None) -> list[str]:
+def keep_up(
+    session: Session,
+    now: datetime | None = None,
+    per_pass: int = 24,
+    months_back: int = 120,
+) -> list[str]:
     """Make the partitions of this month, the next ``MONTHS_AHEAD``, and of rows in DEFAULT.
 
+    At most ``per_pass`` partitions a pass (the months ahead first, then the strays' newest
+    first; the rest on the next passes), and none for a month more than ``months_back``
+    months before this one or past the months ahead: such outliers (history an admin
+    imported from long ago, a clock far off) stay in the DEFAULT partition, so that no upload
+    makes a partition a month and every query plans and locks a bounded number of them.
     Returns the partitions made (none when all existed, or ``result`` is not partitioned).
     """
     if not is_partitioned(session):
         return []
     this_month = month_of(now or datetime.now(UTC))
-    months = {add_months(this_month, i) for i in range(MONTHS_AHEAD + 1)}
+    ahead = [add_months(this_month, i) for i in range(MONTHS_AHEAD + 1)]
+    earliest, last = add_months(this_month, -months_back), ahead[-1]
     stray = session.execute(
         text(
             f"SELECT DISTINCT date_trunc('month', measured_at AT TIME ZONE 'UTC')::date "
             f"FROM {DEFAULT_PARTITION}"
         )
     ).scalars()
-    return ensure_months(session, months | set(stray))
+    kept = sorted((m for m in set(stray) - set(ahead) if earliest <= m <= last), reverse=True)
+    existing = _existing(session)
+    wanted = [m for m in [*ahead, *kept] if partition_name(m) not in existing]
+    if len(wanted) > per_pass:
+        log.info("%d partitions to make: %d now, the rest next time", len(wanted), per_pass)
+    return ensure_months(session, wanted[:per_pass])
 
 
-def ensure_months(session: Session, months: Iterable[date]) -> list[str]:
-    """Give each of ``months`` a partition if it has none; the rows of it in DEFAULT move there.
-
-    In the session's transaction (the caller commits). Returns the partitions made.
-    """
-    existing = set(
+def _existing(session: Session) -> set[str]:
+    """The names of ``result``'s partitions."""
+    return set(
         session.execute(
             text(
                 "SELECT relid::text FROM pg_partition_tree(CAST(:table AS regclass)) "
@@ -88,6 +103,14 @@ def ensure_months(session: Session, months: Iterable[date]) -> list[str]:
             {"table": TABLE},
         ).scalars()
     )
+
+
+def ensure_months(session: Session, months: Iterable[date]) -> list[str]:
+    """Give each of ``months`` a partition if it has none; the rows of it in DEFAULT move there.
+
+    In the session's transaction (the caller commits). Returns the partitions made.
+    """
+    existing = _existing(session)
     made = []
     session.execute(text(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'"))
     for month in sorted({month_of(m) for m in months}):

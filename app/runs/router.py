@@ -69,10 +69,13 @@ def create_run(
     (`BENCHWATCH_DEFAULT_BRANCHES`) is stored under the channel `<channel>@<branch>`, apart
     from the default branch's history, and gets verdicts (`/runs/{id}/verdicts`). A run is
     known by its `project` and `key` together (the same key in two projects is two runs);
-    a token limited to a project gets 403 for a run of another one.
+    a token limited to a project gets 403 for a run of another one. A `started_at` or
+    `finished_at` outside `BENCHWATCH_RUN_TIME_BACK_DAYS` days ago to
+    `BENCHWATCH_RUN_TIME_AHEAD_DAYS` ahead is a 422 unless the token has scope `admin`.
     """
     tokens_service.check_machine(token, run_in.machine.name)
     tokens_service.check_project(token, run_in.project, "body.project")
+    service.check_run_time(run_in, token.scopes, request.app.state.settings)
     ingested = service.ingest_run(
         session,
         run_in,

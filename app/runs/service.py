@@ -5,7 +5,7 @@ import json
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from prometheus_client import Counter
@@ -18,6 +18,7 @@ from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Se
 from app.benchmarks.resolve import Cases, MachineDescription, cases_of, resolve_catalog
 from app.core.bounds import in_id_range, nul_locations
 from app.core.bulk import insert_missing, insert_returning, member_of
+from app.core.config import Settings
 from app.core.db import utcnow
 from app.core.errors import Conflict, InvalidInput, NotFound
 from app.core.metrics import after_commit
@@ -93,6 +94,48 @@ def _nul_error(place: str) -> dict[str, Any]:
     if place.startswith("results["):
         error["result_index"] = int(place[len("results[") : place.index("]")])
     return error
+
+
+ADMIN_SCOPE = "admin"  # a token that may import history outside the time window
+
+
+def check_run_time(
+    run_in: RunIn,
+    scopes: Sequence[str],
+    settings: Settings,
+    loc_prefix: str = "body.",
+    now: datetime | None = None,
+) -> None:
+    """422 unless the run's times are in the window around now, for a token without admin.
+
+    A run's time places its results in a monthly partition (``partitions``): an ingest token
+    sending any time from 1970 to 2999 would make the upkeep a partition per month it finds.
+    An admin token imports history (or a clock far off) outside the window on purpose.
+    ``loc_prefix`` is where the request gave the times (``body.``; an upload's fields: "").
+    """
+    if ADMIN_SCOPE in scopes:
+        return
+    now = now or utcnow()
+    earliest = now - timedelta(days=settings.RUN_TIME_BACK_DAYS)
+    latest = now + timedelta(days=settings.RUN_TIME_AHEAD_DAYS)
+    errors = [
+        {
+            "loc": f"{loc_prefix}{field}",
+            "field": field,
+            "message": f"{moment.isoformat()} is outside {earliest:%Y-%m-%d %H:%M} to "
+            f"{latest:%Y-%m-%d %H:%M} UTC (BENCHWATCH_RUN_TIME_BACK_DAYS="
+            f"{settings.RUN_TIME_BACK_DAYS}, _AHEAD_DAYS={settings.RUN_TIME_AHEAD_DAYS}); "
+            "an admin token may import history outside it",
+        }
+        for field, moment in (
+            ("started_at", run_in.started_at),
+            ("finished_at", run_in.finished_at),
+        )
+        if moment is not None and not earliest <= moment <= latest
+    ]
+    if errors:
+        first = errors[0]
+        raise InvalidInput(f"{first['loc']}: {first['message']}", errors=errors)
 
 
 def payload_hash(run_in: RunIn) -> str:

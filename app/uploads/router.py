@@ -77,6 +77,7 @@ async def upload(
     )
     tokens_service.check_machine(token, run_in.machine.name)
     tokens_service.check_project(token, run_in.project, "project")
+    runs_service.check_run_time(run_in, token.scopes, request.app.state.settings, "")
     ingested = await run_in_threadpool(
         runs_service.ingest_run, session, run_in, source=f"upload:{token.name}"
     )
