@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from fastapi.responses import JSONResponse
-from sqlalchemy import DateTime, Engine, MetaData, create_engine, event
+from sqlalchemy import DateTime, Engine, MetaData, create_engine, event, text
 from sqlalchemy.engine import Dialect, make_url
 from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as SATimeoutError
@@ -98,6 +98,8 @@ class Database:
         self.url = url
         self.engine = make_engine(url)
         self.sessionmaker = sessionmaker(self.engine, expire_on_commit=False)
+        if self.engine.dialect.name == "postgresql":
+            event.listen(self.sessionmaker, "after_begin", _limit_statements)
 
     def set_publisher(self, publisher: Publisher) -> None:
         """Sessions made from now on publish their queued tasks here after commit."""
@@ -119,10 +121,35 @@ class Database:
         self.engine.dispose()
 
 
+STATEMENT_TIMEOUT_MS = "statement_timeout_ms"  # session.info key: a request's sessions have it
+
+
+def _limit_statements(session: Session, _transaction: Any, connection: Any) -> None:
+    """Each transaction of a request's session runs under its statement timeout (Postgres).
+
+    ``SET LOCAL`` ends with the transaction, so a pooled connection goes back unchanged to the
+    in-process jobs that share it (workers, migrations and retention run unlimited).
+    """
+    timeout_ms = session.info.get(STATEMENT_TIMEOUT_MS)
+    if timeout_ms:
+        connection.execute(
+            text("SELECT set_config('statement_timeout', :ms, true)"), {"ms": str(timeout_ms)}
+        )
+
+
+def request_session(database: Database, statement_timeout_s: float) -> Session:
+    """A session serving an HTTP request: its statements end after ``statement_timeout_s``."""
+    session = database.sessionmaker()
+    if statement_timeout_s > 0:
+        session.info[STATEMENT_TIMEOUT_MS] = max(1, round(statement_timeout_s * 1000))
+    return session
+
+
 def get_session(request: Request) -> Iterator[Session]:
     """FastAPI dependency: a session for one request; uncommitted work is rolled back."""
     database: Database = request.app.state.database
-    with database.sessionmaker() as session:
+    timeout_s: float = request.app.state.settings.STATEMENT_TIMEOUT_S
+    with request_session(database, timeout_s) as session:
         yield session
 
 
@@ -131,8 +158,26 @@ SessionDep = Annotated[Session, Depends(get_session)]  # the one session depende
 RETRY_AFTER_S = 5  # how long a client waits before it asks again during a database outage
 
 
+QUERY_CANCELED = "57014"  # Postgres' SQLSTATE for a statement timeout (or a cancel)
+
+
 async def database_unavailable(request: Request, exc: Exception) -> JSONResponse:
-    """A lost or refused database connection: 503 with Retry-After, not a 500 (logged here)."""
+    """A lost or refused database connection: 503 with Retry-After, not a 500 (logged here).
+
+    A statement over the request's timeout says so: narrowing the request is the remedy.
+    """
+    if getattr(getattr(exc, "orig", None), "sqlstate", None) == QUERY_CANCELED:
+        log.warning("statement timeout on %s %s", request.method, request.url.path)
+        timeout_s = request.app.state.settings.STATEMENT_TIMEOUT_S
+        return JSONResponse(
+            {
+                "error": "StatementTimeout",
+                "detail": f"the request's query ran longer than the server allows ({timeout_s:g} s"
+                ", BENCHWATCH_STATEMENT_TIMEOUT_S): ask for less (fewer runs, days or rows)",
+            },
+            status_code=503,
+            headers={"Retry-After": str(RETRY_AFTER_S)},
+        )
     log.warning("database unavailable on %s %s: %s", request.method, request.url.path, exc)
     return JSONResponse(
         {"error": "DatabaseUnavailable", "detail": "the database is not answering: try again"},
