@@ -13,6 +13,8 @@ class Annotation(Base):
 
     ``machine`` None: it applies everywhere; otherwise to that machine (by name, so a machine
     may be annotated before it first reports), and to ``channel`` alone when that is given.
+    ``project`` None: every project's (made by a token not limited to one); otherwise that
+    project's, the one a project-limited token may make and delete.
     """
 
     __tablename__ = "annotation"
@@ -22,6 +24,7 @@ class Annotation(Base):
     ends_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     machine: Mapped[str | None] = mapped_column(String(128), index=True)
     channel: Mapped[str | None] = mapped_column(String(64))
+    project: Mapped[str | None] = mapped_column(String(64), index=True)
     text: Mapped[str] = mapped_column(Text)
     url: Mapped[str] = mapped_column(Text, default="")
     created_by: Mapped[str] = mapped_column(String(200), default="")

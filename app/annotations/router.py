@@ -53,7 +53,10 @@ def list_annotations(
 def create_annotation(
     body: AnnotationCreate, session: SessionDep, actor: TriageActor
 ) -> AnnotationRead:
-    """Note an event on the timeline: drawn on the series charts it applies to (``triage``)."""
+    """Note an event on the timeline: drawn on the series charts it applies to (``triage``).
+
+    A token limited to a project must name its own ``project`` (403 otherwise).
+    """
     annotation = service.create_annotation(
         session,
         body.at,
@@ -63,6 +66,8 @@ def create_annotation(
         body.text,
         body.url,
         actor.label,
+        project=body.project,
+        token=actor.token,
     )
     queue.commit(session)
     return AnnotationRead.model_validate(annotation)
@@ -72,8 +77,11 @@ def create_annotation(
 def delete_annotation(
     annotation_id: RowId, session: SessionDep, actor: TriageActor
 ) -> AnnotationRead:
-    """Delete an annotation; answers what it was (scope ``triage``)."""
+    """Delete an annotation; answers what it was (scope ``triage``).
+
+    A token limited to a project deletes only that project's (403 otherwise).
+    """
     annotation = AnnotationRead.model_validate(service.get_annotation(session, annotation_id))
-    service.delete_annotation(session, annotation_id, by=actor.label)
+    service.delete_annotation(session, annotation_id, by=actor.label, token=actor.token)
     queue.commit(session)
     return annotation

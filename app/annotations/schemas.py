@@ -5,6 +5,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
+from app.benchmarks.projects import ProjectName
 from app.core.bounds import EARLIEST, LATEST, NulFree
 from app.core.urls import HttpUrlText
 
@@ -28,7 +29,8 @@ class AnnotationCreate(BaseModel):
     """An event: when (and until when, for a span), where (no machine: everywhere), what.
 
     ``channel`` narrows a machine's annotation to one channel; it needs a ``machine``.
-    ``url`` links to more (an http(s) URL, or empty).
+    ``url`` links to more (an http(s) URL, or empty). ``project`` makes it that project's
+    (none: every project's); a token limited to a project must name its own.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -37,6 +39,7 @@ class AnnotationCreate(BaseModel):
     ends_at: When | None = None
     machine: Machine | None = None
     channel: Channel | None = None
+    project: ProjectName | None = None
     text: Text
     url: HttpUrlText = ""
 
@@ -62,6 +65,7 @@ class AnnotationRead(BaseModel):
     ends_at: datetime | None
     machine: str | None
     channel: str | None
+    project: str | None
     text: str
     url: str
     created_by: str

@@ -10,6 +10,8 @@ from sqlalchemy.sql.elements import ColumnElement
 from app.annotations.models import Annotation
 from app.audit import service as audit
 from app.core.errors import NotFound
+from app.tokens.models import ApiToken
+from app.tokens.service import ProjectNotAllowed, check_project
 
 
 def create_annotation(
@@ -21,13 +23,25 @@ def create_annotation(
     text: str,
     url: str,
     by: str,
+    project: str | None = None,
+    token: ApiToken | None = None,
 ) -> Annotation:
-    """A new annotation (validated by ``schemas.AnnotationCreate``); ``by`` names who made it."""
+    """A new annotation (validated by ``schemas.AnnotationCreate``); ``by`` names who made it.
+
+    ``project`` None: every project's. A ``token`` limited to a project may make only that
+    project's (``body.project`` names where the request said it).
+
+    Raises:
+        ProjectNotAllowed: the annotation would reach past the token's project.
+    """
+    if token is not None:
+        check_annotation_project(token, project, "body.project")
     annotation = Annotation(
         at=at,
         ends_at=ends_at,
         machine=machine,
         channel=channel if machine is not None else None,
+        project=project,
         text=text,
         url=url,
         created_by=by[:200],
@@ -41,7 +55,21 @@ def create_annotation(
 
 
 def _audited(annotation: Annotation) -> dict[str, object]:
-    return audit.fields(annotation, ("at", "ends_at", "machine", "channel", "text", "url"))
+    fields = ("at", "ends_at", "machine", "channel", "project", "text", "url")
+    return audit.fields(annotation, fields)
+
+
+def check_annotation_project(token: ApiToken, project: str | None, loc: str) -> None:
+    """403 unless ``token`` may write an annotation of ``project`` (None: every project's).
+
+    The tokens' project rule (``tokens.service.check_project``), with one more refusal: a
+    token limited to a project makes and deletes none that applies to every project.
+    """
+    if project is None:
+        if token.project is not None:
+            raise ProjectNotAllowed(token, "every project", loc)
+        return
+    check_project(token, project, loc)
 
 
 def get_annotation(session: Session, annotation_id: int) -> Annotation:
@@ -52,9 +80,20 @@ def get_annotation(session: Session, annotation_id: int) -> Annotation:
     return annotation
 
 
-def delete_annotation(session: Session, annotation_id: int, by: str = "") -> Annotation:
-    """Delete an annotation; gives back what it was. ``by`` names who did it (audit log)."""
+def delete_annotation(
+    session: Session, annotation_id: int, by: str = "", token: ApiToken | None = None
+) -> Annotation:
+    """Delete an annotation; gives back what it was. ``by`` names who did it (audit log).
+
+    A ``token`` limited to a project deletes only that project's annotations.
+
+    Raises:
+        NotFound: no such annotation.
+        ProjectNotAllowed: the annotation is another project's, or every project's.
+    """
     annotation = get_annotation(session, annotation_id)
+    if token is not None:
+        check_annotation_project(token, annotation.project, "path.annotation_id")
     target = f"annotation:{annotation.id}"
     audit.record(session, by or "unknown", "annotation.delete", target, _audited(annotation), {})
     session.delete(annotation)

@@ -10,6 +10,7 @@ from app.core.db import utcnow
 from app.core.errors import Conflict, NotFound
 from app.core.queue import enqueue_after_commit
 from app.jobs import DELIVER
+from app.notifications import feed
 from app.notifications.dispatch import add_deliveries
 from app.notifications.message import test_message
 from app.notifications.models import Delivery, DeliveryAttempt, Notice, Subscription
@@ -173,9 +174,15 @@ def send_test_notice(session: Session, subscription_id: int, public_url: str) ->
 def feed_notices(
     session: Session, token: str, limit: int
 ) -> tuple[Subscription, list[Notice]] | None:
-    """The subscription whose feed has ``token``, and its newest notices in that feed."""
-    subscription = session.scalar(select(Subscription).where(Subscription.feed_token == token))
-    if subscription is None:
+    """The subscription whose feed has ``token``, and its newest notices in that feed.
+
+    None too for a paused subscription or a disabled feed: switched off serves nothing.
+    """
+    digest = feed.token_hash(token)
+    subscription = session.scalar(select(Subscription).where(Subscription.feed_token == digest))
+    if subscription is None or subscription.paused:
+        return None
+    if any(r["kind"] == "feed" and r.get("disabled") for r in subscription.receivers):
         return None
     query = (
         select(Notice)

@@ -18,7 +18,7 @@ from app.anomalies.models import (
 from app.audit import service as audit
 from app.core.db import utcnow
 from app.core.errors import Conflict, InvalidInput, NotFound
-from app.notifications import guard
+from app.notifications import feed, guard
 from app.notifications.matching import Finding, compile_subscription
 from app.notifications.models import Subscription
 from app.notifications.receivers import apprise_receiver
@@ -62,10 +62,11 @@ def _check_name_free(session: Session, name: str, subscription_id: int | None = 
 def _check_feed_free(
     session: Session, receivers: Sequence[Mapping[str, Any]], subscription_id: int | None = None
 ) -> str | None:
-    """The receivers' feed token, unless another subscription's feed has it (Conflict)."""
+    """The hash of the receivers' feed token, unless another subscription's feed has it."""
     token = feed_token(receivers)
     if token is None:
         return None
+    token = feed.token_hash(token)  # the column holds the hash (migration b2d4f6a80026)
     query = select(Subscription.id).where(Subscription.feed_token == token)
     if subscription_id is not None:
         query = query.where(Subscription.id != subscription_id)

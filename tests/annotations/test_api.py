@@ -6,7 +6,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.core.db import Database
-from tests.conftest import make_token
+from app.tokens import service as tokens_service
+from tests.conftest import PEPPER, make_token
 
 OUTAGE = {
     "at": "2026-01-10T08:00:00Z",
@@ -109,3 +110,37 @@ def test_a_query_with_a_nul_or_a_bad_time_is_refused(client: TestClient) -> None
     assert client.get("/api/v1/annotations", params={"machine": "h\x00"}).status_code == 422
     assert client.get("/api/v1/annotations", params={"since": "yesterday"}).status_code == 422
     assert client.get("/api/v1/annotations", params={"limit": 100_000}).status_code == 422
+
+
+def test_a_project_token_writes_only_its_projects_annotations(
+    client: TestClient, database: Database, triage: dict[str, str]
+) -> None:
+    with database.session_scope() as session:
+        _, plain = tokens_service.create_token(
+            session, "vision-ops", ["triage"], PEPPER, project="vision"
+        )
+    vision = {"Authorization": f"Bearer {plain}"}
+    # An unlimited token's annotation of every project, and one of another team's.
+    everywhere = post(client, triage, at="2026-01-05T00:00:00Z", text="driver 550").json()
+    theirs = post(client, triage, **OUTAGE, project="nlp").json()
+    assert theirs["project"] == "nlp"
+    assert everywhere["project"] is None
+
+    for refused in (
+        post(client, vision, **OUTAGE),  # names no project: every project's
+        post(client, vision, **OUTAGE, project="nlp"),
+        client.delete(f"/api/v1/annotations/{theirs['id']}", headers=vision),
+        client.delete(f"/api/v1/annotations/{everywhere['id']}", headers=vision),
+    ):
+        assert refused.status_code == 403, refused.text
+        (error,) = refused.json()["errors"]
+        assert error["field"] == "project"
+        assert error["loc"] in {"body.project", "path.annotation_id"}
+    assert client.get("/api/v1/annotations").json()["total"] == 2
+
+    ours = post(client, vision, **OUTAGE, project="vision")
+    assert ours.status_code == 201, ours.text
+    assert ours.json()["project"] == "vision"
+    gone = client.delete(f"/api/v1/annotations/{ours.json()['id']}", headers=vision)
+    assert gone.status_code == 200
+    assert client.delete(f"/api/v1/annotations/{theirs['id']}", headers=triage).status_code == 200

@@ -1,5 +1,6 @@
 """The Atom feed of a subscription, read by a real feed parser."""
 
+import hashlib
 from typing import Any
 
 import feedparser
@@ -7,6 +8,7 @@ from fastapi.testclient import TestClient
 
 from app.core.config import Settings
 from app.core.db import Database
+from app.notifications.models import Subscription
 from tests.notifications.test_delivery import (
     admin,
     app_client,  # noqa: F401 (a fixture)
@@ -55,3 +57,29 @@ def test_a_feed_reader_reads_the_notices(
 
     assert app_client.get(f"/feeds/{'x' * 40}.atom").status_code == 404
     assert app_client.get("/feeds/short.atom").status_code == 422
+
+
+def test_a_feed_token_is_stored_hashed_and_a_switched_off_feed_serves_nothing(
+    app_client: TestClient,  # noqa: F811
+    database: Database,
+    notify_settings: Settings,  # noqa: F811
+) -> None:
+    created = subscribe(app_client, database, receivers=[{"kind": "feed"}])
+    token = created["receivers"][0]["token"]
+    with database.session_scope() as session:
+        stored = session.get(Subscription, created["id"])
+        assert stored is not None
+        assert stored.feed_token == hashlib.sha256(token.encode()).hexdigest()
+    url, path = f"/feeds/{token}.atom", f"/api/v1/subscriptions/{created['id']}"
+    assert app_client.get(url).status_code == 200
+
+    paused = app_client.patch(path, json={"paused": True}, headers=admin(database))
+    assert paused.status_code == 200, paused.text
+    assert app_client.get(url).status_code == 404
+    app_client.patch(path, json={"paused": False}, headers=admin(database))
+    assert app_client.get(url).status_code == 200
+
+    off = [{"kind": "feed", "token": token, "disabled": True}]
+    disabled = app_client.patch(path, json={"receivers": off}, headers=admin(database))
+    assert disabled.status_code == 200, disabled.text
+    assert app_client.get(url).status_code == 404
