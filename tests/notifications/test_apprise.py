@@ -94,7 +94,7 @@ def test_mattermost_receives_the_notice(mattermost: Mattermost) -> None:
     ((path, payload),) = mattermost.posts
     assert path == "/hooks/tok3n"  # Apprise's Mattermost webhook: http://host:port/hooks/token
     text = payload["text"]
-    assert "Test notice for subscription 'perf team': nothing regressed" in text
+    assert "Test notice for subscription \\'perf team\\'\\: nothing regressed" in text
     assert "regression \\+34\\.5\\% latency\\_ms test/test\\-notice" in text
     assert "[Open in benchwatch](https://bw.example/alerts)" in text
 
@@ -200,3 +200,21 @@ def test_a_name_that_rebinds_after_the_check_is_not_followed(
     assert answers == [public]  # the name was looked up once, for the check
     # Once the notice is done, other names are looked up as before.
     assert socket.getaddrinfo("127.0.0.1", 80)[0][4][0] == "127.0.0.1"
+
+
+def test_the_title_is_escaped_for_markdown(mattermost: Mattermost) -> None:
+    """Issue 26 point 5: the headline (uploaded names) reached Mattermost's Markdown as it
+    was, so a model ``@channel`` pinged the channel and a crafted link rendered live."""
+    import dataclasses
+
+    crafted = "@channel [verify your token](https://evil.example/login) regressed"
+    message = notice()
+    message = dataclasses.replace(message, payload={**message.payload, "headline": crafted})
+    outcome = send(receiver(f"mmost://127.0.0.1:{mattermost.port}/tok3n"), message, context())
+
+    assert outcome.ok, outcome.error
+    ((_, payload),) = mattermost.posts
+    text = json.dumps(payload, ensure_ascii=False)
+    assert "@channel" not in text
+    assert "](https://evil.example" not in text
+    assert "\\\\[verify your token\\\\]\\\\(https" in text

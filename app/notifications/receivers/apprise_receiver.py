@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 from app.notifications import guard, outbound
 from app.notifications.message import Message
 from app.notifications.receivers import Outcome, SendContext
-from app.notifications.receivers.github_issue import markdown_body
+from app.notifications.receivers.github_issue import escape_markdown, markdown_body
 
 # Schemes whose plugin posts to a fixed vendor host, whatever the URL's "host" part holds
 # (read in Apprise's plugins): discord -> https://discord.com/api/webhooks/<id>/<token>;
@@ -125,6 +125,18 @@ def _one_line(text: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
+def _title(headline: str) -> str:
+    """The headline as a Markdown title, escaped as the body is, cut without a dangling backslash.
+
+    Mattermost, Teams and Slack-like services render the title as Markdown, and the headline
+    carries uploaded names (a model ``@channel``, a failure reason with a link).
+    """
+    escaped = escape_markdown(_one_line(headline, TITLE_CHARS))
+    if len(escaped) <= TITLE_CHARS:
+        return escaped
+    return escaped[: TITLE_CHARS - 1].rstrip("\\") + "…"
+
+
 class _LastWarning(logging.Handler):
     """Keeps the last warning Apprise logs: its one word on why a notice failed."""
 
@@ -148,7 +160,7 @@ def _notify(plugin: Any, asset: Any, message: Message) -> tuple[bool, str]:
     try:
         sent = notifier.notify(
             body=markdown_body(message),
-            title=_one_line(message.headline, TITLE_CHARS),
+            title=_title(message.headline),
             body_format=apprise.NotifyFormat.MARKDOWN,
         )
     finally:
