@@ -2,7 +2,7 @@
 
 import gc
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from http import HTTPStatus
 
@@ -11,7 +11,9 @@ from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.gzip import GZipMiddleware
 from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials
 from fastapi.staticfiles import StaticFiles
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import app.models  # noqa: F401  (every model registered before the first query)
@@ -20,13 +22,14 @@ from app.api.deps import ReadAccess
 from app.api.router import api_router
 from app.api.validation import allowed_methods, handle_validation_error
 from app.core.config import DEV_PEPPER, Settings, settings
-from app.core.db import UNAVAILABLE, Database, database_unavailable
+from app.core.db import UNAVAILABLE, Database, database_unavailable, request_session
 from app.core.errors import DomainError, error_body, handle_domain_error
 from app.core.headers import SecurityHeaders, docs_router
 from app.core.limits import BodySizeLimit
 from app.core.logging import configure_logging
 from app.core.metrics import RequestMetrics, render
 from app.core.queue import InProcessPublisher, Publisher
+from app.core.ratelimit import AnonymousRateLimit
 from app.core.request_id import RequestId
 from app.dashboard import router as dashboard
 from app.dashboard.router import FRONTEND
@@ -50,6 +53,7 @@ from app.notifications.router import feeds as feeds_router
 from app.notifications.service import check_receivers
 from app.observability import WorkWaiting
 from app.runs import branches
+from app.tokens.auth import check_caller
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +118,32 @@ def metrics_router(database: Database, publisher: Publisher) -> APIRouter:
     return router
 
 
+def caller_check(database: Database, config: Settings) -> Callable[[Request], Awaitable[bool]]:
+    """Whether a request carries a live token or sign-in session (the rate limit's question).
+
+    Its own session, closed before the request goes on: the route reads with its own.
+    """
+
+    def check(request: Request) -> bool:
+        scheme, _, secret = request.headers.get("authorization", "").partition(" ")
+        credentials = (
+            HTTPAuthorizationCredentials(scheme=scheme, credentials=secret.strip())
+            if scheme.lower() == "bearer" and secret.strip()
+            else None
+        )
+        with request_session(database, config.STATEMENT_TIMEOUT_S) as session:
+            try:
+                check_caller(request, session, credentials)
+            except StarletteHTTPException:
+                return False
+        return True
+
+    async def acts_for_someone(request: Request) -> bool:
+        return await run_in_threadpool(check, request)
+
+    return acts_for_someone
+
+
 def create_app(config: Settings | None = None) -> FastAPI:
     """The application for ``config`` (default: the environment's settings)."""
     config = config or settings
@@ -164,6 +194,14 @@ def create_app(config: Settings | None = None) -> FastAPI:
     application.state.database = database
     application.state.publisher = publisher
     application.add_middleware(BodySizeLimit, max_bytes=config.MAX_BODY_BYTES)
+    # Inside the headers, metrics and request id: a 429 is logged, counted and marked as any.
+    application.add_middleware(
+        AnonymousRateLimit,
+        per_window=config.ANON_RATE_LIMIT,
+        window_s=config.ANON_RATE_WINDOW_S,
+        burst=config.ANON_RATE_BURST,
+        acts_for_someone=caller_check(database, config),
+    )
     application.add_exception_handler(DomainError, handle_domain_error)
     application.add_exception_handler(RequestValidationError, handle_validation_error)
     application.add_exception_handler(SignInRequired, to_sign_in)

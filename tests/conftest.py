@@ -46,6 +46,9 @@ PEPPER = "test-pepper"
 # time window of tokens without admin would refuse it as the calendar moves on. Its own
 # tests set the window (tests/runs/test_run_time.py); any Settings built here reads this.
 os.environ.setdefault("BENCHWATCH_RUN_TIME_BACK_DAYS", str(100 * 366))
+# The tests read anonymously from one address ("testclient"), hundreds of times in some: the
+# anonymous rate limit is off in them, on in its own tests (tests/test_ratelimit.py).
+os.environ.setdefault("BENCHWATCH_ANON_RATE_LIMIT", "0")
 STARTUP_TIMEOUT_S = 10.0
 
 

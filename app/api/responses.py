@@ -12,6 +12,8 @@ DESCRIPTIONS = {
     409: "The key is stored with a different payload",
     413: "The body is over the size limit (BENCHWATCH_MAX_BODY_BYTES)",
     422: "A parameter or the body is invalid: `errors` say where",
+    429: "Too many anonymous reads from this address: `Retry-After` says when to ask again "
+    "(BENCHWATCH_ANON_RATE_LIMIT; a token is not limited)",
     503: "The server is busy with as many of these as it computes at once: try again shortly",
 }
 
@@ -21,7 +23,7 @@ def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {code: {"model": ErrorBody, "description": DESCRIPTIONS[code]} for code in codes}
 
 
-READS = errors(401, 422)
+READS = errors(401, 422, 429)
 """What any read may answer besides its result."""
 WRITES = errors(400, 401, 403, 413, 422)
 """What any write with a JSON body may answer besides its result."""

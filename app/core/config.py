@@ -79,6 +79,12 @@ class Settings(BaseSettings):
     # 503 (docs/security.md, "Rate limits and timeouts"); workers, migrations and retention
     # are not limited. 0: no limit.
     STATEMENT_TIMEOUT_S: float = Field(default=30.0, ge=0)
+    # Anonymous reads (GET/HEAD without a live token or sign-in session) per client address:
+    # ANON_RATE_LIMIT per ANON_RATE_WINDOW_S, at most ANON_RATE_BURST at once; past them 429
+    # with Retry-After (docs/security.md, "Rate limits and timeouts"). 0: no limit.
+    ANON_RATE_LIMIT: int = Field(default=600, ge=0)
+    ANON_RATE_WINDOW_S: float = Field(default=60.0, gt=0)
+    ANON_RATE_BURST: int = Field(default=120, ge=1)
     # A triggered suite run no worker adopted in this long is expired (stops counting to caps).
     TRIGGER_EXPIRE_S: float = Field(default=6 * 3600.0, gt=0)
     LOG_LEVEL: str = "INFO"
