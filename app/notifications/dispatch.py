@@ -34,7 +34,7 @@ from app.core.db import utcnow
 from app.core.queue import enqueue_after_commit
 from app.jobs import DELIVER
 from app.notifications import planning
-from app.notifications.matching import compile_subscription
+from app.notifications.matching import compile_silence
 from app.notifications.models import Delivery, Notice, Silence, Subscription
 from app.notifications.planning import is_open
 from app.notifications.render import Renderer
@@ -225,7 +225,7 @@ def _chosen(
 ) -> list[Found]:
     """The group's findings the subscription selects, less those a silence holds back."""
     selected = [f for _, chosen in selected_findings([subscription], group) for f in chosen]
-    mutes = [compile_subscription(s.matchers) for s in silences]
+    mutes = [compile_silence(s.matchers) for s in silences]
     return [f for f in selected if not any(mute.matches(finding_of(f)) for mute in mutes)]
 
 

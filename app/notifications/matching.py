@@ -146,6 +146,15 @@ def compile_subscription(
     return Matcher(compile_rules(match), tuple(compile_rules(rules) for rules in exclude))
 
 
+def compile_silence(matchers: Mapping[str, Any]) -> Matcher:
+    """A silence's matchers as a ``Matcher``: every state unless the silence names some.
+
+    Not ``compile_subscription``: its "confirmed only" default let a silence hold back the
+    confirmed step but send the suspected one it meant to quiet as well.
+    """
+    return Matcher(compile_rules(matchers), ())
+
+
 def matches(
     match: Mapping[str, Any], exclude: Sequence[Mapping[str, Any]], finding: Finding
 ) -> bool:

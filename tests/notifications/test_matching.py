@@ -5,7 +5,13 @@ from typing import Any
 
 import pytest
 
-from app.notifications.matching import RULE_FIELDS, Finding, compile_subscription, matches
+from app.notifications.matching import (
+    RULE_FIELDS,
+    Finding,
+    compile_silence,
+    compile_subscription,
+    matches,
+)
 from app.notifications.schemas import Rules
 
 BERT = Finding(
@@ -127,3 +133,14 @@ def test_a_project_rule_selects_that_projects_findings() -> None:
     assert not matches({"project": ["speech"]}, [], vision)
     assert not matches({}, [{"project": ["vis*"]}], vision)
     assert Rules.model_validate({"project": "vision"}).project == ["vision"]
+
+
+def test_a_silence_holds_every_state() -> None:
+    """Issue 26 point 11: a silence took the subscriptions' "confirmed only" default, so it
+    held back the confirmed step and let the suspected one through."""
+    early = replace(BERT, state="suspected")
+    assert compile_silence({}).matches(early)
+    assert compile_silence({"model": "Bert*"}).matches(early)
+    assert compile_silence({"model": "Bert*"}).matches(BERT)
+    assert not compile_silence({"state": ["confirmed"]}).matches(early)
+    assert not compile_silence({"model": "resnet*"}).matches(early)
