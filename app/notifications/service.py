@@ -227,6 +227,7 @@ def check_receivers(allow: str, apprise_schemes: str) -> TargetCheck:
                     guard.check_target(receiver["url"], allowed, unresolved_ok=True)
                 elif receiver["kind"] == "apprise":
                     apprise_receiver.check_scheme(receiver["url"], apprise_schemes)
+                    apprise_receiver.check_query(receiver["url"])
                     apprise_receiver.check_host(receiver["url"], allowed)
             except ValueError as exc:
                 errors.append(

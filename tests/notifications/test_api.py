@@ -172,3 +172,30 @@ def test_a_feed_token_is_one_subscriptions_only(client: TestClient, admin: dict[
     assert changed.status_code == 409, changed.text
     same = client.patch(f"{URL}/{first.json()['id']}", json={"receivers": taken}, headers=admin)
     assert same.status_code == 200, same.text  # its own token: kept
+
+
+@pytest.mark.parametrize(
+    ("url", "named"),
+    [
+        ("mmosts://93.184.215.14/tok3n?verify=no", "?verify="),  # TLS certificate checks off
+        ("mmosts://93.184.215.14/tok3n?verify=False", "?verify="),
+        ("discord://1234/t0ken?verify=off", "?verify="),
+        ("mmost://93.184.215.14/tok3n?host=169.254.169.254", "?host="),  # not the host checked
+        ("workflows://93.184.215.14/wf/sig?url=http://10.0.0.1/", "?url="),
+    ],
+)
+def test_an_apprise_url_may_not_turn_tls_off_or_name_its_host_in_the_query(
+    client: TestClient, admin: dict[str, str], url: str, named: str
+) -> None:
+    """Issue 26 point 10: these were stored, and delivered as the query said."""
+    bad = new(receivers=[{"kind": "apprise", "url": url}])
+    body = assert_error(client.post(URL, json=bad, headers=admin), 422, "receivers[0].url")
+    assert named in body["errors"][0]["message"]
+
+
+def test_an_apprise_url_with_verification_on_is_taken(
+    client: TestClient, admin: dict[str, str]
+) -> None:
+    good = new(receivers=[{"kind": "apprise", "url": "mmosts://93.184.215.14/tok3n?verify=yes"}])
+    created = client.post(URL, json=good, headers=admin)
+    assert created.status_code == 201, created.text

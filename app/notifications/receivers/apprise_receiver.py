@@ -20,7 +20,7 @@ import re
 import time
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from app.notifications import guard, outbound
 from app.notifications.message import Message
@@ -34,6 +34,14 @@ from app.notifications.receivers.github_issue import escape_markdown, markdown_b
 FIXED_HOST_SCHEMES = frozenset({"discord", "msteams"})
 TITLE_CHARS = 250  # Apprise's default title limit
 ERROR_CHARS = 300
+# Query parameters through which an Apprise plugin reads the host it contacts, in place of
+# the URL's host part that the guard checks (irc's ?host=; others take a server or URL):
+# refused for any scheme whose host the guard checks.
+HOST_PARAMETERS = frozenset(
+    {"host", "hostname", "server", "domain", "url", "base_url", "baseurl", "endpoint"}
+)
+# Apprise reads ?verify= with parse_bool: these turn certificate checks off.
+_FALSE = frozenset({"no", "false", "0", "off", "n", "f", "never", "disable", "disabled"})
 _HOST = re.compile(r"[A-Za-z0-9_.-]{1,253}|[0-9A-Fa-f:.]{2,45}")
 
 
@@ -66,6 +74,28 @@ def check_scheme(url: str, schemes: str) -> None:
             f"{scheme or 'this'}:// URLs are not allowed here; the operator allows {listed}"
             " (BENCHWATCH_APPRISE_SCHEMES)"
         )
+
+
+def check_query(url: str) -> None:
+    """Refuse an Apprise URL that turns TLS verification off or takes its host from the query.
+
+    ``?verify=no`` lets anyone on the path read and change the notice (and the token in the
+    URL); a host taken from a query parameter is not the one the SSRF guard checked.
+
+    Raises:
+        ValueError: naming the parameter.
+    """
+    try:
+        query = parse_qsl(urlsplit(url).query, keep_blank_values=True)
+    except ValueError:
+        raise ValueError("not a valid URL (check the query)") from None
+    checks_host = scheme_of(url) not in FIXED_HOST_SCHEMES
+    for name, value in query:
+        key = name.strip().lower()
+        if key == "verify" and value.strip().lower() in _FALSE:
+            raise ValueError("?verify= may not turn TLS certificate checks off")
+        if checks_host and key in HOST_PARAMETERS:
+            raise ValueError(f"?{key}= may not name the host (the URL's host part is checked)")
 
 
 def _check_host_name(host: str | None, allow: guard.AllowList) -> list[guard.Address]:
@@ -179,6 +209,7 @@ def send(receiver: Mapping[str, Any], message: Message, context: SendContext) ->
     scheme = scheme_of(url)
     try:
         check_scheme(url, context.apprise_schemes)
+        check_query(url)
     except ValueError as exc:
         return Outcome(ok=False, error=str(exc))
     try:
