@@ -2,6 +2,7 @@
 scheme list, and the SSRF guard on the host Apprise would contact."""
 
 import json
+import logging
 import socket
 import subprocess
 import sys
@@ -218,3 +219,23 @@ def test_the_title_is_escaped_for_markdown(mattermost: Mattermost) -> None:
     assert "@channel" not in text
     assert "](https://evil.example" not in text
     assert "\\\\[verify your token\\\\]\\\\(https" in text
+
+
+def test_the_url_s_credentials_reach_neither_the_log_nor_the_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 26 point 7: Apprise logs the URL it posts to and its socket errors quote it,
+    token included, into the service's log."""
+    with socket.socket() as probe:  # a port nothing listens on: the send fails
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"mmost://us3r:pa55w0rd@127.0.0.1:{port}/tok3nSECRET?channel=ops-secret"
+    with caplog.at_level(logging.DEBUG, logger="apprise"):
+        outcome = send(receiver(url), notice(), context())
+
+    assert not outcome.ok
+    assert "Connection error" in outcome.error
+    assert "Socket Exception" in caplog.text  # Apprise did log the failure
+    for secret in ("tok3nSECRET", "pa55w0rd", "us3r", "ops-secret"):
+        assert secret not in caplog.text
+        assert secret not in outcome.error

@@ -18,7 +18,7 @@ import contextlib
 import logging
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -167,6 +167,51 @@ def _title(headline: str) -> str:
     return escaped[: TITLE_CHARS - 1].rstrip("\\") + "…"
 
 
+_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
+
+
+def _secrets_of(url: str) -> list[str]:
+    """The parts of an Apprise URL that may be credentials.
+
+    The user, the password, each path segment and each query value: tokens live in any of
+    them, by scheme.
+    """
+    try:
+        parts = urlsplit(url)
+        found = [parts.username or "", parts.password or ""]
+    except ValueError:
+        return [url]
+    found += parts.path.split("/")
+    found += [value for _, value in parse_qsl(parts.query, keep_blank_values=True)]
+    # Longest first, so that a token is not left half-replaced by a shorter part of it.
+    return sorted({s for s in found if len(s) >= 3}, key=len, reverse=True)
+
+
+def redact(text: str, url: str) -> str:
+    """``text`` with every URL and every credential-like part of ``url`` replaced by ``…``.
+
+    Apprise logs the URL it posts to (``http://host/hooks/<token>``), and a plugin's error
+    quotes it: neither may reach the log or a stored delivery error.
+    """
+    text = _URL.sub(lambda m: m.group(0).split("://", 1)[0] + "://…", text)
+    for secret in _secrets_of(url):
+        text = text.replace(secret, "…")
+    return text
+
+
+class _Redacting(logging.Filter):
+    """Redacts each record the ``apprise`` logger makes while one URL is being sent."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__()
+        self.url = url
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = redact(record.getMessage(), self.url)
+        record.args = None
+        return True
+
+
 class _LastWarning(logging.Handler):
     """Keeps the last warning Apprise logs: its one word on why a notice failed."""
 
@@ -176,6 +221,18 @@ class _LastWarning(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.last = record.getMessage()
+
+
+@contextlib.contextmanager
+def _log_redacted(url: str) -> Iterator[None]:
+    """Every record the ``apprise`` logger makes meanwhile has ``url``'s credentials redacted."""
+    redacting = _Redacting(url)
+    apprise_log = logging.getLogger("apprise")
+    apprise_log.addFilter(redacting)
+    try:
+        yield
+    finally:
+        apprise_log.removeFilter(redacting)
 
 
 def _notify(plugin: Any, asset: Any, message: Message) -> tuple[bool, str]:
@@ -204,6 +261,11 @@ def send(receiver: Mapping[str, Any], message: Message, context: SendContext) ->
     Apprise says only whether it worked; a failure is retried, since most are a service
     that is down or busy (a wrong token fails each time, until the retries run out).
     """
+    with _log_redacted(str(receiver["url"])):
+        return _send(receiver, message, context)
+
+
+def _send(receiver: Mapping[str, Any], message: Message, context: SendContext) -> Outcome:
     started = time.monotonic()
     url = str(receiver["url"])
     scheme = scheme_of(url)
@@ -241,7 +303,7 @@ def send(receiver: Mapping[str, Any], message: Message, context: SendContext) ->
         with pinned:
             sent, warning = _notify(plugin, asset, message)
     except Exception as exc:  # a bug in one of Apprise's plugins fails the attempt, not the job
-        sent, warning = False, f"{type(exc).__name__}: {exc}"
+        sent, warning = False, redact(f"{type(exc).__name__}: {exc}", url)
     latency_ms = (time.monotonic() - started) * 1000
     if sent:
         return Outcome(ok=True, latency_ms=latency_ms)
