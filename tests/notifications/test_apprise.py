@@ -239,3 +239,33 @@ def test_the_url_s_credentials_reach_neither_the_log_nor_the_error(
     for secret in ("tok3nSECRET", "pa55w0rd", "us3r", "ops-secret"):
         assert secret not in caplog.text
         assert secret not in outcome.error
+
+
+def test_a_proxy_in_the_environment_does_not_carry_a_checked_host(
+    mattermost: Mattermost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 26 point 10: requests (under Apprise) sent the notice to HTTP_PROXY, which looks
+    the host up itself, past the pinned, checked addresses."""
+    proxy = Mattermost()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), type("Proxy", (Handler,), {"state": proxy}))
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
+    thread.start()
+    try:
+        for name in ("NO_PROXY", "no_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{server.server_address[1]}")
+        outcome = send(receiver(f"mmost://127.0.0.1:{mattermost.port}/tok3n"), notice(), context())
+        assert not outcome.ok
+        assert "NO_PROXY" in outcome.error
+        assert proxy.posts == []
+        assert mattermost.posts == []
+
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")  # the operator says to go direct
+        outcome = send(receiver(f"mmost://127.0.0.1:{mattermost.port}/tok3n"), notice(), context())
+        assert outcome.ok, outcome.error
+        assert proxy.posts == []
+        assert len(mattermost.posts) == 1
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()

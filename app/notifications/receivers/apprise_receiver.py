@@ -223,6 +223,26 @@ class _LastWarning(logging.Handler):
         self.last = record.getMessage()
 
 
+def _proxy_for(url: str) -> str:
+    """Why a proxy in the environment would carry this URL's request; empty if none would.
+
+    Apprise posts through requests, which honours ``HTTP(S)_PROXY``: the proxy would look the
+    host up itself, past the checked addresses ``lookups_pinned`` holds it to. So a checked
+    host is sent to only where no proxy applies (``NO_PROXY`` may name it).
+    """
+    import requests.utils
+
+    target = f"https://{urlsplit(url).hostname or ''}/"
+    proxies = requests.utils.get_environ_proxies(target) or {}
+    used = {k: v for k, v in proxies.items() if k in ("https", "http", "all") and v}
+    if not used:
+        return ""
+    return (
+        "a proxy in the environment (HTTP_PROXY/HTTPS_PROXY/ALL_PROXY) would carry this"
+        " notice and look its host up past the SSRF guard: name the host in NO_PROXY"
+    )
+
+
 @contextlib.contextmanager
 def _log_redacted(url: str) -> Iterator[None]:
     """Every record the ``apprise`` logger makes meanwhile has ``url``'s credentials redacted."""
@@ -289,6 +309,8 @@ def _send(receiver: Mapping[str, Any], message: Message, context: SendContext) -
     checked = _guard(scheme, host, allow, started)
     if isinstance(checked, Outcome):
         return checked
+    if checked and (proxy := _proxy_for(url)):
+        return Outcome(ok=False, error=proxy, retry=True)
     # Whatever the URL asked for (?redirect=yes, ?retry=9, ?rto=600): a redirect could lead
     # past the guard, and retries and time belong to the delivery job.
     plugin.redirects = False
