@@ -164,6 +164,39 @@ def _rows_by_case(
     session: Session, run_id: int, where: CompareFilter
 ) -> dict[comparison.CaseKey, dict[str, Any]]:
     runs_service.get_run(session, run_id)
-    rows = runs_service.list_run_results(session, run_id)
     wanted = {k: v for k, v in vars(where).items() if v is not None}
-    return {comparison.case_key(r): r for r in rows if all(r[k] == v for k, v in wanted.items())}
+    return {
+        comparison.case_key(r): r
+        for r in compared_results(session, run_id)
+        if all(r[k] == v for k, v in wanted.items())
+    }
+
+
+def compared_results(session: Session, run_id: int) -> list[dict[str, Any]]:
+    """A run's results with what a comparison reads: never the raw samples nor ``extra``.
+
+    A run's samples may weigh tens of megabytes; a comparison judges values alone.
+    """
+    query = (
+        select(
+            Benchmark.suite,
+            Benchmark.model,
+            Benchmark.mode,
+            Benchmark.precision,
+            CompilerConfig.name.label("config"),
+            Benchmark.batch_size,
+            Benchmark.params,
+            Metric.name.label("metric"),
+            Metric.unit,
+            Metric.higher_is_better,
+            Result.status,
+            Result.value,
+            Result.text_value,
+        )
+        .join(Series, Result.series_id == Series.id)
+        .join(Benchmark, Series.benchmark_id == Benchmark.id)
+        .join(CompilerConfig, Benchmark.compiler_config_id == CompilerConfig.id)
+        .join(Metric, Series.metric_id == Metric.id)
+        .where(Result.run_id == run_id)
+    )
+    return [dict(row._mapping) for row in session.execute(query)]

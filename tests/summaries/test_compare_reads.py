@@ -1,0 +1,20 @@
+"""GET /api/v1/compare reads values only: never a run's raw samples."""
+
+from fastapi.testclient import TestClient
+
+from tests.dashboard.test_alerts_statements import counted
+from tests.factories import many_results, run_payload
+
+
+def test_compare_reads_no_samples(client: TestClient, ingest_headers: dict[str, str]) -> None:
+    ids = []
+    for index in range(2):
+        payload = run_payload(f"cmp-{index}", many_results(8), index=index)
+        posted = client.post("/api/v1/runs", json=payload, headers=ingest_headers)
+        ids.append(posted.raise_for_status().json()["id"])
+    with counted() as statements:
+        answer = client.get("/api/v1/compare", params={"base_run_id": ids[0], "new_run_id": ids[1]})
+    assert len(answer.raise_for_status().json()["rows"]) == 8
+    read = [s for s in statements if "FROM result" in s]
+    assert read
+    assert not [s for s in read if "samples" in s or "result.extra" in s]
