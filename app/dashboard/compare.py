@@ -34,10 +34,11 @@ from app.dashboard.queries import (
     recent_runs,
 )
 from app.runs.models import Run
-from app.runs.service import get_run, list_run_results
+from app.runs.service import get_run
+from app.summaries.service import compared_results
 
 KINDS = ("configs", "runs", "machines", "channels")
-MAX_SIDES = 8  # each side reads a whole run's results
+MAX_SIDES = 8  # each side reads a whole run's results (their values, not their samples)
 
 
 @dataclass(frozen=True)
@@ -172,7 +173,7 @@ def _results(session: Session, side: Side, query: CompareQuery) -> dict[CaseKey,
     """The side's result of the metric per case (keyed as ``GET /api/v1/compare`` keys them)."""
     return {
         case_key(row, config=side.config is None): row
-        for row in list_run_results(session, side.run.id)
+        for row in compared_results(session, side.run.id)  # values only: never samples
         if row["metric"] == query.metric
         and row["mode"] == query.mode
         and side.config in (None, row["config"])

@@ -18,3 +18,19 @@ def test_compare_reads_no_samples(client: TestClient, ingest_headers: dict[str, 
     read = [s for s in statements if "FROM result" in s]
     assert read
     assert not [s for s in read if "samples" in s or "result.extra" in s]
+
+
+def test_compare_page_reads_no_samples(client: TestClient, ingest_headers: dict[str, str]) -> None:
+    ids = []
+    for index in range(2):
+        payload = run_payload(f"page-{index}", many_results(8), index=index)
+        posted = client.post("/api/v1/runs", json=payload, headers=ingest_headers)
+        ids.append(posted.raise_for_status().json()["id"])
+    params = {"kind": "runs", "machine": "h100-8", "base_run": ids[0], "new_run": ids[1]}
+    for fmt in ("html", "csv"):
+        with counted() as statements:
+            page = client.get("/compare", params=params | {"format": fmt}).raise_for_status()
+        assert "model_1" in page.text
+        read = [s for s in statements if "FROM result" in s]
+        assert read
+        assert not [s for s in read if "samples" in s or "result.extra" in s]
