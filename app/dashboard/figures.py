@@ -42,6 +42,17 @@ def embed(figure: Mapping[str, Any]) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
+def text(value: object) -> str:
+    """A string as figure text, escaped: drawn as typed, never as Plotly markup.
+
+    Plotly reads an HTML subset (``<a href>``, ``<b>``, ``<br>``) in titles, trace names,
+    hover text and annotations, and these strings come from URLs and uploads (a
+    ``/compare?base_config=<a href=...>`` drew an off-site link in the title); the ``<br>``
+    a figure adds itself stays markup.
+    """
+    return html.escape(str(value), quote=False)
+
+
 def sparkline(values: Sequence[float | None], width: int = 90, height: int = 22) -> str:
     """Points of an SVG polyline for a trend (empty when fewer than two values)."""
     present = [(i, v) for i, v in enumerate(values) if v is not None]
@@ -60,7 +71,9 @@ def sparkline(values: Sequence[float | None], width: int = 90, height: int = 22)
 def _figure(traces: list[go.Scatter], title: str, y_title: str, **layout: Any) -> go.Figure:
     """A figure with the dashboard's layout."""
     fig = go.Figure(data=traces)
-    fig.update_layout(**LAYOUT, title={"text": title, "x": 0}, yaxis={"title": y_title}, **layout)
+    fig.update_layout(
+        **LAYOUT, title={"text": text(title), "x": 0}, yaxis={"title": text(y_title)}, **layout
+    )
     return fig
 
 
@@ -89,8 +102,8 @@ def _built(traces: list[dict[str, Any]], title: str, y_title: str, **layout: Any
         "layout": {
             **LAYOUT,
             "template": _template(),
-            "title": {"text": title, "x": 0},
-            "yaxis": {"title": {"text": y_title}},
+            "title": {"text": text(title), "x": 0},
+            "yaxis": {"title": {"text": text(y_title)}},
             **layout,
         },
     }
@@ -128,8 +141,8 @@ def compare_scatter(
                 x=[v[0] for v, _ in kept],
                 y=[v[index] for v, _ in kept],
                 mode="markers",
-                name=label,
-                hovertext=[h for _, h in kept],
+                name=text(label),
+                hovertext=[text(h) for _, h in kept],
                 hoverinfo="text+x+y",
             )
         )
@@ -148,7 +161,7 @@ def compare_scatter(
         )
     axis = _axis_title(metric, unit)
     fig = _figure(traces, f"{labels[0]} (x) vs the others (y)", axis, height=420)
-    fig.update_xaxes(title_text=f"{labels[0]}: {axis}", type="log")
+    fig.update_xaxes(title_text=text(f"{labels[0]}: {axis}"), type="log")
     fig.update_yaxes(type="log")
     return _plain(fig)
 
@@ -235,7 +248,7 @@ def series_chart(
             go.Scatter(
                 x=[p.at for p in line.points],
                 y=[p.value if p.status == "ok" else None for p in line.points],
-                name=line.name,
+                name=text(line.name),
                 mode="lines+markers",
                 marker={"size": 4, "color": color},
                 line={"color": color, "width": 1.5},
@@ -297,9 +310,9 @@ def _annotate(fig: go.Figure, marks: Sequence[Mark]) -> None:
 
 def _point_hover(point: Point, unit: str) -> str:
     return (
-        f"{fmt.number(point.value, unit)}<br>commit {point.commit or '?'}<br>"
-        f"torch {'?' if point.torch is None else point.torch}<br>run {point.run_id}"
-        + ("" if point.status == "ok" else f"<br>{point.status}")
+        f"{fmt.number(point.value, unit)}<br>commit {text(point.commit or '?')}<br>"
+        f"torch {'?' if point.torch is None else text(point.torch)}<br>run {point.run_id}"
+        + ("" if point.status == "ok" else f"<br>{text(point.status)}")
     )
 
 
@@ -386,7 +399,7 @@ def step_chart(
             "x": [x for x, _ in points],
             "y": [y for _, y in points],
             "mode": "lines+markers",
-            "name": metric,
+            "name": text(metric),
             "marker": {"size": 4},
         },
         _level(before, levels[0], "before", NEUTRAL),
@@ -557,8 +570,8 @@ def _verdict_line(points: Sequence[Point], name: str, unit: str, dash: str) -> g
         marker={"size": 4, "color": PALETTE[0]},
         line={"color": PALETTE[0], "width": 1.5, "dash": dash},
         hovertext=[
-            f"{fmt.number(p.value, unit)}<br>commit {p.commit or '?'}<br>run {p.run_id}"
-            + ("" if p.status == "ok" else f"<br>{p.status}")
+            f"{fmt.number(p.value, unit)}<br>commit {text(p.commit or '?')}<br>run {p.run_id}"
+            + ("" if p.status == "ok" else f"<br>{text(p.status)}")
             for p in points
         ],
         hoverinfo="text",

@@ -143,7 +143,7 @@ def test_embedding_keeps_a_figure_inside_its_script_element() -> None:
     )
     text = figures.embed(fig)
     assert not {"<", ">", "&"} & set(text)
-    assert json.loads(text)["data"][0]["hovertext"] == ["&"]
+    assert json.loads(text)["data"][0]["hovertext"] == ["&amp;"]  # Plotly draws "&"
     assert json.loads(figures.embed({"x": [at(0)]})) == {"x": ["2026-01-01T00:00:00+00:00"]}
 
 
@@ -195,3 +195,28 @@ def test_the_verdict_chart_without_a_fork_point_or_a_band() -> None:
     assert fig["data"][-1]["marker"]["color"] == figures.IMPROVEMENT
     alone = figures.verdict_chart([], None, judged, "t", "nightly", "ms")
     assert [t["name"] for t in alone["data"]] == ["x"]
+
+
+LINK = '<a href="https://evil.example/login">sign in again</a>'
+
+
+def test_figure_text_from_urls_and_uploads_draws_no_markup() -> None:
+    """Issue 26 point 5: a crafted /compare?base_config=<a href=...> drew a live off-site
+    link in the chart title; stored model, metric and case names did the same."""
+    fig = figures.compare_scatter(
+        [LINK, f"other {LINK}"], [[10.0, 12.0]], [f"case {LINK}"], f"m{LINK}", "ms"
+    )
+    step = figures.step_chart(
+        [(datetime(2026, 12, 1, tzinfo=UTC), 1.0), (datetime(2026, 12, 2, tzinfo=UTC), 2.0)],
+        datetime(2026, 12, 2, tzinfo=UTC),
+        (1.0, 2.0),
+        f"latency{LINK}",
+        f"model {LINK}",
+        "ms",
+    )
+    for figure in (fig, step):
+        drawn = json.dumps(figure, default=str)
+        assert "<a" not in drawn
+        assert "&lt;a href=" in drawn  # drawn as typed
+    assert fig["layout"]["title"]["text"].startswith("&lt;a href=")
+    assert fig["data"][0]["name"].startswith("other &lt;a")
