@@ -6,12 +6,15 @@ from collections import defaultdict
 from typing import Any
 from urllib.parse import urlencode
 
+from sqlalchemy import JSON, case, or_, select, type_coerce
 from sqlalchemy.orm import Session
 
+from app.benchmarks.models import Benchmark, CompilerConfig, Metric, Series
 from app.benchmarks.vocabulary import PASSING_ACCURACY
 from app.dashboard import figures
 from app.runs.branches import base_channel, is_branch_channel
-from app.runs.service import get_run, list_run_results
+from app.runs.models import Result
+from app.runs.service import get_run
 from app.suite_runs.pools import read_pool
 
 HARDWARE = (
@@ -30,7 +33,7 @@ HEADLINE = ("latency", "speedup", "peak_memory", "accuracy")
 def run_page(session: Session, run_id: int) -> dict[str, Any]:
     """Everything the run page shows."""
     run = get_run(session, run_id)
-    rows = list_run_results(session, run_id)
+    rows = page_rows(session, run_id)
     return {
         "run": run,
         "problems": _problems(rows),
@@ -43,6 +46,39 @@ def run_page(session: Session, run_id: int) -> dict[str, Any]:
         # A branch's run (a pull request's) is judged against its default branch's channel.
         "verdicts_against": base_channel(run.channel) if is_branch_channel(run.channel) else None,
     }
+
+
+def page_rows(session: Session, run_id: int) -> list[dict[str, Any]]:
+    """The run's results with what the page shows: never raw samples (megabytes a run).
+
+    ``extra`` only where the page reads it: a problem's ``why`` and a kernel count's kernels.
+    """
+    shown_extra = or_(Result.status != "ok", Metric.name.in_(("kernel_count", "accuracy")))
+    query = (
+        select(
+            Benchmark.suite,
+            Benchmark.model,
+            Benchmark.mode,
+            Benchmark.precision,
+            CompilerConfig.name.label("config"),
+            Benchmark.batch_size,
+            Benchmark.params,
+            Metric.name.label("metric"),
+            Metric.unit,
+            Result.status,
+            Result.value,
+            Result.text_value,
+            Result.reason,
+            type_coerce(case((shown_extra, Result.extra), else_=None), JSON).label("extra"),
+        )
+        .join(Series, Result.series_id == Series.id)
+        .join(Benchmark, Series.benchmark_id == Benchmark.id)
+        .join(CompilerConfig, Benchmark.compiler_config_id == CompilerConfig.id)
+        .join(Metric, Series.metric_id == Metric.id)
+        .where(Result.run_id == run_id)
+        .order_by(Benchmark.suite, Benchmark.model, Benchmark.id, Metric.name)
+    )
+    return [dict(row._mapping) for row in session.execute(query)]
 
 
 def _problems(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

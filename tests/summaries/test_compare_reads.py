@@ -34,3 +34,15 @@ def test_compare_page_reads_no_samples(client: TestClient, ingest_headers: dict[
         read = [s for s in statements if "FROM result" in s]
         assert read
         assert not [s for s in read if "samples" in s or "result.extra" in s]
+
+
+def test_run_page_reads_no_samples(client: TestClient, ingest_headers: dict[str, str]) -> None:
+    payload = run_payload("run-page", many_results(8))
+    posted = client.post("/api/v1/runs", json=payload, headers=ingest_headers)
+    run_id = posted.raise_for_status().json()["id"]
+    with counted() as statements:
+        page = client.get(f"/runs/{run_id}").raise_for_status()
+    assert "model_1" in page.text
+    read = [s for s in statements if "FROM result" in s]
+    assert read
+    assert not [s for s in read if "samples" in s]
