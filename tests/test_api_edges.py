@@ -253,13 +253,13 @@ def test_a_compare_page_naming_one_channel_many_times_reads_it_once(
         payload = run_payload(f"c{index}", [result()], channel=channel, index=index)
         assert client.post("/api/v1/runs", json=payload, headers=ingest_headers).is_success
     read: list[int] = []
-    list_run_results = dashboard_compare.list_run_results
+    compared_results = dashboard_compare.compared_results
 
-    def counting(session: Any, run_id: int, **kwargs: Any) -> list[dict[str, Any]]:
+    def counting(session: Any, run_id: int) -> list[dict[str, Any]]:
         read.append(run_id)
-        return list_run_results(session, run_id, **kwargs)
+        return compared_results(session, run_id)
 
-    monkeypatch.setattr(dashboard_compare, "list_run_results", counting)
+    monkeypatch.setattr(dashboard_compare, "compared_results", counting)
     many = ",".join(["nightly", "release"] * 1000)
     page = client.get(
         "/compare", params={"kind": "channels", "machine": "h100-8", "channels": many}

@@ -54,7 +54,6 @@ def test_the_broker_is_asked_once_per_while_however_many_probes(
             super().__init__(*args, **kwargs)
 
     monkeypatch.setattr(health, "Connection", Counted)
-    monkeypatch.setattr(health, "_broker_checked", {})
     monkeypatch.setattr(health, "BROKER_CHECK_KEEP_S", 0.5)
     application = create_app(settings.model_copy(update={"BROKER_URL": redis_url}))
     with TestClient(application) as client:

@@ -1,6 +1,7 @@
 """Liveness and readiness probes."""
 
 import logging
+import math
 import threading
 import time
 from typing import Any
@@ -20,8 +21,31 @@ log = logging.getLogger(__name__)
 # /readyz is anonymous: the broker's answer is kept this long, so a flood of probes opens one
 # broker connection per BROKER_CHECK_KEEP_S, not one per hit (a probe comes every 5-10 s).
 BROKER_CHECK_KEEP_S = 5.0
-_broker_checked: dict[str, tuple[float, str]] = {}  # url -> (monotonic time, answer)
-_broker_lock = threading.Lock()  # one check at a time: concurrent probes wait for its answer
+_creating = threading.Lock()
+
+
+class BrokerCheck:
+    """One app's last answer from its broker (an app's own: another app, another broker)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()  # one check at a time: concurrent probes wait for it
+        self.at = -math.inf
+        self.answer = ""
+
+    def answer_for(self, url: str) -> str:
+        """The broker's check, made again once the last one is ``BROKER_CHECK_KEEP_S`` old."""
+        with self.lock:
+            if time.monotonic() - self.at >= BROKER_CHECK_KEEP_S:
+                self.answer, self.at = _check_broker(url), time.monotonic()
+            return self.answer
+
+
+def _broker_check(state: Any) -> BrokerCheck:
+    with _creating:
+        if not hasattr(state, "broker_check"):
+            state.broker_check = BrokerCheck()
+        check: BrokerCheck = state.broker_check
+        return check
 
 
 @router.get("/healthz")
@@ -37,7 +61,7 @@ def readyz(request: Request) -> JSONResponse:
     settings: Settings = request.app.state.settings
     checks: dict[str, Any] = {"database": _check_database(database)}
     if settings.BROKER_URL:
-        checks["broker"] = _broker_answer(settings.BROKER_URL)
+        checks["broker"] = _broker_check(request.app.state).answer_for(settings.BROKER_URL)
     ready = all(c == "ok" for c in checks.values())
     return JSONResponse(
         {"status": "ok" if ready else "unavailable", "checks": checks},
@@ -53,16 +77,6 @@ def _check_database(database: Database) -> str:
     except Exception:  # any failure is "not ready", logged, never raised
         log.exception("readiness: the database does not answer")
         return "error: the database does not answer (the server's log says why)"
-
-
-def _broker_answer(url: str) -> str:
-    """The broker's check, made again once the last one is ``BROKER_CHECK_KEEP_S`` old."""
-    with _broker_lock:
-        checked = _broker_checked.get(url)
-        if checked is None or time.monotonic() - checked[0] >= BROKER_CHECK_KEEP_S:
-            checked = (time.monotonic(), _check_broker(url))
-            _broker_checked[url] = checked
-        return checked[1]
 
 
 def _check_broker(url: str) -> str:
