@@ -4,7 +4,6 @@ Built with ``xml.etree``, which escapes every text and attribute: payload fields
 uploads and cannot break out of the XML. Links are written only when they are http(s).
 """
 
-import hashlib
 from collections.abc import Sequence
 from datetime import datetime
 from xml.etree import ElementTree as ET
@@ -16,15 +15,6 @@ from app.notifications.render import iso, notice_id
 
 ATOM = "http://www.w3.org/2005/Atom"
 ENTRIES = 50  # the newest notices in the feed
-
-
-def token_hash(token: str) -> str:
-    """What ``subscription.feed_token`` stores of a feed's token: its SHA-256, in hex.
-
-    Not the API tokens' peppered HMAC: the migration that hashed the stored tokens has no
-    pepper, and a feed token is 24 random bytes, which a plain SHA-256 keeps one-way.
-    """
-    return hashlib.sha256(token.encode()).hexdigest()
 
 
 def atom(

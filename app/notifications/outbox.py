@@ -10,7 +10,7 @@ from app.core.db import utcnow
 from app.core.errors import Conflict, NotFound
 from app.core.queue import enqueue_after_commit
 from app.jobs import DELIVER
-from app.notifications import feed
+from app.notifications import targets
 from app.notifications.dispatch import add_deliveries
 from app.notifications.message import test_message
 from app.notifications.models import Delivery, DeliveryAttempt, Notice, Subscription
@@ -178,7 +178,7 @@ def feed_notices(
 
     None too for a paused subscription or a disabled feed: switched off serves nothing.
     """
-    digest = feed.token_hash(token)
+    digest = targets.token_hash(token)
     subscription = session.scalar(select(Subscription).where(Subscription.feed_token == digest))
     if subscription is None or subscription.paused:
         return None

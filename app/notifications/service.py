@@ -18,11 +18,11 @@ from app.anomalies.models import (
 from app.audit import service as audit
 from app.core.db import utcnow
 from app.core.errors import Conflict, InvalidInput, NotFound
-from app.notifications import feed, guard
+from app.notifications import guard
 from app.notifications.matching import Finding, compile_subscription
 from app.notifications.models import Subscription
 from app.notifications.receivers import apprise_receiver
-from app.notifications.targets import feed_token, with_credentials
+from app.notifications.targets import feed_token, token_hash, with_credentials
 from app.runs.models import Run
 
 TargetCheck = Callable[[Sequence[Mapping[str, Any]]], None]  # raises InvalidInput
@@ -66,7 +66,7 @@ def _check_feed_free(
     token = feed_token(receivers)
     if token is None:
         return None
-    token = feed.token_hash(token)  # the column holds the hash (migration b2d4f6a80026)
+    token = token_hash(token)  # the column holds the hash (migration b2d4f6a80026)
     query = select(Subscription.id).where(Subscription.feed_token == token)
     if subscription_id is not None:
         query = query.where(Subscription.id != subscription_id)

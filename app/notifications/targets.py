@@ -83,6 +83,15 @@ def with_credentials(
     return filled
 
 
+def token_hash(token: str) -> str:
+    """What ``subscription.feed_token`` stores of a feed's token: its SHA-256, in hex.
+
+    Not the API tokens' peppered HMAC: the migration that hashed the stored tokens has no
+    pepper, and a feed token is 24 random bytes, which a plain SHA-256 keeps one-way.
+    """
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
 def feed_token(receivers: Sequence[Mapping[str, Any]]) -> str | None:
     """The token of the feed among ``receivers`` (a subscription has at most one feed)."""
     return next((str(r["token"]) for r in receivers if r["kind"] == "feed"), None)
