@@ -19,7 +19,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 import app.models  # noqa: F401  (every model registered before the first query)
 from app.anomalies.registry import read_thresholds
 from app.api.deps import ReadAccess
-from app.api.router import api_router
 from app.api.validation import allowed_methods, handle_validation_error
 from app.core.config import DEV_PEPPER, Settings, settings
 from app.core.db import UNAVAILABLE, Database, database_unavailable, request_session
@@ -52,6 +51,7 @@ from app.notifications.guard import AllowList
 from app.notifications.router import feeds as feeds_router
 from app.notifications.service import check_receivers
 from app.observability import WorkWaiting
+from app.routes import api_router
 from app.runs import branches
 from app.tokens.auth import check_caller
 

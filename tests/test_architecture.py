@@ -8,7 +8,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "app"
 # The HTTP layer: routers, the API's plumbing, the pages, sign-in, probes and the app itself.
-HTTP = ("app.api.", "app.dashboard.", "app.health.", "app.main", "app.tokens.auth")
+HTTP = ("app.api.", "app.dashboard.", "app.health.", "app.main", "app.routes", "app.tokens.auth")
 WEB_LIBRARIES = ("fastapi", "starlette", "jinja2", "uvicorn")
 
 

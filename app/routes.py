@@ -1,4 +1,8 @@
-"""Mounts every domain router under /api/v1."""
+"""The JSON API: every domain's router mounted under /api/v1.
+
+It lives at the top, beside ``create_app``: the routers import ``app.api``'s plumbing (deps,
+validation, responses), so the module that imports every router cannot sit beside it.
+"""
 
 from fastapi import APIRouter, Depends
 
