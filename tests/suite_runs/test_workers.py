@@ -11,11 +11,14 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
+from celery import Celery
+from celery.beat import PersistentScheduler
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
@@ -25,6 +28,7 @@ from app.main import create_app
 from app.runs.models import Result, Run
 from app.suite_runs.models import SuiteRun, SuiteShard
 from tests.conftest import PEPPER
+from workers.celery_app import beat_schedule
 from workers.shard_runner import CHILD
 
 
@@ -70,6 +74,21 @@ def wait_for(what: str, check: Callable[[], bool], timeout_s: float, log: Path) 
         time.sleep(0.3)
 
 
+def ticked_before(schedule_file: Path, config: Settings, name: str) -> None:
+    """Beat's schedule file as a beat that last sent entry ``name`` two minutes ago left it.
+
+    A beat started afresh counts a cron entry's last run from its own start, so it waits for
+    the next minute boundary (up to 60 s, more on a loaded machine). From this file it finds a
+    boundary passed since the last run and sends at once: the cron is still what makes the
+    entry due, as for a beat restarted after missing a tick.
+    """
+    seeding = Celery("benchwatch-test", broker="memory://")
+    seeding.conf.update(beat_schedule=beat_schedule(config), timezone="UTC")
+    scheduler = PersistentScheduler(app=seeding, schedule_filename=str(schedule_file))
+    scheduler.schedule[name].last_run_at = datetime.now(UTC) - timedelta(minutes=2)
+    scheduler.close()  # synced to the file
+
+
 def finished(database: Database) -> bool:
     with database.session_scope() as session:
         done = select(func.count()).where(SuiteRun.run_id.is_not(None))
@@ -91,13 +110,15 @@ def test_beat_and_a_worker_run_the_suite_and_detection_follows(
     schedules = [{"machine": "ci-box", "tier": "test", "cron": "* * * * *", "models": models}]
     env = environment(postgres_database, redis_url, BENCHWATCH_SCHEDULES=json.dumps(schedules))
     log = tmp_path / "workers.log"
-    beat_args = ["beat", "--schedule-file", str(tmp_path / "beat-schedule")]
+    schedule_file = tmp_path / "beat-schedule"
+    entry = "suite-ci-box-test-softmax+resnet+all_reduce"
+    ticked_before(schedule_file, Settings(SCHEDULES=schedules), entry)
+    beat_args = ["beat", "--schedule-file", str(schedule_file)]
     with (
         benchwatch(["worker", "--machine", "ci-box", "--queues", "default"], env, log),
         benchwatch(beat_args, env, log) as beat,
     ):
-        # The cron fires at the next minute boundary: up to 60 s, more on a loaded machine.
-        sent = "Sending due task suite-ci-box-test-softmax+resnet+all_reduce"
+        sent = f"Sending due task {entry}"
         wait_for("beat to send the suite run", lambda: sent in log.read_text(), 150, log)
         # Stopped once the worker has the task: beat logs "Sending" before it publishes, and
         # a SIGTERM in between lost the message once (a CI run then waited its 10 minutes).
