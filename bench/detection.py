@@ -142,7 +142,6 @@ repository root.
 
 import argparse
 import importlib
-import itertools
 import math
 import statistics
 import sys
@@ -154,26 +153,37 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-import numpy.typing as npt
 from numpy.lib.stride_tricks import sliding_window_view
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: bench/ is on the path, not the repository
+    sys.path.insert(0, str(ROOT))
+
+from bench.corpus import (  # noqa: E402
+    CATEGORIES,
+    NOISE_BUCKETS,
+    STEP_BUCKETS,
+    STEP_MIXES,
+    T_DF,
+    TARGET_MIX,
+    TOLERANCE,
+    Array,
+    Series,
+    bucket_name,
+    in_bucket,
+    make_corpus,
+    make_series,
+    num,
+    pct,
+    print_rows,
+    ratio,
+)
 
 if TYPE_CHECKING:
     from bench.finding_kinds import KindScore
 
-Array = npt.NDArray[np.float64]
 
-ROOT = Path(__file__).resolve().parents[1]
-
-CATEGORIES = ("step", "no_change", "outliers", "bimodal", "drift")
-CATEGORY_P = (0.45, 0.20, 0.12, 0.12, 0.11)
-STEP_BUCKETS = ((0.02, 0.03), (0.03, 0.05), (0.05, 0.10), (0.10, 0.30))
-NOISE_BUCKETS = ((0.005, 0.01), (0.01, 0.02), (0.02, 0.04), (0.04, 0.08))
-MIN_LEVEL = 8  # points every level lasts, the first included
-LENGTHS = (60, 400)
 MIN_EFFECT = 0.03  # DetectorConfig.min_rel_change: smaller steps are expected misses
-TOLERANCE = 2  # points between a detection and the true step it matches
-T_DF = 3
-NOISE_CLIP = 8.0
 
 REFERENCE = "oracle"  # knows the truth but each step's exact first point: a reference
 
@@ -186,113 +196,8 @@ TIMING_FULL, TIMING_QUICK = 10_000, 1_000
 TIMING_LENGTH = 500
 
 
-# --- corpus ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Series:
-    """One labelled series: values and the truth about them."""
-
-    seed: int
-    index: int
-    category: str
-    noise: str  # "gauss" or "t3"
-    cv: float
-    values: Array
-    level: Array  # the noise-free level under each point
-    steps: tuple[int, ...] = ()  # first point of each new level
-    sizes: tuple[float, ...] = ()  # signed relative change of each step
-
-
 Keep = Callable[[Series, int], bool]  # selects true step number k of a series
 Detect = Callable[[Series], list[int]]  # the detections in a series (indices)
-
-
-def log_uniform(rng: np.random.Generator, low: float, high: float) -> float:
-    """A draw spread evenly over orders of magnitude."""
-    return math.exp(rng.uniform(math.log(low), math.log(high)))
-
-
-def noise(rng: np.random.Generator, kind: str, n: int) -> Array:
-    """Unit-variance noise, Gaussian or scaled Student-t(3), clipped at +-8."""
-    if kind == "gauss":
-        e = rng.standard_normal(n)
-    else:
-        e = rng.standard_t(T_DF, n) / math.sqrt(T_DF / (T_DF - 2))
-    return np.clip(e, -NOISE_CLIP, NOISE_CLIP)
-
-
-def place_steps(rng: np.random.Generator, n: int, k: int) -> list[int]:
-    """``k`` step indices such that every level lasts at least ``MIN_LEVEL`` points."""
-    while True:
-        at = sorted(int(i) for i in rng.choice(np.arange(MIN_LEVEL, n - MIN_LEVEL + 1), k, False))
-        bounds = [0, *at, n]
-        if all(b - a >= MIN_LEVEL for a, b in itertools.pairwise(bounds)):
-            return at
-
-
-def uniform_size(rng: np.random.Generator) -> float:
-    """A step size drawn uniformly over the whole range."""
-    return float(rng.uniform(STEP_BUCKETS[0][0], STEP_BUCKETS[-1][1]))
-
-
-def bucketed_size(rng: np.random.Generator) -> float:
-    """A step size: a bucket picked uniformly, then uniformly within it."""
-    low, high = STEP_BUCKETS[int(rng.integers(len(STEP_BUCKETS)))]
-    return float(rng.uniform(low, high))
-
-
-STEP_MIXES: dict[str, Callable[[np.random.Generator], float]] = {
-    "uniform": uniform_size,
-    "buckets": bucketed_size,
-}
-TARGET_MIX = "uniform"
-
-
-def step_size(rng: np.random.Generator, mix: str) -> float:
-    """A signed relative step of the mix's size, either direction."""
-    return STEP_MIXES[mix](rng) * float(rng.choice((-1.0, 1.0)))
-
-
-def isolated_points(rng: np.random.Generator, n: int, k: int) -> list[int]:
-    """``k`` distinct indices, no two adjacent."""
-    while True:
-        at = sorted(int(i) for i in rng.choice(n, k, replace=False))
-        if all(b - a > 1 for a, b in itertools.pairwise(at)):
-            return at
-
-
-def make_series(seed: int, index: int, length: int | None = None, mix: str = TARGET_MIX) -> Series:
-    """Series ``index`` of the corpus of ``seed`` and ``mix`` (``length``: not the drawn one)."""
-    rng = np.random.default_rng([seed, index])
-    category = str(rng.choice(CATEGORIES, p=CATEGORY_P))
-    n = length or int(rng.integers(LENGTHS[0], LENGTHS[1] + 1))
-    kind = "gauss" if rng.random() < 0.5 else "t3"
-    cv = log_uniform(rng, 0.005, 0.02) if category == "bimodal" else log_uniform(rng, 0.005, 0.08)
-    level = np.full(n, log_uniform(rng, 0.1, 1000.0))
-    steps: list[int] = []
-    sizes: list[float] = []
-    if category == "step":
-        steps = place_steps(rng, n, int(rng.integers(1, 3)))
-        for at in steps:
-            sizes.append(step_size(rng, mix))
-            level[at:] *= 1.0 + sizes[-1]
-    elif category == "drift":
-        level *= 1.0 + rng.uniform(0.02, 0.06) * rng.choice((-1.0, 1.0)) * np.linspace(0, 1, n)
-    elif category == "bimodal":
-        level *= 1.0 + rng.uniform(0.03, 0.06) * (rng.random(n) < rng.uniform(0.2, 0.5))
-    values = level * (1.0 + cv * noise(rng, kind, n))
-    if category == "outliers":
-        for at in isolated_points(rng, n, int(rng.integers(1, 5))):
-            values[at] = level[at] * (1.0 + rng.choice((-1.0, 1.0)) * rng.uniform(3, 10) * cv)
-    return Series(seed, index, category, kind, cv, values, level, tuple(steps), tuple(sizes))
-
-
-def make_corpus(
-    seed: int, count: int, length: int | None = None, mix: str = TARGET_MIX
-) -> list[Series]:
-    """Series 0..count-1 of ``seed`` and ``mix``."""
-    return [make_series(seed, i, length, mix) for i in range(count)]
 
 
 # --- detectors ------------------------------------------------------------------------------
@@ -304,8 +209,6 @@ class NotReady(Exception):
 
 def benchwatch_detector(min_rel_change: float | None = None) -> Detect:
     """benchwatch's ``find_change_points`` with the default config (or another minimum effect)."""
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
     from app.anomalies.detectors import DetectorConfig, find_change_points
 
     config = DetectorConfig()
@@ -442,11 +345,6 @@ def score(name: str, make: Callable[[], Detect], corpus: list[Series]) -> Score:
     return result
 
 
-def ratio(num: float, den: float) -> float:
-    """``num / den``, NaN when there is nothing to divide."""
-    return num / den if den else math.nan
-
-
 def recall(outcomes: Iterable[Outcome], *keep: Keep) -> tuple[float, int]:
     """Recall over the true steps that every ``keep(series, step_no)`` selects, and their count."""
     hits = [
@@ -496,39 +394,9 @@ def f1_from(size: float, outcomes: list[Outcome]) -> float:
     return ratio(2 * precision * rec, precision + rec)
 
 
-def in_bucket(value: float, bucket: tuple[float, float]) -> bool:
-    """``low <= value < high`` (the last bucket includes its top)."""
-    return bucket[0] <= value < bucket[1] or math.isclose(value, bucket[1])
-
-
 # --- printing -------------------------------------------------------------------------------
 
 NO_STEP = ("no_change", "outliers", "bimodal", "drift")
-
-
-def pct(x: float) -> str:
-    """A fraction as a short percent (``-`` for NaN)."""
-    return "-" if math.isnan(x) else f"{100 * x:.0f}%"
-
-
-def num(x: float, digits: int = 2) -> str:
-    """A float (``-`` for NaN)."""
-    return "-" if math.isnan(x) else f"{x:.{digits}f}"
-
-
-def print_rows(header: list[str], rows: list[list[str]]) -> None:
-    """Left-aligned first column, right-aligned others."""
-    widths = [max(len(r[c]) for r in [header, *rows]) for c in range(len(header))]
-    for row in [header, *rows]:
-        cells = [row[0].ljust(widths[0])] + [
-            c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)
-        ]
-        print("  " + "  ".join(cells))
-
-
-def bucket_name(bucket: tuple[float, float]) -> str:
-    """``2-3%``."""
-    return f"{100 * bucket[0]:g}-{100 * bucket[1]:g}%"
 
 
 def print_main_table(scores: list[Score]) -> None:
@@ -679,8 +547,6 @@ def print_examples(score: Score, count: int) -> None:
 
 def finding_kind_scores(seed: int) -> list["KindScore"]:
     """Failure, silence and aggregate rows of the corpora of ``seed``."""
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
     from bench import finding_kinds
 
     return [

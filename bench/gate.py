@@ -33,7 +33,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from app.verdicts.judge import judge  # noqa: E402
-from bench.detection import (  # noqa: E402
+from bench.corpus import (  # noqa: E402
     NOISE_BUCKETS,
     Series,
     bucket_name,

@@ -48,7 +48,7 @@ from app.anomalies.detectors import (  # noqa: E402
     find_change_points,
 )
 from app.anomalies.suspects import suspect, verdict  # noqa: E402
-from bench.detection import (  # noqa: E402
+from bench.corpus import (  # noqa: E402
     STEP_BUCKETS,
     TOLERANCE,
     Series,
