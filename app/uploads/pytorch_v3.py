@@ -4,8 +4,10 @@ A file holds what pytorch/test-infra's ``upload_benchmark_results.py`` accepts: 
 records, one record object, or JSON lines where each line is a record or a list of records.
 Each record (``benchmark``, ``model``, ``metric``; optional ``runners`` and ``dependencies``;
 in stored rows also the CI metadata) becomes exactly one result row, so ``results[i]`` of the
-ingest is record ``i`` of the file. The rules are in docs/formats.md ("pytorch-v3"). Unlike
-the upstream uploader, which skips what it cannot read, a bad record rejects the file with its
+ingest is record ``i`` of the file; the runners, dependencies and CI metadata become the run's
+machine, environment and run fields (``pytorch_ci``, with the CI vocabulary torchbench-csv
+uses too). The rules are in docs/formats.md ("pytorch-v3"). Unlike the upstream uploader,
+which skips what it cannot read, a bad record rejects the file with its
 record index, line and field. Reading is held to the caps of ``app.uploads.limits`` (JSON
 depth and size, records per file, values per record) and to the parse deadline.
 """
@@ -14,17 +16,26 @@ import json
 import math
 import re
 import statistics
-from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime, timedelta
-from operator import methodcaller
 from typing import Any
 
 from app.benchmarks import vocabulary as vocab
 from app.core import bounds
 from app.uploads import limits
-from app.uploads.base import Hints, Origin, OverLimit, Parsed, UploadError, UploadFile
-from app.uploads.torchbench import CI_CONFIGS, FAILURE_METRICS, read_file_name
+from app.uploads.base import Hints, OverLimit, Parsed, UploadError, UploadFile
+from app.uploads.pytorch_ci import (
+    FAILURE_METRICS,
+    RUN_KEYS,
+    SOURCES,
+    Located,
+    backend_config,
+    device_source,
+    environment_fields,
+    json_object,
+    machine_fields,
+    machine_name,
+    read_file_name,
+    run_fields,
+)
 
 # benchmarks/dynamo (common.py output_json) writes the rows of its CSVs as records named
 # "TorchInductor", the suite in model.origins and the CSV in extra_info.output. They are read
@@ -49,52 +60,11 @@ _LOWER_BETTER = frozenset(
 _HIGHER_BETTER = frozenset(
     {"throughput", "speedup", "flops", "tflops", "gflops", "bandwidth", "qps", "sparsity"}
 )
-_DEVICES = {"cuda": "cuda", "rocm": "rocm", "hip": "rocm", "xpu": "xpu", "cpu": "cpu", "mps": "mps"}
-_VENDORS = (("nvidia", "cuda"), ("amd instinct", "rocm"), ("radeon", "rocm"))
-GIB_IN_GB = 2**30 / 1e9  # runners report GiB (bytes / 1024**3); benchwatch stores GB
-# dependency name -> environment field; other dependencies go to environment.packages
-_DEPENDENCY_NAMES = (
-    ("torch", "torch pytorch"),
-    ("triton", "triton pytorch-triton pytorch-triton-rocm"),
-    ("hip", "hip rocm"),
-    ("python", "python"),
-    ("cuda", "cuda"),
-    ("driver", "driver"),
-)
-# Where the fields this format gives come from, for the run's provenance.
-SOURCES = {
-    "machine.arch": "runners[0].type",
-    "machine.hostname": "runners[0].extra_info.hostname",
-    "commit": "head_sha",
-    "branch": "head_branch",
-    "started_at": "the earliest timestamp",
-    "url": "repo, workflow_id and job_id",
-}
-_ENVIRONMENT_FIELDS = {name: field for field, names in _DEPENDENCY_NAMES for name in names.split()}
-_SHA_KEYS = ("sha", "commit", "git_sha")
-_RUN_EXTRA_KEYS = ("repo", "name", "workflow_id", "job_id", "run_attempt", "schema_version")
-_RUN_KEYS = ("head_sha", "head_branch", *_RUN_EXTRA_KEYS)
 _NOT_ROW_EXTRA = frozenset(
-    {"benchmark", "model", "metric", "runners", "dependencies", "timestamp", *_RUN_KEYS}
+    {"benchmark", "model", "metric", "runners", "dependencies", "timestamp", *RUN_KEYS}
 )
 _IDENTITY = ("suite", "model", "mode", "precision", "config", "batch_size", "params", "metric")
 _NON_BLANK = re.compile(r"\S")
-# Seconds past which a timestamp is refused: also keeps timedelta() from overflowing.
-_LATEST_S = (bounds.LATEST - bounds.EARLIEST).total_seconds()
-
-
-@dataclass(frozen=True)
-class Located:
-    """One record and where it is in the file."""
-
-    file: str
-    index: int
-    line: int | None
-    record: Any
-
-    def error(self, message: str, field: str | None = None) -> UploadError:
-        """An ``UploadError`` at this record, naming a dotted field path."""
-        return UploadError(self.file, message, record=self.index, line=self.line, field=field)
 
 
 def parse_pytorch_v3(file: UploadFile, hints: Hints) -> Parsed:
@@ -110,7 +80,7 @@ def parse_pytorch_v3(file: UploadFile, hints: Hints) -> Parsed:
     _reject_duplicates(records, results)
     machine = machine_fields(records, hints)
     environment = environment_fields(records)
-    device_source = _device_source(records) if "device" in machine else None
+    where_device = device_source(records) if "device" in machine else None
     return Parsed(
         results=results,
         machine=machine,
@@ -119,7 +89,7 @@ def parse_pytorch_v3(file: UploadFile, hints: Hints) -> Parsed:
         machine_name=machine_name(records),
         sources=SOURCES
         | {f"environment.{key}": "dependencies" for key in environment}
-        | ({"machine.device": device_source} if device_source else {}),
+        | ({"machine.device": where_device} if where_device else {}),
     )
 
 
@@ -192,8 +162,8 @@ def result_row(located: Located, hints: Hints) -> dict[str, Any]:
         raise located.error("a record must be a JSON object")
     _reject_non_finite(located, record, "")
     bench, model, metric = (_section(located, name) for name in ("benchmark", "model", "metric"))
-    info = _object(located, bench.get("extra_info"), "benchmark.extra_info")
-    metric_info = _object(located, metric.get("extra_info"), "metric.extra_info")
+    info = json_object(located, bench.get("extra_info"), "benchmark.extra_info")
+    metric_info = json_object(located, metric.get("extra_info"), "metric.extra_info")
     name = vocab.canonical_metric(_name(located, metric.get("name"), "metric.name", 128))
     row: dict[str, Any] = {
         "suite": _suite(located, bench, model, hints),
@@ -216,15 +186,7 @@ def result_row(located: Located, hints: Hints) -> dict[str, Any]:
 def _section(located: Located, name: str) -> dict[str, Any]:
     if located.record.get(name) is None:
         raise located.error(f"the record has no {name!r} object", name)
-    return _object(located, located.record[name], name)
-
-
-def _object(located: Located, value: Any, field: str) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise located.error("must be a JSON object", field)
-    return value
+    return json_object(located, located.record[name], name)
 
 
 def _name(located: Located, value: Any, field: str, max_length: int) -> str:
@@ -297,9 +259,7 @@ def _backend_config(located: Located, raw: Any, device: str | None, field: str) 
     """A backend's config name, as torchbench-csv maps it (plain inductor on CPU: default)."""
     if not isinstance(raw, str) or not vocab.NAME_PATTERN.match(raw) or len(raw) > 128:
         raise located.error(f"{raw!r} is not a config name (letters, digits, _ . : + -)", field)
-    if raw == "inductor" and device == "cpu":
-        return "default"
-    return vocab.canonical_config(CI_CONFIGS.get(raw, raw))
+    return backend_config(raw, device)
 
 
 def _batch_size(located: Located, info: dict[str, Any]) -> int | None:
@@ -482,229 +442,3 @@ def _reject_duplicates(records: list[Located], results: list[dict[str, Any]]) ->
             raise located.error(
                 f"duplicates record {seen}: same benchmark and metric", "metric.name"
             )
-
-
-# --- machine, environment, run ---------------------------------------------------------------
-
-
-def _shared(records: list[Located], field: str, get: Callable[[dict[str, Any]], Any]) -> Any:
-    """A run-wide value: the records that carry it must agree (None when none does)."""
-    found: tuple[Any, int] | None = None
-    for located in records:
-        value = get(located.record)
-        if value is None or value in ("", {}, []):
-            continue
-        if found is None:
-            found = (value, located.index)
-        elif value != found[0]:
-            message = f"differs from record {found[1]}'s; one upload is one run on one machine"
-            raise located.error(message, field)
-    return found[0] if found else None
-
-
-def _first_runner(record: dict[str, Any]) -> Any:
-    runners = record.get("runners")
-    return runners[0] if isinstance(runners, list) and runners else None
-
-
-def machine_fields(records: list[Located], hints: Hints) -> dict[str, Any]:
-    """Native machine fields of ``runners[0]``; the device from hints, runner or records."""
-    for located in records:
-        runners = located.record.get("runners")
-        if runners is not None and not isinstance(runners, list):
-            raise located.error("must be a list of runners", "runners")
-    runner = _shared(records, "runners[0]", _first_runner)
-    machine: dict[str, Any] = {}
-    if runner is not None:
-        machine = _runner_machine(next(r for r in records if _first_runner(r.record)), runner)
-    device = hints.device or machine.get("device") or _record_device(records)
-    return machine | ({"device": device} if device else {})
-
-
-def machine_name(records: list[Located]) -> tuple[str, Origin] | None:
-    """The runner's host name, else its name when that is no device kind (a phone's model).
-
-    On servers ``runners[0].name`` is the device kind (``cuda``, ``rocm``): it names no
-    machine, and the host name (``extra_info.hostname``) does.
-    """
-    located = next((r for r in records if _first_runner(r.record)), None)
-    if located is None or not isinstance(runner := _first_runner(located.record), dict):
-        return None
-    info = runner.get("extra_info")
-    host = info.get("hostname") if isinstance(info, dict) else None
-    if isinstance(host, str) and host.strip():
-        return host, Origin("runners[0].extra_info.hostname", located.index, located.line)
-    name = runner.get("name")
-    if isinstance(name, str) and name.strip() and name.strip().lower() not in _DEVICES:
-        return name, Origin("runners[0].name", located.index, located.line)
-    return None
-
-
-def _device_source(records: list[Located]) -> str:
-    """Where ``machine_fields`` found the device (when no hint gave it)."""
-    runner = _shared(records, "runners[0]", _first_runner)
-    if isinstance(runner, dict):
-        name, arch = runner.get("name"), runner.get("type")
-        if isinstance(name, str) and name.strip().lower() in _DEVICES:
-            return "runners[0].name"
-        if isinstance(arch, str) and _device_of("", arch):
-            return "runners[0].type (the GPU's vendor)"
-    return "benchmark.extra_info.device"
-
-
-def _runner_machine(located: Located, runner: Any) -> dict[str, Any]:
-    if not isinstance(runner, dict):
-        raise located.error("must be a JSON object", "runners[0]")
-
-    def get(key: str, kind: type) -> Any:
-        return _runner_value(located, runner, key, kind)
-
-    name, arch = get("name", str) or "", get("type", str) or ""
-    device = _device_of(name, arch)
-    info = dict(_object(located, runner.get("extra_info"), "runners[0].extra_info"))
-    hostname = info.pop("hostname") if isinstance(info.get("hostname"), str) else None
-    gpus = get("gpu_count", int)
-    machine = {"cpu": get("cpu_info", str), "cpu_count": get("cpu_count", int), "gpu_count": gpus}
-    machine["hostname"] = hostname
-    # 0 is what phones (ExecuTorch) report: unknown, not no memory
-    if host := get("avail_mem_in_gb", float):
-        machine["host_memory_gb"] = round(host * GIB_IN_GB, 1)
-    if gpu_total := get("avail_gpu_mem_in_gb", float):  # all GPUs together
-        machine["gpu_memory_gb"] = round(gpu_total * GIB_IN_GB / (gpus or 1), 1)
-    if device:
-        machine |= {"device": device, "arch": arch}
-    mapped = {
-        "cpu_info",
-        "cpu_count",
-        "gpu_count",
-        "extra_info",
-        *(("name", "type") if device else ()),
-    }
-    extra = {key: value for key, value in runner.items() if key not in mapped}
-    if info:
-        extra["extra_info"] = info
-    found = {key: value for key, value in machine.items() if value not in (None, "")}
-    return found | ({"extra": extra} if extra else {})
-
-
-def _runner_value(located: Located, runner: dict[str, Any], key: str, kind: type) -> Any:
-    """A ``runners[0]`` field: a string, a whole number >= 0 or a number >= 0."""
-    value = runner.get(key)
-    if value is None:
-        return None
-    if kind is str:
-        ok = isinstance(value, str)
-    else:
-        number = isinstance(value, int | float) and not isinstance(value, bool)
-        ok = number and value >= 0 and (kind is float or isinstance(value, int))
-        # counts go to INTEGER columns
-        ok = ok and (kind is not int or value <= bounds.INT32_MAX)
-    if not ok:
-        what = {str: "a string", int: f"a whole number from 0 to {bounds.INT32_MAX}"}
-        raise located.error(f"must be {what.get(kind, 'a number >= 0')}", f"runners[0].{key}")
-    return value
-
-
-def _device_of(name: str, arch: str) -> str | None:
-    """The device (cuda, rocm...) of the runner's name, else of the GPU vendor in its type."""
-    if device := _DEVICES.get(name.strip().lower()):
-        return device
-    return next((device for vendor, device in _VENDORS if vendor in arch.lower()), None)
-
-
-def _record_device(records: list[Located]) -> str | None:
-    """The records' benchmark.extra_info.device: an accelerator if any says one, else cpu."""
-    devices = set()
-    for located in records:
-        info = located.record["benchmark"].get("extra_info") or {}
-        if (device := _DEVICES.get(str(info.get("device", "")).lower())) is not None:
-            devices.add(device)
-    return min(devices, key=lambda d: (d == "cpu", d), default=None)
-
-
-def environment_fields(records: list[Located]) -> dict[str, Any]:
-    """Native environment fields of ``dependencies``: torch, triton... then packages."""
-    dependencies = _shared(records, "dependencies", lambda record: record.get("dependencies"))
-    if dependencies is None:
-        return {}
-    located = next(r for r in records if r.record.get("dependencies"))
-    if not isinstance(dependencies, dict):
-        raise located.error("must be a JSON object", "dependencies")
-    environment: dict[str, Any] = {}
-    packages: dict[str, str] = {}
-    extra: dict[str, Any] = {}
-    for name, spec in dependencies.items():
-        version, sha = _dependency(spec)
-        target = _ENVIRONMENT_FIELDS.get(name.lower())
-        if len(version) > 256:
-            raise located.error("longer than 256 characters", f"dependencies.{name}")
-        # the environment's own fields hold up to 64 characters; longer goes to packages
-        if version and target and target not in environment and len(version) <= 64:
-            environment[target] = version
-        elif version:
-            packages[name] = version
-        kept_sha = target == "torch" and bool(sha) and len(sha) <= 64
-        if kept_sha:
-            environment["torch_git_sha"] = sha
-        if not version or (sha and not kept_sha) or _has_more(spec):
-            extra[name] = spec
-    if packages:
-        environment["packages"] = packages
-    return environment | ({"extra": {"dependencies": extra}} if extra else {})
-
-
-def _dependency(spec: Any) -> tuple[str, str]:
-    """Version and git sha of one dependency: "2.6.0" or {"version": ..., "sha": ...}."""
-    if isinstance(spec, str):
-        return spec.strip(), ""
-    if not isinstance(spec, dict):
-        return "", ""
-    version = spec.get("version")
-    sha = next((spec[k] for k in _SHA_KEYS if isinstance(spec.get(k), str)), "")
-    return (version.strip() if isinstance(version, str) else ""), sha.strip()
-
-
-def _has_more(spec: Any) -> bool:
-    return isinstance(spec, dict) and bool(set(spec) - {"version", *_SHA_KEYS})
-
-
-def run_fields(records: list[Located]) -> dict[str, Any]:
-    """Native run fields of stored-row metadata: commit, branch, started_at, url, extra."""
-    meta = {key: _shared(records, key, methodcaller("get", key)) for key in _RUN_KEYS}
-    run: dict[str, Any] = {}
-    for key, target, limit in (("head_sha", "commit", 64), ("head_branch", "branch", 256)):
-        if isinstance(meta[key], str) and len(meta[key]) <= limit:
-            run[target] = meta[key]
-    extra = {key: meta[key] for key in _RUN_EXTRA_KEYS if meta[key] is not None}
-    if (started := _started_at(records)) is not None:
-        run["started_at"], extra["timestamp"] = started
-    repo, workflow, job = meta["repo"], meta["workflow_id"], meta["job_id"]
-    if isinstance(repo, str) and re.fullmatch(r"[\w.-]+/[\w.-]+", repo) and _positive(workflow):
-        job_part = f"/job/{job}" if _positive(job) else ""
-        run["url"] = f"https://github.com/{repo}/actions/runs/{workflow}{job_part}"
-    return run | ({"extra": extra} if extra else {})
-
-
-def _positive(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
-
-
-def _started_at(records: list[Located]) -> tuple[str, int | float] | None:
-    """The earliest record timestamp (epoch seconds, or milliseconds) as ISO 8601 UTC."""
-    stamps: list[tuple[datetime, int | float]] = []
-    for located in records:
-        value = located.record.get("timestamp")
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-            raise located.error("must be a positive number of seconds since 1970", "timestamp")
-        seconds = value / 1000 if value > 1e11 else value  # the DynamoDB path wrote milliseconds
-        at = bounds.EARLIEST + timedelta(seconds=min(seconds, _LATEST_S))
-        if not limits.in_time_range(at):
-            message = f"{value:.6g} is not a time from 1970 to {bounds.LATEST.year - 1}"
-            raise located.error(message, "timestamp")
-        stamps.append((at, value))
-    if not stamps:
-        return None
-    at, raw = min(stamps, key=lambda stamp: stamp[0])
-    return at.isoformat().replace("+00:00", "Z"), raw

@@ -22,35 +22,25 @@ import csv
 import io
 import math
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Any, get_args
+from typing import Any
 
 from app.benchmarks import vocabulary as vocab
 from app.uploads import limits
 from app.uploads.base import Hints, OverLimit, Parsed, UploadError, UploadFile
+from app.uploads.pytorch_ci import (
+    DEVICES,
+    FAILURE_METRICS,
+    MODES,
+    SUITES,
+    FileNameFacts,
+    backend_config,
+    read_file_name,
+)
 
-SUITES = {
-    "torchbench": "torchbench",
-    "huggingface": "huggingface",
-    "timm_models": "timm_models",
-    "timm": "timm_models",  # ci_expected_accuracy spells the suite "timm"
-}
-KINDS = frozenset({"performance", "accuracy"})
-DEVICES: frozenset[str] = frozenset(get_args(vocab.Device))
-MODES: frozenset[str] = frozenset(get_args(vocab.Mode))
-
-# ci_expected_accuracy config prefixes (TEST_CONFIG of .ci/pytorch/test.sh) that
-# vocabulary.CONFIG_ALIASES does not know; anything else goes through canonical_config.
-CI_CONFIGS = {
-    "dynamic_inductor": "dynamic",
-    "inductor_freezing": "freezing",
-    "max_autotune_inductor": "max_autotune",
-}
 # Columns that say which case a row is, not what was measured.
 KEY_COLUMNS = frozenset({"dev", "name", "batch_size", "tag"})
-# Written as 0 by write_csv_when_exception when a model fails to run.
-FAILURE_METRICS = ("speedup", "abs_latency")
 # --baseline columns: common.py writes 0 for both when the baseline has no such model.
 BASELINE_METRICS = {"baseline": "x", "speedup_vs_baseline": "x"}
 DIGITS = re.compile(r"[0-9]+")
@@ -58,19 +48,6 @@ DIGITS = re.compile(r"[0-9]+")
 # character, so a long cell that does not match backtracks in time quadratic in its length.
 NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 NEWLINE = re.compile(r"\r\n|\r|\n")  # what the csv module ends a line at
-FOLDER_DEVICE = re.compile(r"^(?:(rocm|cpu|cuda|xpu|mps)|cu\d+)$")
-
-
-@dataclass(frozen=True)
-class FileNameFacts:
-    """What a file name says about its run; None where it says nothing."""
-
-    suite: str | None = None
-    backend: str | None = None  # PyTorch's spelling (inductor_no_cudagraphs), before aliasing
-    precision: str | None = None
-    mode: str | None = None
-    device: str | None = None
-    arch: str | None = None  # the device suffix of CI names: cuda_h100 -> h100
 
 
 @dataclass(frozen=True)
@@ -116,87 +93,6 @@ def _refuse_targets(file: UploadFile) -> None:
             "this file holds CI's expected targets (speedup or instruction-count goals), not "
             "results; upload the *_performance.csv / *_accuracy.csv a benchmark run writes",
         )
-
-
-def read_file_name(name: str) -> FileNameFacts:
-    """Suite, backend, precision, mode and device from a ``benchmarks/dynamo`` file name.
-
-    Two grammars, both on the lower-cased stem split at ``_``:
-
-    * results, read from the right:
-      ``{backend}_{suite}_{dtype}_{mode}_{device}_{performance|accuracy}.csv``, where the
-      device may carry a suffix (``cpu_x86``, ``cuda_h100``) and the backend underscores;
-    * ``ci_expected_accuracy`` names (``[rocm/|rocm__]{tokens}.csv``): suite, mode, ``cpu``
-      and dtype tokens are picked out wherever they stand; the other tokens, in order, are
-      the config. A ``rocm``/``cu124`` folder or ``rocm__`` prefix gives the device.
-    """
-    path = PurePosixPath(name.replace("\\", "/").lower())
-    *prefixes, stem = path.stem.split("__")
-    tokens = stem.split("_")
-    if tokens[-1] in KINDS:
-        facts = _read_results_name(tokens) or FileNameFacts()
-    elif KINDS.isdisjoint(tokens):
-        facts = _read_expected_name(tokens)
-    else:
-        facts = FileNameFacts()
-    if facts.device is None:
-        facts = replace(facts, device=_folder_device([*path.parent.parts, *prefixes]))
-    return facts
-
-
-def _read_results_name(tokens: list[str]) -> FileNameFacts | None:
-    """``{backend}_{suite}_{dtype}_{mode}_{device}_{kind}``; None when a part does not fit."""
-    at = max((i for i, token in enumerate(tokens[:-1]) if token in MODES), default=0)
-    if at < 3 or tokens[at + 1] not in DEVICES:
-        return None
-    precision = vocab.canonical_precision(tokens[at - 1])
-    suite, backend = _split_suite(tokens[: at - 1])
-    if suite is None or precision is None or not vocab.NAME_PATTERN.match(backend):
-        return None
-    arch = "_".join(tokens[at + 2 : -1]) or None
-    return FileNameFacts(suite, backend, precision, tokens[at], tokens[at + 1], arch)
-
-
-def _split_suite(tokens: list[str]) -> tuple[str | None, str]:
-    """The suite at the end of ``tokens`` and the backend before it."""
-    if tokens[-2:] == ["timm", "models"]:
-        return "timm_models", "_".join(tokens[:-2])
-    if tokens and tokens[-1] in SUITES:
-        return SUITES[tokens[-1]], "_".join(tokens[:-1])
-    return None, ""
-
-
-def _read_expected_name(tokens: list[str]) -> FileNameFacts:
-    """``ci_expected_accuracy`` names: ``dynamic_cpu_inductor_amp_freezing_timm_inference``."""
-    found: dict[str, str] = {}
-    config: list[str] = []
-    for index, token in enumerate(tokens):
-        if token == "models" and tokens[index - 1 : index] == ["timm"]:
-            continue
-        if token in SUITES:
-            found["suite"] = SUITES[token]
-        elif token in MODES:
-            found["mode"] = token
-        elif token in DEVICES:
-            found["device"] = token
-        elif (precision := vocab.canonical_precision(token)) is not None:
-            found["precision"] = precision
-        else:
-            config.append(token)
-    backend = "_".join(config)
-    if "suite" in found and vocab.NAME_PATTERN.match(backend):
-        found["backend"] = backend
-    elif "suite" not in found:
-        return FileNameFacts()  # not a benchmarks/dynamo name: leave it all to the hints
-    return FileNameFacts(**found)
-
-
-def _folder_device(folders: list[str]) -> str | None:
-    """The device a folder (``rocm/``, ``cu124/``) or flattened prefix (``rocm__``) names."""
-    for folder in reversed(folders):
-        if match := FOLDER_DEVICE.match(folder):
-            return match.group(1) or "cuda"
-    return None
 
 
 def _decode(file: UploadFile) -> str:
@@ -317,7 +213,7 @@ def _case(file: str, hints: Hints, facts: FileNameFacts, device: str | None) -> 
     suite = SUITES.get(hints.suite, hints.suite) if hints.suite else facts.suite
     config = vocab.canonical_config(hints.config) if hints.config else None
     if config is None and facts.backend:
-        config = _config_from_backend(facts.backend, device)
+        config = backend_config(facts.backend, device)
     precision = facts.precision
     if hints.precision is not None:
         precision = vocab.canonical_precision(hints.precision)
@@ -337,13 +233,6 @@ def _case(file: str, hints: Hints, facts: FileNameFacts, device: str | None) -> 
         message = f"cannot tell the {', '.join(missing)} from the file name; give {wanted}"
         raise UploadError(file, message, field=missing[0])
     return _Case(**{name: str(value) for name, value in given.items()})
-
-
-def _config_from_backend(backend: str, device: str | None) -> str:
-    """The canonical config of a file-name backend; plain inductor on CPU has no CUDA graphs."""
-    if backend == "inductor" and device == "cpu":
-        return "default"
-    return vocab.canonical_config(CI_CONFIGS.get(backend, backend))
 
 
 def _row_results(file: str, line: int, row: dict[str, str], case: _Case) -> list[dict[str, Any]]:

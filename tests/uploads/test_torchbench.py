@@ -8,7 +8,8 @@ from pydantic import TypeAdapter
 
 from app.runs.schemas import ResultIn
 from app.uploads.base import Hints, Parsed, UploadError, UploadFile
-from app.uploads.torchbench import FileNameFacts, parse_torchbench, read_file_name
+from app.uploads.pytorch_ci import FileNameFacts, read_file_name
+from app.uploads.torchbench import parse_torchbench
 
 DATA = Path(__file__).parent.parent / "data" / "uploads" / "torchbench"
 RESULTS = TypeAdapter(list[ResultIn])
