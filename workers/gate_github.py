@@ -1,11 +1,11 @@
 """The pull-request gate's posts to GitHub: one check run and one sticky pull-request comment.
 
-:func:`workers.gate_report.run_gate` judges the verdicts and renders what to say; this module
+:func:`workers.gate_report.run_gate` has the verdicts judged and rendered; this module
 only finds where to say it (the job's environment: repository, pull request, head commit, token)
 and sends it through GitHub's REST API. It is apart from the rendering because it is the
 networked, token-holding half: it knows nothing of verdicts (it is handed a :class:`Posting`,
 already rendered), and imports nothing of the gate's, so the imports go one way
-(``gate_report`` imports this module). For that reason :func:`plain`, which both halves apply to
+(the gate's modules import this one). For that reason :func:`plain`, which both halves apply to
 hostile text, lives here.
 
 Posting is best effort: a refusal, a timeout, an unreachable API or an unusable environment

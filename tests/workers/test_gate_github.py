@@ -18,7 +18,8 @@ import pytest
 
 from tests.workers.test_gate_report import document, item
 from workers.gate_github import COMMENT_PAGES, GitHubContext, github_context
-from workers.gate_report import GateOptions, run_gate
+from workers.gate_judge import GateOptions
+from workers.gate_report import run_gate
 
 TOKEN = "ghs_test_token_0123456789"
 HEAD = "a" * 40  # the pull request's head commit

@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 from markdown_it import MarkdownIt
 
+from workers import gate_judge, gate_render
 from workers import gate_report as gate
-from workers.gate_report import GateOptions, judge, parse_verdicts
+from workers.gate_judge import GateOptions, judge
+from workers.gate_verdicts import parse_verdicts
 from workers.upload_client import OK, REGRESSED, UNREACHABLE
 
 
@@ -72,7 +74,7 @@ def document(*extra: Any) -> dict[str, Any]:
     }
 
 
-def outcome(doc: dict[str, Any] | None = None, **options: Any) -> gate.Outcome:
+def outcome(doc: dict[str, Any] | None = None, **options: Any) -> gate_judge.Outcome:
     return judge(parse_verdicts(doc or document()), GateOptions(**options))
 
 
@@ -81,7 +83,7 @@ def outcome(doc: dict[str, Any] | None = None, **options: Any) -> gate.Outcome:
 
 def test_a_gating_regression_exits_3_and_the_rest_never_fail() -> None:
     judged = outcome()
-    assert judged.exit_status == gate.GATE_FAILED == REGRESSED == 3
+    assert judged.exit_status == gate_judge.GATE_FAILED == REGRESSED == 3
     assert [i.model for i in judged.gating] == ["alexnet"]
     assert judged.conclusion == "failure"
     assert dict(judged.counts) == {
@@ -97,17 +99,17 @@ def test_no_baseline_and_errors_pass() -> None:
     doc = document()
     doc["items"] = [i for i in doc["items"] if i["verdict"] != "regression"]
     judged = outcome(doc)
-    assert judged.exit_status == gate.PASSED == OK
+    assert judged.exit_status == gate_judge.PASSED == OK
     assert judged.conclusion == "success"
     assert judged.counts["error"] == 1
-    assert "errors and missing baselines never fail the gate" in gate.render_table(judged)
+    assert "errors and missing baselines never fail the gate" in gate_render.render_table(judged)
 
 
 def test_report_only_says_what_would_have_failed_and_passes() -> None:
     judged = outcome(report_only=True)
     assert judged.exit_status == 0
     assert judged.conclusion == "neutral"
-    assert gate.headline(judged) == "report only: would have failed on 1 regression"
+    assert gate_render.headline(judged) == "report only: would have failed on 1 regression"
 
 
 @pytest.mark.parametrize(
@@ -130,11 +132,11 @@ def test_gating_can_be_limited_by_suite_and_metric_globs(
 
 def test_a_regression_outside_the_gate_is_shown_as_not_gating() -> None:
     judged = outcome(suites=("huggingface",))
-    table = gate.render_table(judged)
+    table = gate_render.render_table(judged)
     assert "not gating" in table
     assert "warning: --gate-suite huggingface matches no benchmark" in table
     assert "none gating" in table
-    markdown = gate.render_markdown(judged)
+    markdown = gate_render.render_markdown(judged)
     assert "🟡 regression, not gating" in markdown
     assert markdown.startswith("### ✅ benchwatch: passed")
 
@@ -181,7 +183,7 @@ def test_the_flags_make_the_options() -> None:
 
 
 def test_the_table_lists_regressions_then_improvements_then_errors_aligned() -> None:
-    table = gate.render_table(outcome())
+    table = gate_render.render_table(outcome())
     lines = table.splitlines()
     assert lines[0] == (f"benchwatch gate, run 42 (feature-x {'c' * 12}): failed: 1 regression")
     assert lines[1] == f"compared with main at {'d' * 12} (the merge base; runs 40, 41)"
@@ -201,7 +203,7 @@ def test_the_table_lists_regressions_then_improvements_then_errors_aligned() -> 
 
 def test_the_table_caps_its_rows() -> None:
     slower = [item(f"slow{i}", "regression", rel_change=0.1 + i / 100) for i in range(30)]
-    table = gate.render_table(outcome(document(*slower)), max_rows=5)
+    table = gate_render.render_table(outcome(document(*slower)), max_rows=5)
     rows = [line for line in table.splitlines() if line.startswith("  ")]
     assert len(rows) == 1 + 5 + 1
     assert rows[-1] == "  and 28 more"
@@ -210,7 +212,7 @@ def test_the_table_caps_its_rows() -> None:
 
 def test_the_terminal_gets_no_escape_sequences() -> None:
     hostile = item("\x1b[2J\x1b[31mevil\u202egnp.exe\nnext", "regression", reason="\x07bell")
-    table = gate.render_table(outcome(document(hostile)))
+    table = gate_render.render_table(outcome(document(hostile)))
     assert "\x1b" not in table
     assert "\u202e" not in table
     assert "\x07" not in table
@@ -220,7 +222,7 @@ def test_the_terminal_gets_no_escape_sequences() -> None:
 def test_the_server_listing_only_some_verdicts_is_said() -> None:
     doc = document()
     doc["counts"] = {"pass": 500, "regression": 1}
-    assert "the server listed 16 of 501 verdicts" in gate.render_table(outcome(doc))
+    assert "the server listed 16 of 501 verdicts" in gate_render.render_table(outcome(doc))
 
 
 # ---- Markdown
@@ -231,7 +233,7 @@ def render(markdown: str) -> str:
 
 
 def test_the_markdown_summary() -> None:
-    markdown = gate.render_markdown(outcome())
+    markdown = gate_render.render_markdown(outcome())
     assert markdown.startswith("### ❌ benchwatch: failed: 1 regression on feature\\-x\n")
     assert "compared with main at dddddddddddd (the merge base; runs 40, 41)" in markdown
     page = render(markdown)
@@ -249,7 +251,7 @@ def test_the_markdown_summary() -> None:
 
 
 def test_report_only_markdown() -> None:
-    markdown = gate.render_markdown(outcome(report_only=True))
+    markdown = gate_render.render_markdown(outcome(report_only=True))
     assert markdown.startswith("### ⚠️ benchwatch: report only: would have failed on 1")
 
 
@@ -259,8 +261,8 @@ def test_no_baseline_at_all() -> None:
     doc["items"] = [item("x", "no_baseline")]
     judged = outcome(doc)
     assert judged.exit_status == 0
-    assert "no baseline on main to compare with" in gate.render_table(judged)
-    assert "<table>" in render(gate.render_markdown(judged))  # inside the details
+    assert "no baseline on main to compare with" in gate_render.render_table(judged)
+    assert "<table>" in render(gate_render.render_markdown(judged))  # inside the details
 
 
 def test_hostile_names_cannot_inject_markdown_html_links_or_mentions() -> None:
@@ -273,7 +275,7 @@ def test_hostile_names_cannot_inject_markdown_html_links_or_mentions() -> None:
     )
     doc = document(hostile)
     doc["branch"] = "main](https://evil.example) <b>"
-    page = render(gate.render_markdown(outcome(doc)))
+    page = render(gate_render.render_markdown(outcome(doc)))
     assert "<img" not in page
     assert "<script" not in page
     assert "<b>" not in page
@@ -292,9 +294,9 @@ def test_hostile_names_cannot_inject_markdown_html_links_or_mentions() -> None:
 def test_a_long_report_is_cut_to_the_limit_with_a_note() -> None:
     many = [item(f"m{i}" * 20, "pass") for i in range(2000)]
     judged = outcome(document(*many))
-    whole = gate.render_markdown(judged)
+    whole = gate_render.render_markdown(judged)
     assert len(whole.encode()) > gate.COMMENT_CHARS
-    cut = gate.render_markdown(judged, gate.COMMENT_CHARS, "<!-- benchwatch-gate perf -->")
+    cut = gate_render.render_markdown(judged, gate.COMMENT_CHARS, "<!-- benchwatch-gate perf -->")
     assert len(cut.encode()) <= gate.COMMENT_CHARS
     assert cut.startswith("<!-- benchwatch-gate perf -->\n### ❌")
     assert "Cut to fit GitHub's limit of 65536 bytes" in cut
@@ -319,7 +321,7 @@ def test_the_step_summary_stays_within_github_s_limit(tmp_path: Path) -> None:
     summary = tmp_path / "step_summary"
     summary.write_text("x" * (gate.STEP_SUMMARY_BYTES - 50_000))
     many = [item(f"m{i}" * 20, "pass") for i in range(2000)]
-    markdown = gate.render_markdown(outcome(document(*many)))
+    markdown = gate_render.render_markdown(outcome(document(*many)))
     gate.write_step_summary(markdown, {"GITHUB_STEP_SUMMARY": str(summary)})
     size = summary.stat().st_size
     assert gate.STEP_SUMMARY_BYTES - 50_000 < size <= gate.STEP_SUMMARY_BYTES
