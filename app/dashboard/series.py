@@ -19,7 +19,7 @@ from app.dashboard.queries import machine_device, machine_names
 from app.runs.branches import base_channel, is_branch_channel
 from app.runs.downsample import downsample_indices
 from app.runs.models import Environment, Result, Run
-from app.runs.service import series_points
+from app.runs.service import series_levels, series_samples
 
 GROUPINGS = ("config", "precision", "channel")
 MAX_POINTS = 400  # per line, after M4 downsampling (steps and extremes are kept)
@@ -141,8 +141,11 @@ def lines(session: Session, found: list[Series], by: str, device: str, days: str
     since = _since(session, [s.id for s in found], days)
     drawn, total = [], 0
     for series in found:
-        rows = series_points(session, series.id, since, None)
+        rows = series_levels(session, series.id, since, None, None)
         kept = [rows[i] for i in downsample_indices([r.value for r in rows], MAX_POINTS)]
+        # The band of the points drawn only, computed by the database: never sample arrays.
+        some = [r.run_id for r in kept] if len(kept) < len(rows) else None
+        bands = series_samples(session, series.id, some, since, None)
         torch = _torch_versions(session, {r.run_id for r in kept})
         label = _label(series, by)
         drawn.append(
@@ -154,8 +157,8 @@ def lines(session: Session, found: list[Series], by: str, device: str, days: str
                         at=r.measured_at,
                         value=r.value,
                         status=r.status,
-                        low=min(r.samples) if r.samples else None,
-                        high=max(r.samples) if r.samples else None,
+                        low=_band(bands, r.run_id, "samples_min"),
+                        high=_band(bands, r.run_id, "samples_max"),
                         run_id=r.run_id,
                         commit=r.commit,
                         torch=torch.get(r.run_id),
@@ -167,6 +170,12 @@ def lines(session: Session, found: list[Series], by: str, device: str, days: str
         )
         total += len(rows)
     return Drawn(drawn, total, sum(len(line.points) for line in drawn))
+
+
+def _band(bands: dict[int, Any], run_id: int, edge: str) -> float | None:
+    found = bands.get(run_id)
+    value = getattr(found, edge) if found is not None else None
+    return None if value is None else float(value)  # SQLite gives a whole sample as an int
 
 
 def marks(session: Session, machine: str, found: list[Series], drawn: Drawn) -> list[Mark]:

@@ -38,6 +38,9 @@ RESULTS_PAGE = 5_000
 MAX_POINTS = 10_000
 MAX_SAMPLED_POINTS = 1_000
 MAX_POINTS_READ = 100_000
+# About the bytes of samples, extra and reason one page of a run's results may ship: a result
+# of 50,000 samples weighs about a megabyte, so such a run answers a few results a page.
+ANSWER_BYTES = 4 * 2**20
 
 
 @router.post(
@@ -130,21 +133,56 @@ def get_run(
             description="`results_next_cursor` of the previous answer: the next results",
         ),
     ] = None,
+    samples: Annotated[
+        bool,
+        Query(
+            description=(
+                "Each result's raw samples (the default). With false, `samples` is null and "
+                "`samples_count`, `samples_min` and `samples_max` summarise them: an answer of "
+                "a few bytes a result"
+            )
+        ),
+    ] = True,
 ) -> RunDetail:
     """One run with its results, ordered by case, at most `results_limit` of them.
 
     A run with more results answers `results_next_cursor`: pass it back as `results_cursor`
-    for the next ones (`result_count` says how many there are in all).
+    for the next ones (`result_count` says how many there are in all). A page also ends where
+    its results' samples, `extra` and `reason` would pass about 4 MiB (at least one result a
+    page): a result of 50,000 samples weighs about a megabyte. Ask `samples=false` for every
+    result's summary instead, a full page of them.
     """
     run = service.get_run(session, run_id)
     offset = decode_offset(results_cursor, "results_cursor") if results_cursor else 0
-    rows = service.list_run_results(session, run_id, offset=offset, limit=results_limit + 1)
-    more = len(rows) > results_limit
+    weights = service.run_result_weights(
+        session, run_id, offset=offset, limit=results_limit + 1, samples=samples
+    )
+    taken = _within(weights, ANSWER_BYTES)
+    rows = service.list_run_results(session, run_id, offset=offset, limit=taken, samples=samples)
+    shown = min(taken, results_limit)
     return RunDetail(
         **RunRead.model_validate(run).model_dump(),
-        results=[ResultRead(**row) for row in rows[:results_limit]],
-        results_next_cursor=encode_offset(offset + results_limit) if more else None,
+        results=[_result(row) for row in rows[:shown]],
+        results_next_cursor=encode_offset(offset + shown) if len(weights) > shown else None,
     )
+
+
+def _within(weights: list[int], budget: int) -> int:
+    """How many of these results, in order, fit in ``budget`` bytes: at least one."""
+    total = 0
+    for taken, weight in enumerate(weights):
+        total += weight
+        if total > budget:
+            return max(taken, 1)
+    return len(weights)
+
+
+def _result(row: dict[str, Any]) -> ResultRead:
+    if row["samples"] is not None:  # shipped whole: the summary is read off them
+        raw = row["samples"]
+        row = {**row, "samples_count": len(raw), "samples_min": min(raw, default=None)}
+        row["samples_max"] = max(raw, default=None)
+    return ResultRead(**row)
 
 
 @reads.get("/series/{series_id}/points", response_model=SeriesPoints, responses=errors(404))
@@ -176,16 +214,17 @@ def list_series_points(
     """
     series = catalog.get_series(session, series_id)
     cap = min(max_points or MAX_POINTS, MAX_SAMPLED_POINTS if include_samples else MAX_POINTS)
-    # A range of at most ``cap`` points, the usual one, is kept whole: one read, samples and all.
+    # A range of at most ``cap`` points, the usual one, is kept whole: one read.
     whole = min(cap, MAX_POINTS_READ)
-    few = service.series_points(session, series_id, since, until, whole + 1)
+    few = service.series_points(
+        session, series_id, since, until, whole + 1, samples=include_samples
+    )
     if len(few) <= whole:
-        points = [_point(row, row.samples, include_samples) for row in few]
         return SeriesPoints(
             series=SeriesRead.model_validate(series),
             total=len(few),
             downsampled=False,
-            points=points,
+            points=[_point(row, row, include_samples) for row in few],
         )
     rows = service.series_levels(session, series_id, since, until, MAX_POINTS_READ + 1)
     if len(rows) > MAX_POINTS_READ:
@@ -194,14 +233,15 @@ def list_series_points(
         )
     keep = downsample_indices([r.value for r in rows], cap)
     kept = [rows[i] for i in keep]
-    samples = service.series_samples(
+    bands = service.series_samples(
         session,
         series_id,
         [r.run_id for r in kept] if len(kept) < len(rows) else None,
         since,
         until,
+        samples=include_samples,
     )
-    points = [_point(row, samples.get(row.run_id), include_samples) for row in kept]
+    points = [_point(row, bands.get(row.run_id), include_samples) for row in kept]
     return SeriesPoints(
         series=SeriesRead.model_validate(series),
         total=len(rows),
@@ -210,8 +250,7 @@ def list_series_points(
     )
 
 
-def _point(row: Any, samples: list[float] | None, include_samples: bool) -> Point:
-    samples = samples or None
+def _point(row: Any, band: Any, include_samples: bool) -> Point:
     return Point.model_construct(  # from stored, typed columns: nothing to validate
         run_id=row.run_id,
         measured_at=row.measured_at,
@@ -219,7 +258,12 @@ def _point(row: Any, samples: list[float] | None, include_samples: bool) -> Poin
         value=row.value,
         text_value=row.text_value,
         commit=row.commit,
-        samples_min=min(samples) if samples else None,
-        samples_max=max(samples) if samples else None,
-        samples=samples if include_samples else None,
+        samples_min=band and _number(band.samples_min),
+        samples_max=band and _number(band.samples_max),
+        samples=(band.samples or None) if band and include_samples else None,
     )
+
+
+def _number(value: Any) -> float | None:
+    # SQLite's json_each gives a whole sample as an integer.
+    return None if value is None else float(value)

@@ -470,7 +470,10 @@ class ResultRead(BaseModel):
     higher_is_better: bool | None
     status: str
     value: float | None
-    samples: list[float] | None
+    samples: list[float] | None = Field(description="null when asked with samples=false")
+    samples_count: int | None = Field(default=None, description="null: no samples")
+    samples_min: float | None = None
+    samples_max: float | None = None
     text_value: str | None
     reason: str
     extra: dict[str, Any] | None

@@ -8,8 +8,19 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+import sqlalchemy as sa
 from prometheus_client import Counter
-from sqlalchemy import Select, bindparam, select
+from sqlalchemy import (
+    ColumnElement,
+    Float,
+    Select,
+    Text,
+    bindparam,
+    cast,
+    func,
+    literal,
+    select,
+)
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -505,12 +516,30 @@ def get_run(session: Session, run_id: int) -> Run:
 
 
 def list_run_results(
-    session: Session, run_id: int, *, offset: int = 0, limit: int | None = None
+    session: Session,
+    run_id: int,
+    *,
+    offset: int = 0,
+    limit: int | None = None,
+    samples: bool = True,
 ) -> list[dict[str, Any]]:
     """The results of a run with the fields that identify its series, ordered by case.
 
     ``offset`` and ``limit`` give a part of them: a run's results never change once stored.
+    Without ``samples``, each row's ``samples`` is None and ``samples_count``, ``samples_min``
+    and ``samples_max`` summarise them, computed by the database: a result's samples may
+    weigh megabytes, their summary a few bytes.
     """
+    if samples:
+        sampled: tuple[Any, ...] = (Result.samples,)
+    else:
+        count, low, high = samples_summary(session)
+        sampled = (
+            sa.null().label("samples"),
+            count.label("samples_count"),
+            low.label("samples_min"),
+            high.label("samples_max"),
+        )
     query = (
         select(
             Result.series_id,
@@ -530,7 +559,7 @@ def list_run_results(
             Metric.higher_is_better,
             Result.status,
             Result.value,
-            Result.samples,
+            *sampled,
             Result.text_value,
             Result.reason,
             Result.extra,
@@ -540,11 +569,66 @@ def list_run_results(
         .join(CompilerConfig, Benchmark.compiler_config_id == CompilerConfig.id)
         .join(Metric, Series.metric_id == Metric.id)
         .where(Result.run_id == run_id)
-        .order_by(Benchmark.suite, Benchmark.model, Benchmark.id, Metric.name)
+        .order_by(*_RESULT_ORDER)
         .offset(offset)
         .limit(limit)
     )
     return [dict(row._mapping) for row in session.execute(query)]
+
+
+# A run's results in case order: every page of them is cut from this one order.
+_RESULT_ORDER = (Benchmark.suite, Benchmark.model, Benchmark.id, Metric.name)
+
+
+def run_result_weights(
+    session: Session, run_id: int, *, offset: int, limit: int, samples: bool
+) -> list[int]:
+    """About how many bytes each of these results weighs in an answer, in case order.
+
+    Its ``extra`` and ``reason`` as text, and its samples (about 24 bytes each) when they are
+    shipped; measured by the database, so a page can be cut by bytes before it is read.
+    """
+    count, _, _ = samples_summary(session)
+    weight = func.coalesce(func.length(cast(Result.extra, Text)), 0) + func.length(Result.reason)
+    if samples:
+        weight = weight + 24 * func.coalesce(count, 0)
+    query = (
+        select(weight)
+        .join(Series, Result.series_id == Series.id)
+        .join(Benchmark, Series.benchmark_id == Benchmark.id)
+        .join(Metric, Series.metric_id == Metric.id)
+        .where(Result.run_id == run_id)
+        .order_by(*_RESULT_ORDER)
+        .offset(offset)
+        .limit(limit)
+    )
+    return [int(w or 0) for w in session.scalars(query)]
+
+
+def samples_summary(
+    session: Session,
+) -> tuple[ColumnElement[Any], ColumnElement[Any], ColumnElement[Any]]:
+    """SQL for the count, lowest and highest of ``Result.samples``, row by row.
+
+    What a band or a summary needs, computed where the array is stored: loading the arrays
+    into Python costs their megabytes. NULL where a result has no samples.
+    """
+    count: ColumnElement[Any]
+    number: ColumnElement[Any]
+    if session.get_bind().dialect.name == "postgresql":
+        # A result without samples may hold JSON null: only an array has elements.
+        is_array = func.json_typeof(Result.samples) == "array"
+        array = sa.case((is_array, Result.samples), else_=cast(literal("[]"), Result.samples.type))
+        count = sa.case((is_array, func.json_array_length(Result.samples)), else_=None)
+        element = func.json_array_elements_text(array).table_valued("value")
+        number = cast(element.c.value, Float)
+    else:
+        count = func.nullif(func.json_array_length(Result.samples), 0)
+        element = func.json_each(Result.samples).table_valued("value")
+        number = element.c.value
+    low = select(func.min(number)).select_from(element).scalar_subquery()
+    high = select(func.max(number)).select_from(element).scalar_subquery()
+    return count, low, high
 
 
 def series_points(
@@ -553,13 +637,23 @@ def series_points(
     since: datetime | None,
     until: datetime | None,
     limit: int | None = None,
+    *,
+    samples: bool = False,
 ) -> Sequence[Any]:
-    """A series' results in a time range with their run's commit and samples, oldest first.
+    """A series' results in a time range with their run's commit, oldest first.
 
-    At most ``limit`` of them, the oldest, if given.
+    At most ``limit`` of them, the oldest, if given. Each row has ``samples_min`` and
+    ``samples_max`` (what a band draws, computed by the database), and its raw ``samples``
+    only when asked.
     """
-    query = _points_query(series_id, since, until, Result.samples)
+    query = _points_query(series_id, since, until, *_band(session, samples))
     return session.execute(query.limit(limit)).all()
+
+
+def _band(session: Session, samples: bool) -> tuple[Any, ...]:
+    _, low, high = samples_summary(session)
+    band = (low.label("samples_min"), high.label("samples_max"))
+    return (*band, Result.samples) if samples else band
 
 
 def series_levels(
@@ -598,18 +692,23 @@ def series_samples(
     run_ids: list[int] | None,
     since: datetime | None,
     until: datetime | None,
-) -> dict[int, list[float] | None]:
-    """The raw samples of a series' points: of these runs, or (None) of the whole range."""
-    query = select(Result.run_id, Result.samples).where(Result.series_id == series_id)
+    *,
+    samples: bool = False,
+) -> dict[int, Any]:
+    """The band (``samples_min``, ``samples_max``) of a series' points, by run id.
+
+    With their raw ``samples`` too when asked; of these runs, or (None) of the whole range.
+    """
+    query = select(Result.run_id, *_band(session, samples)).where(Result.series_id == series_id)
     if run_ids is None:
         if since is not None:
             query = query.where(Result.measured_at >= since)
         if until is not None:
             query = query.where(Result.measured_at < until)
-        return {row.run_id: row.samples for row in session.execute(query)}
-    found: dict[int, list[float] | None] = {}
+        return {row.run_id: row for row in session.execute(query)}
+    found: dict[int, Any] = {}
     for start in range(0, len(run_ids), 1000):  # bound parameters per statement
         chunk = run_ids[start : start + 1000]
         rows = session.execute(query.where(Result.run_id.in_(chunk)))
-        found.update({row.run_id: row.samples for row in rows})
+        found.update({row.run_id: row for row in rows})
     return found
