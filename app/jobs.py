@@ -1,24 +1,24 @@
 """Every background task of benchwatch, declared once, and where they run.
 
-A task is one ``TASKS.add`` line: its name on the wire, its queue, its Celery options and the
-job that does it. Celery's tasks (``workers/``), the in-process runner, the publishers and
-beat all read them from here. Adding one is writing its job and adding its line.
+A task is one ``TASKS.add`` line: its name on the wire, its queue, its Celery options, the
+job that does it and, for a periodic one, how often (``every``). Celery's tasks (``workers/``),
+the in-process runner and sweeper, the publishers and beat all read them from here. Adding one
+is writing its job and adding its line.
 
-Jobs are named by path, so this module imports no domain module and any service can import
-the task names it sends. The names are those running workers and brokers already know.
+Jobs are named by path and run when a task is, so this module imports no domain module and
+any service can import the task names it sends (``tests/test_architecture.py`` holds it to
+that, strings included). What a process starts with is ``app.runtime``'s. The names are those
+running workers and brokers already know.
 """
 
 import logging
 import threading
-from importlib import import_module
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from app.core import queue
-from app.core.config import Settings
-from app.core.db import Database
-from app.core.tasks import Registry
+from app.core.tasks import Every, Registry
 
 log = logging.getLogger(__name__)
 DEFAULT_QUEUE = "default"  # the service's tasks, consumed by ``benchwatch worker``
@@ -60,6 +60,7 @@ SWEEP_DETECTION = TASKS.add(
     "anomalies.sweep_detection",
     DEFAULT_QUEUE,
     job="app.anomalies.jobs:sweep_detection",
+    every=Every("sweep-detection", lambda settings: settings.DETECTION_SWEEP_S),
     config=lambda settings: {
         "overdue_s": settings.DETECTION_OVERDUE_S,
         "shards_quiet_s": settings.RUN_SHARDS_QUIET_S,
@@ -69,6 +70,7 @@ SWEEP_SILENCE = TASKS.add(  # machines that stopped reporting
     "anomalies.sweep_silence",
     DEFAULT_QUEUE,
     job="app.anomalies.jobs:sweep_silence",
+    every=Every("sweep-silence", lambda settings: settings.SILENCE_SWEEP_S),
     config=lambda settings: {"schedules": settings.SCHEDULES},  # when machines are due
     autoretry_for=(OperationalError, IntegrityError),
     retry_backoff=True,
@@ -80,6 +82,7 @@ DISPATCH_NOTICES = TASKS.add(
     "notifications.dispatch",
     DEFAULT_QUEUE,
     job="app.notifications.jobs:dispatch",
+    every=Every("dispatch-notices", lambda settings: settings.NOTIFY_SWEEP_S),
     config=lambda settings: {"settings": settings},
     acks_late=True,
     autoretry_for=(OperationalError, IntegrityError),
@@ -97,15 +100,16 @@ DELIVER = TASKS.add(
     reject_on_worker_lost=True,
     soft_time_limit=300,
 )
-# The runs' daily upkeep (beat and the in-process server run them every UPKEEP_EVERY_S, the
-# server an hour after it starts): Postgres partitions of the months ahead, and retention
-# (0 days: keep forever).
+# The runs' daily upkeep (the in-process server's first an hour after it starts: it moves rows
+# between partitions, which a server that just started has no need to do at once): Postgres
+# partitions of the months ahead, and retention (0 days: keep forever).
 UPKEEP_EVERY_S = 86400.0
 UPKEEP_FIRST_AFTER_S = 3600.0
 KEEP_UP_PARTITIONS = TASKS.add(
     "runs.keep_up_partitions",
     DEFAULT_QUEUE,
     job="app.runs.jobs:keep_up_partitions",
+    every=Every("keep-up-partitions", lambda _: UPKEEP_EVERY_S, UPKEEP_FIRST_AFTER_S),
     config=lambda settings: {
         "per_pass": settings.PARTITIONS_PER_PASS,
         "months_back": settings.PARTITION_MONTHS_BACK,
@@ -118,6 +122,7 @@ APPLY_RETENTION = TASKS.add(
     "runs.apply_retention",
     DEFAULT_QUEUE,
     job="app.corrections.jobs:apply_retention",
+    every=Every("apply-retention", lambda _: UPKEEP_EVERY_S, UPKEEP_FIRST_AFTER_S),
     config=lambda settings: {
         "samples_days": settings.RETAIN_SAMPLES_DAYS,
         "branch_runs_days": settings.RETAIN_BRANCH_RUNS_DAYS,
@@ -129,9 +134,14 @@ START_SUITE = TASKS.add("bench.start_suite", machine_queue, acks_late=True)
 RUN_SHARD = TASKS.add(  # routed by the machine its sender names (its kwargs hold the shard)
     "bench.run_shard", machine_queue, acks_late=True, reject_on_worker_lost=True, max_retries=None
 )
-# Without a machine, every machine's unfinished shards: it only publishes, so the service
-# worker runs it, and each shard goes to its own machine's queue.
-REQUEUE_SHARDS = TASKS.add("bench.requeue_shards", machine_queue)
+# Without a machine, every machine's unfinished shards (scheduled or triggered runs'): it only
+# publishes, so the service worker runs it, and each shard goes to its own machine's queue.
+REQUEUE_EVERY_S = 300.0
+REQUEUE_SHARDS = TASKS.add(
+    "bench.requeue_shards",
+    machine_queue,
+    every=Every("requeue-shards", lambda _: REQUEUE_EVERY_S),
+)
 
 
 class Sweeper:
@@ -139,8 +149,7 @@ class Sweeper:
 
     A server killed with detections queued in its memory loses them; the sweep at the next
     start queues them again (and the notice sweep sends what fell due meanwhile). A task with
-    ``first_after_s`` waits that long before its first run (the daily upkeep: it moves rows
-    between partitions, which a server that just started has no need to do at once).
+    ``first_after_s`` waits that long before its first run.
     """
 
     def __init__(
@@ -169,29 +178,3 @@ class Sweeper:
         """No more sweeps (the one queued last still runs)."""
         self.stopped.set()
         self.thread.join()
-
-
-def connect(settings: Settings) -> tuple[Database, queue.Publisher]:
-    """The database and where its sessions publish tasks.
-
-    Celery when a broker is configured, else a runner in this process.
-    """
-    # Notices are planned in the transactions that change alert groups, by a session listener
-    # that exists once its module is imported (lazily: this module imports no domain module).
-    import_module("app.notifications.planning")
-    database = Database(settings.DATABASE_URL)
-    publisher: queue.Publisher
-    if settings.BROKER_URL:
-        publisher = queue.CeleryPublisher(settings.BROKER_URL, TASKS.queue_for)
-    else:
-        lane_of = TASKS.queue_for  # each queue a thread: deliveries beside detection
-        publisher = queue.InProcessPublisher(TASKS.jobs(database, settings), lane_of)
-    database.set_publisher(publisher)
-    return database, publisher
-
-
-def disconnect(database: Database, publisher: queue.Publisher) -> None:
-    """Let in-process jobs finish, then close the database's connections."""
-    if isinstance(publisher, queue.InProcessPublisher):
-        publisher.close()
-    database.dispose()

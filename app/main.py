@@ -17,7 +17,6 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import app.models  # noqa: F401  (every model registered before the first query)
-from app.anomalies.registry import read_thresholds
 from app.api.deps import ReadAccess
 from app.api.validation import allowed_methods, handle_validation_error
 from app.core.config import DEV_PEPPER, Settings, settings
@@ -27,32 +26,20 @@ from app.core.headers import SecurityHeaders, docs_router
 from app.core.limits import BodySizeLimit
 from app.core.logging import configure_logging
 from app.core.metrics import RequestMetrics, render
-from app.core.queue import InProcessPublisher, Publisher
+from app.core.queue import Publisher
 from app.core.ratelimit import AnonymousRateLimit
 from app.core.request_id import RequestId
 from app.dashboard import router as dashboard
 from app.dashboard.router import FRONTEND
 from app.dashboard.sign_in import SignInRequired, to_sign_in
 from app.health.router import router as health_router
-from app.jobs import (
-    APPLY_RETENTION,
-    DISPATCH_NOTICES,
-    KEEP_UP_PARTITIONS,
-    SWEEP_DETECTION,
-    SWEEP_SILENCE,
-    UPKEEP_EVERY_S,
-    UPKEEP_FIRST_AFTER_S,
-    Sweeper,
-    connect,
-    disconnect,
-)
 from app.notifications import config_file
-from app.notifications.guard import AllowList
 from app.notifications.router import feeds as feeds_router
 from app.notifications.service import check_receivers
 from app.observability import WorkWaiting
 from app.routes import api_router
 from app.runs import branches
+from app.runtime import check_settings, connect, disconnect, start_sweepers
 from app.tokens.auth import check_caller
 
 log = logging.getLogger(__name__)
@@ -149,8 +136,7 @@ def create_app(config: Settings | None = None) -> FastAPI:
     config = config or settings
     configure_logging(config.LOG_LEVEL, config.LOG_FORMAT)
     refuse_development_secrets(config)
-    read_thresholds(config.DETECTOR_THRESHOLDS)  # a bad mapping stops the server at start
-    AllowList.parse(config.RECEIVER_ALLOW)  # a bad entry stops the server at start
+    check_settings(config)  # as the worker does
     branches.warn_if_guessed(config.DEFAULT_BRANCHES, config.RETAIN_BRANCH_RUNS_DAYS)
     database, publisher = connect(config)
     subscriptions_file = config.SUBSCRIPTIONS_FILE
@@ -165,18 +151,7 @@ def create_app(config: Settings | None = None) -> FastAPI:
             with database.session_scope() as session:
                 config_file.load(session, subscriptions_file, targets)
         # With a broker, beat sweeps; in process, this server does (and first at start-up).
-        in_process = isinstance(publisher, InProcessPublisher)
-        sweeps = [
-            (SWEEP_DETECTION, config.DETECTION_SWEEP_S),
-            (SWEEP_SILENCE, config.SILENCE_SWEEP_S),
-            (DISPATCH_NOTICES, config.NOTIFY_SWEEP_S),
-        ]
-        sweepers = [Sweeper(publisher, t, every) for t, every in sweeps if in_process and every > 0]
-        if in_process:
-            sweepers += [
-                Sweeper(publisher, task, UPKEEP_EVERY_S, first_after_s=UPKEEP_FIRST_AFTER_S)
-                for task in (KEEP_UP_PARTITIONS, APPLY_RETENTION)
-            ]
+        sweepers = start_sweepers(config, publisher)
         yield
         for sweeper in sweepers:
             sweeper.stop()

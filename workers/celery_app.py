@@ -2,8 +2,9 @@
 
 Its tasks, their queues and options are those ``app.jobs`` declares: the service's tasks
 (detection) on the default queue, one machine's suite runs on its own. Beat starts a suite run
-per configured machine on its cron (every 12 hours by default) and looks for shards left
-behind by dead workers every few minutes.
+per configured machine on its cron (every 12 hours by default) and sends each periodic task
+``app.jobs`` declares on its interval (the sweeps, the daily upkeep, shards left behind by dead
+workers), read from the same declarations as the in-process server's sweepers.
 
 A worker's pool children, in multiprocess mode (``benchwatch worker --metrics-port``, or
 ``PROMETHEUS_MULTIPROC_DIR`` shared with the server), drop the metrics server they inherit
@@ -21,25 +22,13 @@ from celery.signals import worker_process_init, worker_process_shutdown
 from app.benchmarks.vocabulary import SUITE_TIERS
 from app.core import metrics
 from app.core.config import Schedule, Settings, settings
-from app.jobs import (
-    APPLY_RETENTION,
-    DEFAULT_QUEUE,
-    DISPATCH_NOTICES,
-    KEEP_UP_PARTITIONS,
-    REQUEUE_SHARDS,
-    START_SUITE,
-    SWEEP_DETECTION,
-    SWEEP_SILENCE,
-    TASKS,
-    UPKEEP_EVERY_S,
-)
+from app.jobs import DEFAULT_QUEUE, START_SUITE, TASKS
 
-REQUEUE_EVERY_S = 300.0
 TaskDecorator = Callable[[Callable[..., Any]], CeleryTask[Any, Any]]
 
 
 def beat_schedule(config: Settings) -> dict[str, dict[str, Any]]:
-    """Beat's entries: the sweeps, the daily upkeep, each machine's suite runs, the shards'.
+    """Beat's entries: each periodic task on its interval, and each machine's suite runs.
 
     Raises:
         ValueError: a schedule names a tier the suite does not have, or a command suite
@@ -58,11 +47,7 @@ def beat_schedule(config: Settings) -> dict[str, dict[str, Any]]:
                 f"one of {', '.join(SUITE_TIERS)}"
             )
     entries = {
-        "sweep-detection": entry(SWEEP_DETECTION, config.DETECTION_SWEEP_S),
-        "dispatch-notices": entry(DISPATCH_NOTICES, config.NOTIFY_SWEEP_S),
-        "sweep-silence": entry(SWEEP_SILENCE, config.SILENCE_SWEEP_S),
-        "keep-up-partitions": entry(KEEP_UP_PARTITIONS, UPKEEP_EVERY_S),
-        "apply-retention": entry(APPLY_RETENTION, UPKEEP_EVERY_S),
+        every.entry: entry(task.name, every.interval(config)) for task, every in TASKS.periodic()
     }
     entries |= {
         s.entry: entry(
@@ -75,8 +60,6 @@ def beat_schedule(config: Settings) -> dict[str, dict[str, Any]]:
         )
         for s in config.SCHEDULES
     }
-    # Every machine's unfinished shards, scheduled or triggered ones.
-    entries["requeue-shards"] = entry(REQUEUE_SHARDS, REQUEUE_EVERY_S)
     return entries
 
 

@@ -13,9 +13,9 @@ import httpx
 
 from app.core.config import Settings
 from app.core.migrate import is_up_to_date
-from app.jobs import connect, disconnect
 from app.runs import service as runs_service
 from app.runs.schemas import RunIn
+from app.runtime import connect, disconnect
 from workers.environment import describe_environment, describe_machine
 
 

@@ -18,6 +18,22 @@ from app.core.db import Database
 Queue = str | Callable[..., str]  # a queue, or a function of a call's kwargs naming one
 
 
+@dataclass(frozen=True)
+class Every:
+    """How often a periodic task runs, read by beat and by the in-process sweeper alike.
+
+    Attributes:
+        entry: beat's name for it (beat's schedule file keeps each entry's last run by name).
+        interval: its seconds, from the settings (0 or less: the in-process server never runs
+            it; beat runs what it is given).
+        first_after_s: in process, the wait before its first run (beat keeps its own state).
+    """
+
+    entry: str
+    interval: Callable[[Settings], float]
+    first_after_s: float = 0.0
+
+
 def no_config(_: Settings) -> Mapping[str, Any]:
     """A job that takes no settings."""
     return {}
@@ -37,6 +53,7 @@ class Task:
             implements (it needs torch or a benchmark machine).
         config: the settings its job takes, as keyword arguments.
         options: Celery's task options (acks_late, retries, time limits...).
+        every: a periodic task's interval; None: it runs when sent.
     """
 
     name: str
@@ -44,6 +61,7 @@ class Task:
     job: str | None = None
     config: Callable[[Settings], Mapping[str, Any]] = no_config
     options: Mapping[str, Any] = field(default_factory=dict)
+    every: Every | None = None
 
     def queue_for(self, **route: Any) -> str:
         """The queue of one call, given its kwargs (and routing values)."""
@@ -70,12 +88,13 @@ class Registry:
         *,
         job: str | None = None,
         config: Callable[[Settings], Mapping[str, Any]] = no_config,
+        every: Every | None = None,
         **options: Any,
     ) -> str:
         """Declare a task (see :class:`Task`); gives back its name, for senders to import."""
         if name in self.tasks:
             raise ValueError(f"task {name} is declared twice")
-        self.tasks[name] = Task(name, queue, job, config, options)
+        self.tasks[name] = Task(name, queue, job, config, options, every)
         return name
 
     def __getitem__(self, name: str) -> Task:
@@ -86,6 +105,10 @@ class Registry:
 
     def __iter__(self) -> Iterator[Task]:
         return iter(self.tasks.values())
+
+    def periodic(self) -> list[tuple[Task, Every]]:
+        """The periodic tasks, each with its interval."""
+        return [(task, task.every) for task in self if task.every is not None]
 
     def queue_for(self, name: str, **route: Any) -> str:
         """The queue of one call of task ``name``; raises KeyError for an undeclared task."""

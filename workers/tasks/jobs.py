@@ -3,12 +3,11 @@
 from functools import cache
 from typing import Any
 
-from app.anomalies.registry import read_thresholds
 from app.core.config import settings
 from app.core.db import Database
 from app.core.tasks import Task
-from app.jobs import TASKS, connect
-from app.notifications.guard import AllowList
+from app.jobs import TASKS
+from app.runtime import check_settings, connect
 from workers.celery_app import declared
 
 
@@ -29,8 +28,7 @@ def register(task: Task) -> None:
     declared(task.name)(run)
 
 
-read_thresholds(settings.DETECTOR_THRESHOLDS)  # a bad mapping stops the worker at start
-AllowList.parse(settings.RECEIVER_ALLOW)  # so does a bad receiver allow-list
+check_settings(settings)  # a bad setting stops the worker at start, as it does the server
 for task in TASKS:
     if task.job:
         register(task)

@@ -1,0 +1,76 @@
+"""What starts with a benchwatch process, the server's and the worker's alike.
+
+The start-up checks (one function, so the server and the worker refuse the same settings), the
+session listeners installed by a call, the database with its publisher, and, in a process
+without a broker, the sweepers of the periodic tasks ``app.jobs`` declares (beat runs them with
+one). This module sits above the domains, which know nothing of it; ``app.main`` and
+``workers/`` call it.
+"""
+
+from app.anomalies.registry import read_thresholds
+from app.core import queue
+from app.core.config import Settings
+from app.core.db import Database
+from app.jobs import TASKS, Sweeper
+from app.notifications.guard import AllowList
+
+
+def check_settings(config: Settings) -> None:
+    """Refuse, before anything starts, a setting a domain reads too late to refuse in time.
+
+    Raises:
+        ValueError: the detector thresholds name a key or field no detector knows, or the
+            receiver allow-list holds a bad entry.
+    """
+    read_thresholds(config.DETECTOR_THRESHOLDS)
+    AllowList.parse(config.RECEIVER_ALLOW)
+
+
+def install_listeners() -> None:
+    """Install the session listeners the domains' writes rely on.
+
+    Notices are planned in the transaction that changes an alert group, by a listener of the
+    notice planner: a process that wrote findings without it would tell nobody.
+    """
+    # The planner registers its listeners as it is imported (SQLAlchemy keeps one per function).
+    from app.notifications import planning  # noqa: F401
+
+
+def connect(settings: Settings) -> tuple[Database, queue.Publisher]:
+    """The database, with its listeners, and where its sessions publish tasks.
+
+    Celery when a broker is configured, else a runner in this process.
+    """
+    install_listeners()
+    database = Database(settings.DATABASE_URL)
+    publisher: queue.Publisher
+    if settings.BROKER_URL:
+        publisher = queue.CeleryPublisher(settings.BROKER_URL, TASKS.queue_for)
+    else:
+        lane_of = TASKS.queue_for  # each queue a thread: deliveries beside detection
+        publisher = queue.InProcessPublisher(TASKS.jobs(database, settings), lane_of)
+    database.set_publisher(publisher)
+    return database, publisher
+
+
+def start_sweepers(config: Settings, publisher: queue.Publisher) -> list[Sweeper]:
+    """In process, the periodic tasks this process can run, each on its interval.
+
+    With a broker, beat sends them (``workers.celery_app.beat_schedule``, from the same
+    declarations) and this process starts none; a worker-only task (no job) is beat's alone.
+    """
+    if not isinstance(publisher, queue.InProcessPublisher):
+        return []
+    sweepers = []
+    for task, every in TASKS.periodic():
+        interval = every.interval(config)
+        if task.job is not None and interval > 0:
+            sweepers.append(Sweeper(publisher, task.name, interval, every.first_after_s))
+    return sweepers
+
+
+def disconnect(database: Database, publisher: queue.Publisher) -> None:
+    """Let in-process jobs finish, then close the database's connections."""
+    if isinstance(publisher, queue.InProcessPublisher):
+        publisher.close()
+    database.dispose()
