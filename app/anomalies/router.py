@@ -4,7 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
 
-from app.anomalies import triage
+from app.anomalies import step_summary, triage
 from app.anomalies.models import AggregateFinding, AlertGroup, CaseFailure, Regression, RunAnomaly
 from app.anomalies.schemas import (
     AggregateFindingRead,
@@ -230,9 +230,19 @@ def list_alert_groups(
 ) -> Page[AlertGroupRead]:
     """Alert groups, newest first; a group's status is its most pressing member's."""
     groups, total = triage.list_groups(
-        session, status, machine, channel, since, paging.offset, paging.limit, project
+        session,
+        status,
+        machine,
+        channel,
+        since,
+        paging.offset,
+        paging.limit,
+        project,
+        with_steps=False,
     )
-    items = [AlertGroupRead(**triage.describe_group(session, g)) for g in groups]
+    # Steps counted in SQL, as the alerts page does: 500 groups may hold millions of steps.
+    steps = step_summary.summarize(session, [g.id for g in groups])
+    items = [AlertGroupRead(**triage.describe_group(session, g, steps[g.id])) for g in groups]
     return paging.of(items, total)
 
 

@@ -24,9 +24,9 @@ from app.anomalies.schemas import TriageUpdate
 from app.anomalies.step_summary import StepSummary
 from app.audit import service as audit
 from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
-from app.benchmarks.projects import DEFAULT_PROJECT
 from app.core.db import utcnow
 from app.core.errors import NotFound
+from app.core.names import DEFAULT_PROJECT
 from app.runs.models import Run
 
 
@@ -415,10 +415,18 @@ def list_groups(
     offset: int,
     limit: int,
     project: str | None = None,
+    *,
+    with_steps: bool = True,
 ) -> tuple[list[AlertGroup], int]:
-    """A page of alert groups, newest first (status is derived, so filtered here)."""
+    """A page of alert groups, newest first (status is derived, so filtered here).
+
+    Without ``with_steps`` their steps are not read with them: a group may have thousands,
+    and ``step_summary`` counts them in SQL.
+    """
     query = _groups_query(status, machine, channel, since, project)
     total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    if not with_steps:
+        query = query.options(lazyload(AlertGroup.regressions))
     return list(session.scalars(query.offset(offset).limit(limit))), total
 
 
