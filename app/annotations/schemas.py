@@ -5,8 +5,8 @@ from typing import Annotated
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
-from app.benchmarks.projects import ProjectName
 from app.core.bounds import EARLIEST, LATEST, NulFree
+from app.core.names import ProjectName
 from app.core.urls import HttpUrlText
 
 MAX_TEXT = 1_000

@@ -4,9 +4,9 @@ from typing import Annotated
 
 from fastapi import Depends, Query, Request
 
-from app.benchmarks.projects import PROJECT_LENGTH, PROJECT_PATTERN, PROJECT_RULE, is_project_name
 from app.core.db import SessionDep as SessionDep  # routes take it from here, with the rest
 from app.core.errors import InvalidInput
+from app.core.names import PROJECT_LENGTH, PROJECT_PATTERN, PROJECT_RULE, is_project_name
 from app.tokens.auth import Actor, read_access, require_actor, require_scope
 from app.tokens.models import ApiToken
 

@@ -6,8 +6,8 @@ from typing import Any
 from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from app.benchmarks.projects import DEFAULT_PROJECT, PROJECT_LENGTH
 from app.core.db import Base, UTCDateTime, utcnow
+from app.core.names import DEFAULT_PROJECT, PROJECT_LENGTH
 
 
 class Machine(Base):

@@ -19,11 +19,11 @@ from sqlalchemy.orm import Session
 from app.benchmarks import known_ids
 from app.benchmarks import vocabulary as vocab
 from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
-from app.benchmarks.projects import DEFAULT_PROJECT
 from app.benchmarks.service import BenchmarkKey
 from app.core.bulk import insert_missing, member_of, plan_for_parameters
 from app.core.db import utcnow
 from app.core.errors import InvalidInput
+from app.core.names import DEFAULT_PROJECT
 
 
 class CaseResult(Protocol):

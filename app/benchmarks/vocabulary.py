@@ -8,6 +8,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from app.core.names import NAME_PATTERN  # noqa: F401  (vocab.NAME_PATTERN: one rule, core's)
+
 Device = Literal["cuda", "rocm", "xpu", "cpu", "mps"]
 Mode = Literal["training", "inference"]
 Trigger = Literal["schedule", "ci", "manual"]
@@ -220,8 +222,6 @@ CONFIG_ALIASES = {
 
 # Accuracy statuses of benchmarks/dynamo that count as passing.
 PASSING_ACCURACY = frozenset({"pass", "pass_due_to_skip", "eager_variation"})
-
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+\-]*$")
 
 
 def canonical_metric(name: str) -> str:

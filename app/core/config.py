@@ -10,6 +10,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from app.core.command_suites import CommandSuite, check_names, command_tier
 from app.core.cpu_cores import parse_pin_cores
 from app.core.cron import parse_cron
+from app.core.names import NAME_PATTERN
 
 
 def default_database_url() -> str:
@@ -21,10 +22,8 @@ def default_database_url() -> str:
 DEV_PEPPER = "benchwatch-dev-pepper"  # fine for a laptop; production sets its own secret
 
 
-# A model a schedule names (the vocabulary's name rule, which this core module cannot import).
-SCHEDULED_MODEL = Annotated[
-    str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:+\-]*$")
-]
+# A model a schedule names.
+SCHEDULED_MODEL = Annotated[str, Field(min_length=1, max_length=128, pattern=NAME_PATTERN.pattern)]
 
 
 class Schedule(BaseModel):

@@ -24,10 +24,10 @@ from app.anomalies.registry import read_thresholds
 from app.api.deps import SessionDep
 from app.api.validation import refuse_nul_in_query
 from app.audit import service as audit
-from app.benchmarks.projects import is_project_name
 from app.core import queue
 from app.core.bounds import INT32_MAX, RowId, in_id_range
 from app.core.errors import DomainError, Forbidden, NotFound
+from app.core.names import is_project_name
 from app.core.urls import safe_href
 from app.corrections import service as corrections
 from app.dashboard import annotations_page

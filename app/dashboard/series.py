@@ -10,8 +10,8 @@ from sqlalchemy.orm import Session
 from app.annotations import service as annotations_service
 from app.anomalies.models import Regression
 from app.benchmarks.models import Benchmark, Machine, Metric, Series
-from app.benchmarks.projects import DEFAULT_PROJECT
 from app.benchmarks.service import SeriesFilter, search_series
+from app.core.names import DEFAULT_PROJECT
 from app.dashboard import figures
 from app.dashboard import format as fmt
 from app.dashboard.figures import Line, Mark, Point, Step

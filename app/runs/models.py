@@ -16,8 +16,8 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.benchmarks.models import Machine
-from app.benchmarks.projects import DEFAULT_PROJECT, PROJECT_LENGTH
 from app.core.db import Base, UTCDateTime, utcnow
+from app.core.names import DEFAULT_PROJECT, PROJECT_LENGTH
 
 INVALID = "invalid"  # Run.status of a run an admin took out of history
 

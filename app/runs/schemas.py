@@ -15,9 +15,9 @@ from pydantic import (
 from typing_extensions import TypedDict
 
 from app.benchmarks import vocabulary as vocab
-from app.benchmarks.projects import DEFAULT_PROJECT, ProjectName
 from app.benchmarks.schemas import MachineRead
 from app.core.bounds import ISO_TEXT, MAX_JSON_DEPTH, Int32, RunTime
+from app.core.names import DEFAULT_PROJECT, ProjectName
 from app.core.urls import HttpUrlText
 
 Finite = Annotated[float, Field(allow_inf_nan=False)]

@@ -9,12 +9,12 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from app.api.deps import ReadAccess, SessionDep, TriggerToken
 from app.api.responses import READS, WRITES, errors
 from app.api.validation import ApiRoute
-from app.benchmarks.projects import DEFAULT_PROJECT
 from app.core import queue
 from app.core.bounds import RowId
 from app.core.command_suites import command_tier
 from app.core.config import Settings
 from app.core.errors import DomainError, ErrorBody, InvalidInput
+from app.core.names import DEFAULT_PROJECT
 from app.core.pagination import Page, PageParams
 from app.jobs import START_SUITE
 from app.suite_runs import service, triggers

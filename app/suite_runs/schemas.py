@@ -7,7 +7,7 @@ from typing import Annotated, Self
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from app.benchmarks import vocabulary as vocab
-from app.benchmarks.projects import ProjectName
+from app.core.names import ProjectName
 from app.runs.schemas import Strict
 from app.suite_runs.models import SHARD_STATES, SuiteRun
 

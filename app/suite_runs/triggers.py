@@ -24,9 +24,9 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from app.benchmarks.projects import DEFAULT_PROJECT
 from app.core.db import utcnow
 from app.core.errors import Conflict, DomainError
+from app.core.names import DEFAULT_PROJECT
 from app.suite_runs.models import SuiteRun, SuiteShard
 from app.suite_runs.service import ShardPlan, SuiteRunNotFound
 

@@ -5,8 +5,8 @@ from datetime import datetime
 from sqlalchemy import JSON, ForeignKey, String
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from app.benchmarks.projects import PROJECT_LENGTH
 from app.core.db import Base, UTCDateTime, utcnow
+from app.core.names import PROJECT_LENGTH
 
 
 class ApiToken(Base):

@@ -11,9 +11,9 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from app.audit import service as audit
-from app.benchmarks.projects import PROJECT_RULE, is_project_name
 from app.core.db import utcnow
 from app.core.errors import Forbidden, InvalidInput, NotFound
+from app.core.names import PROJECT_RULE, is_project_name
 from app.tokens.models import ApiToken, WebSession
 
 SCOPES = ("ingest", "triage", "admin", "read", "trigger")

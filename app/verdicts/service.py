@@ -22,9 +22,9 @@ from app.anomalies.detector_interface import DetectorThresholds
 from app.anomalies.history import History, load_histories, load_samples
 from app.anomalies.models import Regression
 from app.benchmarks.models import Series
-from app.benchmarks.projects import DEFAULT_PROJECT
 from app.core.bulk import member_of
 from app.core.errors import DomainError
+from app.core.names import DEFAULT_PROJECT
 from app.runs import service as runs_service
 from app.runs.branches import base_channel, is_branch_channel
 from app.runs.models import Run
