@@ -13,6 +13,10 @@ from app.runs import service as runs_service
 from app.summaries import service
 from app.summaries.schemas import Comparison, ComparisonRow, GroupSummary, RunRef, Summary
 
+# The rows one comparison answers at most: a run may hold 100,000 results, each a row here.
+COMPARE_PAGE = 5_000
+MAX_OFFSET = 2 * 100_000  # two runs of the most results an upload may hold, none in common
+
 router = APIRouter(
     tags=["summaries"], dependencies=[ReadAccess], route_class=ApiRoute, responses=READS
 )
@@ -64,13 +68,26 @@ def compare_runs(
     threshold: Annotated[
         float, Query(ge=0, lt=1, description="relative change counted as a move")
     ] = 0.05,
+    limit: Annotated[
+        int, Query(ge=1, le=COMPARE_PAGE, description="At most this many rows")
+    ] = COMPARE_PAGE,
+    offset: Annotated[
+        int,
+        Query(ge=0, le=MAX_OFFSET, description="Rows to skip: the next page's is offset + limit"),
+    ] = 0,
 ) -> Comparison:
-    """Per benchmark and metric: base value, new value, relative change and a verdict."""
+    """Per benchmark and metric: base value, new value, relative change and a verdict.
+
+    In case order, at most `limit` rows from `offset` (`total` says how many there are).
+    """
     where = service.CompareFilter(suite, config, precision, mode, metric)
     rows = service.compare_runs(session, base_run_id, new_run_id, where, threshold)
     return Comparison(
         base_run=RunRef.model_validate(runs_service.get_run(session, base_run_id)),
         new_run=RunRef.model_validate(runs_service.get_run(session, new_run_id)),
         threshold=threshold,
-        rows=[ComparisonRow(**row) for row in rows],
+        total=len(rows),
+        offset=offset,
+        limit=limit,
+        rows=[ComparisonRow(**row) for row in rows[offset : offset + limit]],
     )

@@ -3,7 +3,7 @@
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class RunRef(BaseModel):
@@ -83,4 +83,7 @@ class Comparison(BaseModel):
     base_run: RunRef
     new_run: RunRef
     threshold: float
-    rows: list[ComparisonRow]
+    total: int = Field(description="rows of the whole comparison")
+    offset: int
+    limit: int
+    rows: list[ComparisonRow] = Field(description="`limit` rows from `offset`, in case order")
