@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from app.core.names import NAME_PATTERN  # noqa: F401  (vocab.NAME_PATTERN: one rule, core's)
+from app.core.names import NAME_PATTERN as NAME_PATTERN  # vocab.NAME_PATTERN: core's rule
 
 Device = Literal["cuda", "rocm", "xpu", "cpu", "mps"]
 Mode = Literal["training", "inference"]
