@@ -3,7 +3,7 @@
 The rules are ``aggregate_rules`` (pure, shared with ``bench/finding_kinds.py``); here a
 run's points are computed from its stored results (``summaries.service.model_records``) and
 kept as ``AggregatePoint`` rows, each aggregate's history is read back from them, and what
-opens is put in the alert group of its first bad run (``service._group_for``, as regressions
+opens is put in the alert group of its first bad run (``grouping``, as regressions
 and failures are) with the per-model findings that explain it.
 """
 
@@ -14,7 +14,7 @@ from datetime import datetime
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
-from app.anomalies import explain
+from app.anomalies import grouping
 from app.anomalies.aggregate_rules import (
     BASE_RULES,
     Candidate,
@@ -180,16 +180,10 @@ def _key_of(finding: AggregateFinding) -> Key:
 
 def _group(session: Session, opened: Sequence[AggregateFinding]) -> None:
     """Each new finding into the alert group of its first bad run's window, as regressions are."""
-    from app.anomalies import service  # service calls this module: imported when first used
-
-    runs: dict[int, Run] = {}
+    runs: grouping.RunCache = {}
     for finding in opened:
-        first_bad = service._run(session, runs, finding.first_bad_run_id)
-        last_good = service._run(session, runs, finding.last_good_run_id)
-        diff = explain.diff_environments(
-            service._environment(last_good), service._environment(first_bad)
-        )
-        finding.group = service._group_for(session, first_bad, last_good, diff)
+        first_bad, last_good = finding.first_bad_run_id, finding.last_good_run_id
+        finding.group = grouping.assign(session, runs, first_bad, last_good).group
         session.add(finding)  # only once grouped: group_id is required
     session.flush()
 
@@ -297,8 +291,6 @@ def _rescan_place(
 
 def _explain(session: Session, findings: Sequence[AggregateFinding]) -> None:
     """Renew each finding's ``explained_by`` from the per-model findings stored now."""
-    from app.anomalies.service import GROUP_WINDOW
-
     started: dict[int, datetime] = {}
     projects: dict[int, str] = {}  # of the first bad runs: a finding is its run's project's
     for part in chunks(sorted({f.first_bad_run_id for f in findings})):
@@ -311,11 +303,11 @@ def _explain(session: Session, findings: Sequence[AggregateFinding]) -> None:
         by_place[place_key].append(finding)
     for (machine_id, channel, project), place in by_place.items():
         times = [started[f.first_bad_run_id] for f in place]
-        span = (min(times) - GROUP_WINDOW, max(times) + GROUP_WINDOW)
+        span = (min(times) - grouping.GROUP_WINDOW, max(times) + grouping.GROUP_WINDOW)
         candidates = _candidates(session, machine_id, channel, project, span)
         for finding in place:
             at = started[finding.first_bad_run_id]
-            found = [c for c in candidates if explains(finding, at, c, GROUP_WINDOW)]
+            found = [c for c in candidates if explains(finding, at, c, grouping.GROUP_WINDOW)]
             explained = {
                 kind: sorted(c.id for c in found if c.kind == kind)
                 for kind in ("regressions", "failures")

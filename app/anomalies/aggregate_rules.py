@@ -23,7 +23,7 @@ A finding ends (``resolved_run_id``) at the first run where its aggregate recove
 only from the earliest run the detector could have found it, ``MIN_SEGMENT`` points into the
 new level). ``explained_by`` names the per-model findings of the group's cases on the machine
 and channel in the finding's alert group or with a first bad run within
-``service.GROUP_WINDOW`` of its own: failures for every aggregate (a failing model leaves the
+``grouping.GROUP_WINDOW`` of its own: failures for every aggregate (a failing model leaves the
 pass rate and every mean), regressions for the worse of the metrics behind the aggregate
 (``EXPLAINING_METRICS``). It is renewed at every run while its first bad run is among the
 runs read (``aggregate_findings.HISTORY_RUNS``), as per-model steps are confirmed later.

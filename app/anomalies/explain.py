@@ -1,12 +1,20 @@
 """What changed between the last good and the first bad run: environment diff and hints.
 
-Pure functions over plain values, so the rules are easy to read and to test.
+The rules are pure functions over plain values, so they are easy to read and to test;
+``regression_hints`` at the end reads a regression's two runs and applies them.
 """
 
 import json
+from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.anomalies.models import Regression
+from app.benchmarks.service import BenchmarkKey
+from app.runs import service as runs_service
 
 ENVIRONMENT_FIELDS = ("torch", "torch_git_sha", "triton", "python", "cuda", "hip", "driver")
 MOVED = 0.05  # a correlated metric "rose" when it moved by more than 5%
@@ -241,3 +249,57 @@ def case_label(model: str, params_json: str) -> str:
     """A collective's name in a hint: its model and parameters (message size, world size)."""
     params = json.loads(params_json) if params_json else {}
     return " ".join([model, *(f"{key}={params[key]}" for key in sorted(params))])
+
+
+# --- a regression's hints, from its two runs ------------------------------------------------
+
+CaseValues = dict[BenchmarkKey, dict[str, float | None]]  # per benchmark: metric -> value
+
+
+def case_values(session: Session, cache: dict[int, CaseValues], run_id: int) -> CaseValues:
+    """Every benchmark's metric values in one run (None where not ok), cached per run."""
+    if run_id not in cache:
+        table: CaseValues = defaultdict(dict)
+        for row in runs_service.list_run_results(session, run_id):
+            ok = row["status"] == "ok"
+            table[BenchmarkKey.of_row(row)][row["metric"]] = row["value"] if ok else None
+        cache[run_id] = table
+    return cache[run_id]
+
+
+def regression_hints(
+    session: Session, cache: dict[int, CaseValues], regression: Regression
+) -> list[str]:
+    """Hints from the same case's other metrics, its other configs and the collectives."""
+    before = case_values(session, cache, regression.last_good_run_id)
+    after = case_values(session, cache, regression.first_bad_run_id)
+    key = BenchmarkKey.of_benchmark(regression.series.benchmark)
+    metric = regression.series.metric.name
+    readings = {
+        name: Reading(before.get(key, {}).get(name), value)
+        for name, value in after.get(key, {}).items()
+    }
+    hints = metric_hints(metric, readings)
+    siblings = {  # the same case under the other compiler configs
+        other.config: Reading(before.get(other, {}).get(metric), values.get(metric))
+        for other, values in after.items()
+        if other.config != key.config and other._replace(config=key.config) == key
+    }
+    if hint := config_hint(key.config, regression.rel_change, siblings):
+        hints.append(hint)
+    collectives = {  # the runs' all-reduce cases: their bandwidth tells of the interconnect
+        case_label(other.model, other.params_json): {
+            name: Reading(before.get(other, {}).get(name), values[name])
+            for name in COLLECTIVE_METRICS & values.keys()
+        }
+        for other, values in after.items()
+        if COLLECTIVE_METRICS & values.keys()
+    }
+    series = regression.series
+    scope = Scope(
+        key.config,
+        series.benchmark.compiler_config.options,
+        series.machine.gpu_count,
+        collective=bool(COLLECTIVE_METRICS & after.get(key, {}).keys()),
+    )
+    return [*hints, *root_cause_hints(regression.direction, scope, readings, collectives)]

@@ -7,14 +7,21 @@ scores the new run. This flags runs where many series moved a little, which no s
 step detector sees; it is shown beside the steps, never used to alert.
 """
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from sklearn.ensemble import IsolationForest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.anomalies.history import History
+from app.anomalies.models import RunAnomaly
+from app.runs.models import Run
 
 FEATURES = ("mean_abs_z", "p95_abs_z", "share_over_3", "share_failed")
 MIN_HISTORY_RUNS = 10  # fewer runs than this: no score yet
 CONTAMINATION = 0.05
+ANOMALY_HISTORY_RUNS = 50  # earlier runs of the place whose features the forest is fitted on
 
 
 def robust_z(value: float, history: Sequence[float]) -> float | None:
@@ -54,3 +61,41 @@ def score_run(
     forest.fit(rows)
     last = rows[-1:]
     return float(forest.decision_function(last)[0]), bool(forest.predict(last)[0] == -1)
+
+
+def record_score(session: Session, run: Run, histories: Mapping[int, History]) -> RunAnomaly:
+    """The run's features and score against its place's earlier runs, kept as its ``RunAnomaly``."""
+    z_scores, failed, total = [], 0, 0
+    for history in histories.values():
+        if run.id not in history.run_ids:
+            continue
+        at = history.run_ids.index(run.id)
+        total += 1
+        value = history.values[at]
+        if value != value:  # NaN: failed or missing
+            failed += 1
+            continue
+        if (z := robust_z(value, history.values[:at])) is not None:
+            z_scores.append(z)
+    features = run_features(z_scores, failed, total)
+    previous = session.scalars(
+        select(RunAnomaly.features)
+        .join(Run, RunAnomaly.run_id == Run.id)
+        .where(
+            Run.machine_id == run.machine_id,
+            Run.channel == run.channel,
+            Run.project == run.project,
+            Run.started_at < run.started_at,
+        )
+        .order_by(Run.started_at.desc())
+        .limit(ANOMALY_HISTORY_RUNS)
+    ).all()
+    scored = score_run(features, list(previous))
+    anomaly = session.scalar(select(RunAnomaly).where(RunAnomaly.run_id == run.id))
+    if anomaly is None:
+        anomaly = RunAnomaly(run_id=run.id)
+        session.add(anomaly)
+    anomaly.features = features
+    anomaly.history_runs = len(previous)
+    anomaly.score, anomaly.anomalous = scored if scored is not None else (0.0, False)
+    return anomaly

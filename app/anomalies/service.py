@@ -2,7 +2,8 @@
 
 The detectors (``registry.DETECTORS``) know nothing of directions or runs; here a step one
 of them finds gets its runs (last good, first bad), its direction from the metric, an alert
-group, the environment diff between the two runs and hints from correlated metrics.
+group and the environment diff between the two runs (``grouping``), and hints from
+correlated metrics (``explain``); each run is also scored as a whole (``outliers``).
 Detection is idempotent: a step already recorded (at the same place, give or take the
 change-point detector's refinement radius) is not recorded again, whatever its triage status
 or the detector that finds it, so an accepted step becomes the baseline.
@@ -28,6 +29,7 @@ from app.anomalies import (
     confirmation,
     explain,
     failures,
+    grouping,
     outliers,
     registry,
     silence,
@@ -43,7 +45,6 @@ from app.anomalies.detectors import REFINE_RADIUS, ChangePoint
 from app.anomalies.history import History, load_histories, load_samples
 from app.anomalies.locks import hold_machine_channel
 from app.anomalies.models import (
-    AlertGroup,
     CaseFailure,
     MachineSilence,
     Regression,
@@ -51,7 +52,6 @@ from app.anomalies.models import (
 )
 from app.benchmarks.comparison import direction
 from app.benchmarks.models import Benchmark, Machine, Metric, Series
-from app.benchmarks.service import BenchmarkKey
 from app.core.bulk import member_of
 from app.core.db import utcnow
 from app.runs import service as runs_service
@@ -59,9 +59,7 @@ from app.runs.branches import is_branch_channel
 from app.runs.models import Result, Run
 from app.runs.shards import COMPLETED
 
-GROUP_WINDOW = timedelta(hours=36)  # first bad runs this close share one alert group
 INCREMENTAL_POINTS = 60  # history loaded per series after a run: 3 windows
-ANOMALY_HISTORY_RUNS = 50
 END_OF_TIME = datetime(9999, 1, 1, tzinfo=UTC)
 OVERDUE_BATCH = 500  # runs queued again per sweep
 
@@ -101,12 +99,12 @@ def detect_for_run(
     histories = load_histories(session, [s.id for s in series], run.started_at, INCREMENTAL_POINTS)
     # A run where everything moved at once is odd before it is a step: its points alone
     # make nothing suspected (the next run may).
-    anomaly = _score_run(session, run, histories)
+    anomaly = outliers.record_score(session, run, histories)
     detection = _detect(session, series, histories, read, single_points=not anomaly.anomalous)
     detection.anomaly = anomaly
     judged = failures.judge_run(session, run)
     detection.failures, detection.passing_again = judged.opened, judged.passing_again
-    _group_failures(session, judged.opened, run)
+    grouping.group_failures(session, judged.opened, run)
     aggregate_findings.judge_run(session, run)  # after failures: they explain aggregates
     detection.silences_ended = silence.end_silences(session, run)
     for regression in detection.regressions:
@@ -177,7 +175,7 @@ def _rescan_failures(
     passing_again: list[CaseFailure] = []
     for machine_id, channel in session.execute(pairs).all():
         for run, judged in failures.rescan_runs(session, machine_id, channel):
-            _group_failures(session, judged.opened, run)
+            grouping.group_failures(session, judged.opened, run)
             opened += judged.opened
             passing_again += judged.passing_again
     return opened, passing_again
@@ -459,155 +457,18 @@ def _reverts(
 
 
 def _group_and_explain(session: Session, regressions: list[Regression]) -> None:
-    runs: dict[int, Run] = {}
-    values: dict[int, CaseValues] = {}
+    runs: grouping.RunCache = {}
+    values: dict[int, explain.CaseValues] = {}
     for regression in regressions:
-        first_bad = _run(session, runs, regression.first_bad_run_id)
-        last_good = _run(session, runs, regression.last_good_run_id)
-        regression.environment_diff = explain.diff_environments(
-            _environment(last_good), _environment(first_bad)
+        first_bad, last_good = regression.first_bad_run_id, regression.last_good_run_id
+        regression.group, regression.environment_diff = grouping.assign(
+            session, runs, first_bad, last_good
         )
-        regression.group = _group_for(session, first_bad, last_good, regression.environment_diff)
         session.add(regression)  # only once grouped: group_id is required
-        regression.hints = [*regression.hints, *_hints(session, values, regression)]
-
-
-def _run(session: Session, cache: dict[int, Run], run_id: int) -> Run:
-    if run_id not in cache:
-        cache[run_id] = runs_service.get_run(session, run_id)
-    return cache[run_id]
-
-
-def _environment(run: Run) -> dict[str, Any]:
-    env = run.environment
-    fields = {name: getattr(env, name) for name in explain.ENVIRONMENT_FIELDS}
-    return {**fields, "packages": env.packages, "compiler_options": env.compiler_options}
-
-
-def _group_failures(session: Session, opened: Sequence[CaseFailure], run: Run) -> None:
-    """Each new failure into the alert group of its run's window, as regressions are."""
-    runs: dict[int, Run] = {run.id: run}
-    for failure in opened:
-        last_passing = _run(session, runs, failure.last_passing_run_id)
-        diff = explain.diff_environments(_environment(last_passing), _environment(run))
-        failure.group = _group_for(session, run, last_passing, diff)
-        session.add(failure)  # only once grouped: group_id is required
-
-
-def _group_for(
-    session: Session, first_bad: Run, last_good: Run, environment_diff: dict[str, Any]
-) -> AlertGroup:
-    query = (
-        select(AlertGroup)
-        .join(Run, AlertGroup.first_bad_run_id == Run.id)
-        .where(
-            AlertGroup.machine_id == first_bad.machine_id,
-            AlertGroup.channel == first_bad.channel,
-            Run.project == first_bad.project,  # a group is one project's
-            ~AlertGroup.silences.any(),  # a silence's group holds it alone
-            Run.started_at.between(
-                first_bad.started_at - GROUP_WINDOW, first_bad.started_at + GROUP_WINDOW
-            ),
-        )
-    )
-    query = query.order_by(AlertGroup.id).limit(1)  # autoflush: this pass's groups count too
-    if (group := session.scalar(query)) is not None:
-        return group
-    group = AlertGroup(
-        machine_id=first_bad.machine_id,
-        channel=first_bad.channel,
-        first_bad_run_id=first_bad.id,
-        last_good_run_id=last_good.id,
-        environment_diff=environment_diff,
-    )
-    session.add(group)
-    return group
-
-
-CaseValues = dict[BenchmarkKey, dict[str, float | None]]  # per benchmark: metric -> value
-
-
-def _case_values(session: Session, cache: dict[int, CaseValues], run_id: int) -> CaseValues:
-    """Every benchmark's metric values in one run (None where not ok), cached per run."""
-    if run_id not in cache:
-        table: CaseValues = defaultdict(dict)
-        for row in runs_service.list_run_results(session, run_id):
-            ok = row["status"] == "ok"
-            table[BenchmarkKey.of_row(row)][row["metric"]] = row["value"] if ok else None
-        cache[run_id] = table
-    return cache[run_id]
-
-
-def _hints(session: Session, cache: dict[int, CaseValues], regression: Regression) -> list[str]:
-    before = _case_values(session, cache, regression.last_good_run_id)
-    after = _case_values(session, cache, regression.first_bad_run_id)
-    key = BenchmarkKey.of_benchmark(regression.series.benchmark)
-    metric = regression.series.metric.name
-    readings = {
-        name: explain.Reading(before.get(key, {}).get(name), value)
-        for name, value in after.get(key, {}).items()
-    }
-    hints = explain.metric_hints(metric, readings)
-    siblings = {  # the same case under the other compiler configs
-        other.config: explain.Reading(before.get(other, {}).get(metric), values.get(metric))
-        for other, values in after.items()
-        if other.config != key.config and other._replace(config=key.config) == key
-    }
-    if hint := explain.config_hint(key.config, regression.rel_change, siblings):
-        hints.append(hint)
-    collectives = {  # the runs' all-reduce cases: their bandwidth tells of the interconnect
-        explain.case_label(other.model, other.params_json): {
-            name: explain.Reading(before.get(other, {}).get(name), values[name])
-            for name in explain.COLLECTIVE_METRICS & values.keys()
-        }
-        for other, values in after.items()
-        if explain.COLLECTIVE_METRICS & values.keys()
-    }
-    series = regression.series
-    scope = explain.Scope(
-        key.config,
-        series.benchmark.compiler_config.options,
-        series.machine.gpu_count,
-        collective=bool(explain.COLLECTIVE_METRICS & after.get(key, {}).keys()),
-    )
-    return [*hints, *explain.root_cause_hints(regression.direction, scope, readings, collectives)]
-
-
-def _score_run(session: Session, run: Run, histories: Mapping[int, History]) -> RunAnomaly:
-    z_scores, failed, total = [], 0, 0
-    for history in histories.values():
-        if run.id not in history.run_ids:
-            continue
-        at = history.run_ids.index(run.id)
-        total += 1
-        value = history.values[at]
-        if value != value:  # NaN: failed or missing
-            failed += 1
-            continue
-        if (z := outliers.robust_z(value, history.values[:at])) is not None:
-            z_scores.append(z)
-    features = outliers.run_features(z_scores, failed, total)
-    previous = session.scalars(
-        select(RunAnomaly.features)
-        .join(Run, RunAnomaly.run_id == Run.id)
-        .where(
-            Run.machine_id == run.machine_id,
-            Run.channel == run.channel,
-            Run.project == run.project,
-            Run.started_at < run.started_at,
-        )
-        .order_by(Run.started_at.desc())
-        .limit(ANOMALY_HISTORY_RUNS)
-    ).all()
-    scored = outliers.score_run(features, list(previous))
-    anomaly = session.scalar(select(RunAnomaly).where(RunAnomaly.run_id == run.id))
-    if anomaly is None:
-        anomaly = RunAnomaly(run_id=run.id)
-        session.add(anomaly)
-    anomaly.features = features
-    anomaly.history_runs = len(previous)
-    anomaly.score, anomaly.anomalous = scored if scored is not None else (0.0, False)
-    return anomaly
+        regression.hints = [
+            *regression.hints,
+            *explain.regression_hints(session, values, regression),
+        ]
 
 
 def rejudge(
@@ -629,7 +490,7 @@ def rejudge(
     series = _series_keys(session, select(Series.id).where(Series.id.in_(list(series_ids))))
     detection = _detect_whole(session, series, read)
     for run, judged in failures.rescan_runs(session, machine_id, channel, project):
-        _group_failures(session, judged.opened, run)
+        grouping.group_failures(session, judged.opened, run)
         detection.failures += judged.opened
         detection.passing_again += judged.passing_again
     aggregate_findings.rescan_place(session, machine_id, channel, project)
