@@ -456,22 +456,33 @@ def subscriptions_view(
     request: Request, session: SessionDep, actor: subs.AdminPage, done: str | None = None
 ) -> HTMLResponse:
     """Subscriptions (scope ``admin``): who is told of which findings, where and when."""
-    return render(request, session, "subscriptions.html", **subs.list_context(session, done=done))
+    context = subs.list_context(session, actor.token, done=done)
+    return render(request, session, "subscriptions.html", **context)
 
 
 @pages.post("/subscriptions", response_class=HTMLResponse, response_model=None)
 def create_subscription_form(
     request: Request, session: SessionDep, actor: subs.AdminForm, form: subs.SubscriptionFields
 ) -> Response:
-    """Create a subscription from the page's form; refused, the form again with why."""
+    """Create a subscription from the page's form; refused, the form again with why.
+
+    Made, its page is the answer (not a redirect to it): the one page that shows the
+    signing secrets and feed URL it was given in full (every later read masks them).
+    """
     settings = request.app.state.settings
-    created, errors = subs.save_subscription(session, form, settings, None, actor.label)
+    created, errors = subs.save_subscription(
+        session, form, settings, None, actor.label, actor.token
+    )
     if created is None:
-        context = subs.list_context(session, form, errors)
+        context = subs.list_context(session, actor.token, form, errors)
         # 200, not 422, as /login does: the form again, with why (a browser logs a 4xx)
         return render(request, session, "subscriptions.html", **context)
     queue.commit(session)
-    return RedirectResponse(f"/subscriptions/{created.id}?done=created", status_code=303)
+    shown = {"done": "created"}
+    context = subs.detail_context(
+        session, created.id, settings, actor.token, shown=shown, before=[]
+    )
+    return render(request, session, "subscription.html", **context)
 
 
 @pages.get("/subscriptions/{subscription_id}", response_class=HTMLResponse)
@@ -493,7 +504,7 @@ def subscription_view(
         "follow": as_int(follow),
     }
     settings = request.app.state.settings
-    context = subs.detail_context(session, subscription_id, settings, shown=shown)
+    context = subs.detail_context(session, subscription_id, settings, actor.token, shown=shown)
     return render(request, session, "subscription.html", **context)
 
 
@@ -507,9 +518,11 @@ def update_subscription_form(
 ) -> Response:
     """Change a subscription from its form (its revision grows if anything changed)."""
     settings = request.app.state.settings
-    saved, errors = subs.save_subscription(session, form, settings, subscription_id, actor.label)
+    saved, errors = subs.save_subscription(
+        session, form, settings, subscription_id, actor.label, actor.token
+    )
     if saved is None:
-        context = subs.detail_context(session, subscription_id, settings, form, errors)
+        context = subs.detail_context(session, subscription_id, settings, actor.token, form, errors)
         return render(request, session, "subscription.html", **context)
     queue.commit(session)
     return RedirectResponse(f"/subscriptions/{subscription_id}?done=saved", status_code=303)
@@ -526,7 +539,7 @@ def pause_subscription_form(
     """Pause or resume a subscription."""
     check = subs.receiver_check(request.app.state.settings)
     notifications_service.update_subscription(
-        session, subscription_id, {"paused": paused}, check, by=actor.label
+        session, subscription_id, {"paused": paused}, check, by=actor.label, token=actor.token
     )
     queue.commit(session)
     done = "paused" if paused else "resumed"
@@ -547,9 +560,13 @@ def delete_subscription_form(
     if confirm != "yes":
         errors = [{"top": "delete", "loc": "confirm", "message": "tick the box to delete"}]
         settings = request.app.state.settings
-        context = subs.detail_context(session, subscription_id, settings, errors=errors)
+        context = subs.detail_context(
+            session, subscription_id, settings, actor.token, errors=errors
+        )
         return render(request, session, "subscription.html", **context)
-    notifications_service.delete_subscription(session, subscription_id, by=actor.label)
+    notifications_service.delete_subscription(
+        session, subscription_id, by=actor.label, token=actor.token
+    )
     queue.commit(session)
     return RedirectResponse("/subscriptions?done=deleted", status_code=303)
 
@@ -560,6 +577,7 @@ def send_test_notice_form(
 ) -> RedirectResponse:
     """Send a made-up notice to every receiver now; the page then follows its deliveries."""
     settings = request.app.state.settings
+    notifications_service.get_subscription(session, subscription_id, actor.token)
     notice = outbox.send_test_notice(session, subscription_id, settings.PUBLIC_URL)
     queue.commit(session)
     to = f"/subscriptions/{subscription_id}?notice={notice.id}&done=test#notice-{notice.id}"
@@ -571,7 +589,8 @@ def redeliver_form(
     session: SessionDep, actor: subs.AdminForm, subscription_id: RowId, delivery_id: RowId
 ) -> RedirectResponse:
     """Send a delivery again now (the same notice, the same webhook-id)."""
-    if subs.subscription_of_delivery(session, delivery_id) != subscription_id:
+    found = notifications_service.subscription_of_delivery(session, delivery_id, actor.token)
+    if found != subscription_id:
         raise NotFound(f"subscription {subscription_id} has no delivery {delivery_id}")
     outbox.redeliver(session, delivery_id)
     queue.commit(session)

@@ -26,11 +26,12 @@ from app.core.config import Settings
 from app.core.db import SessionDep, utcnow
 from app.core.errors import DomainError, Forbidden, NotFound, describe
 from app.dashboard.sign_in import SignInRequired, from_this_site
-from app.notifications import outbox, service, silences
+from app.notifications import outbox, service, silences, targets
 from app.notifications.models import Delivery, DeliveryAttempt, Notice, Subscription
 from app.notifications.schemas import MAX_SILENCE, SilenceCreate, SubscriptionCreate
 from app.notifications.targets import receiver_target
 from app.tokens.auth import Actor, csrf_matches, signed_in
+from app.tokens.models import ApiToken
 
 SUBSCRIPTIONS_SHOWN = 500
 NOTICES_SHOWN = 20  # the delivery log: the newest notices of a subscription
@@ -145,10 +146,16 @@ def describe_subscription(subscription: Subscription) -> dict[str, Any]:
     }
 
 
-def credentials_of(subscription: Subscription, public_url: str) -> list[dict[str, Any]]:
-    """What a receiver's owner needs: each webhook's signing secrets, the feed's URL."""
+def credentials_of(
+    subscription: Subscription, public_url: str, before: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """What a receiver's owner needs: each webhook's signing secrets, the feed's URL.
+
+    Masked but for those made since ``before`` (``targets.answered``): the page that
+    answers the form that made a secret or token is the one place it is shown in full.
+    """
     found: list[dict[str, Any]] = []
-    for receiver in subscription.receivers:
+    for receiver in targets.answered(subscription.receivers, before):
         if receiver["kind"] == "webhook":
             what = f"Signing secrets of the webhook {receiver['url']}"
             found.append({"what": what, "secrets": receiver.get("secrets") or []})
@@ -158,9 +165,9 @@ def credentials_of(subscription: Subscription, public_url: str) -> list[dict[str
     return found
 
 
-def subscription_list(session: Session) -> list[dict[str, Any]]:
-    """Every subscription (by name), each with its newest notice and how its delivery went."""
-    subscriptions, _ = service.list_subscriptions(session, 0, SUBSCRIPTIONS_SHOWN)
+def subscription_list(session: Session, token: ApiToken | None) -> list[dict[str, Any]]:
+    """The subscriptions ``token`` may see, by name, each with its newest notice's delivery."""
+    subscriptions, _ = service.list_subscriptions(session, 0, SUBSCRIPTIONS_SHOWN, token)
     latest = _latest_notices(session, [s.id for s in subscriptions])
     return [{**describe_subscription(s), "last_notice": latest.get(s.id)} for s in subscriptions]
 
@@ -230,18 +237,6 @@ def follow_url(subscription_id: int, shown: Mapping[str, Any]) -> str | None:
     return f"/subscriptions/{subscription_id}?{urlencode({**query, 'follow': follow + 1})}{anchor}"
 
 
-def subscription_of_delivery(session: Session, delivery_id: int) -> int:
-    """The subscription whose notice a delivery carries; NotFound if there is no such delivery."""
-    found = session.scalar(
-        select(Notice.subscription_id)
-        .join(Delivery, Delivery.notice_id == Notice.id)
-        .where(Delivery.id == delivery_id)
-    )
-    if found is None:
-        raise NotFound(f"no delivery {delivery_id}")
-    return found
-
-
 @dataclass
 class SubscriptionForm:
     """The subscription form as typed: shown again, beside its problems, when refused."""
@@ -282,7 +277,7 @@ def form_of(subscription: Subscription) -> SubscriptionForm:
             for k, v in r.items()
             if k not in CREDENTIALS and not (k in DEFAULTS and v == DEFAULTS[k])
         }
-        for r in subscription.receivers
+        for r in targets.answered(subscription.receivers)  # a masked URL sent back: kept
     ]
     digest = isinstance(subscription.when, dict)
     return SubscriptionForm(
@@ -366,6 +361,7 @@ def save_subscription(
     settings: Settings,
     subscription_id: int | None,
     by: str = "",
+    token: ApiToken | None = None,
 ) -> tuple[Subscription | None, FormErrors]:
     """Create (no id) or change a subscription from its form; None and why when refused.
 
@@ -379,9 +375,9 @@ def save_subscription(
     try:
         if subscription_id is None:
             check = receiver_check(settings)
-            return service.create_subscription(session, values, check, by=by), []
+            return service.create_subscription(session, values, check, by=by, token=token), []
         saved = service.update_subscription(
-            session, subscription_id, values, receiver_check(settings), by=by
+            session, subscription_id, values, receiver_check(settings), by=by, token=token
         )
     except NotFound:
         raise
@@ -470,13 +466,14 @@ DONE = {
 
 def list_context(
     session: Session,
+    token: ApiToken | None,
     form: SubscriptionForm | None = None,
     errors: FormErrors | None = None,
     done: str | None = None,
 ) -> dict[str, Any]:
     """What the subscriptions page shows (with the new-subscription form as typed)."""
     return {
-        "subscriptions": subscription_list(session),
+        "subscriptions": subscription_list(session, token),
         "form": form or SubscriptionForm(),
         "errors": errors or [],
         "done": DONE.get(done or ""),
@@ -488,17 +485,20 @@ def detail_context(
     session: Session,
     subscription_id: int,
     settings: Settings,
+    token: ApiToken | None,
     form: SubscriptionForm | None = None,
     errors: FormErrors | None = None,
     shown: Mapping[str, int | str | None] | None = None,
+    before: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """What one subscription's page shows: it, its secrets, its form, its delivery log.
 
     ``shown``: the ``notice`` or ``delivery`` to point out, what was ``done``, how many times
-    the page reloaded to ``follow`` their sending.
+    the page reloaded to ``follow`` their sending. ``before``: the receivers before the
+    form that was just saved (its new credentials are shown in full, that once).
     """
     shown = shown or {}
-    subscription = service.get_subscription(session, subscription_id)
+    subscription = service.get_subscription(session, subscription_id, token)
     notices, total = delivery_log(session, subscription_id)
     notice, delivery = shown.get("notice"), shown.get("delivery")
     pointed = in_flight(
@@ -508,7 +508,7 @@ def detail_context(
     )
     return {
         "subscription": describe_subscription(subscription),
-        "credentials": credentials_of(subscription, settings.PUBLIC_URL),
+        "credentials": credentials_of(subscription, settings.PUBLIC_URL, before),
         "form": form or form_of(subscription),
         "errors": errors or [],
         "notices": notices,

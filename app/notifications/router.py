@@ -17,7 +17,7 @@ from app.core.config import Settings
 from app.core.db import utcnow
 from app.core.errors import ErrorBody, NotFound
 from app.core.pagination import Page, PageParams
-from app.notifications import feed, outbox, service, silences
+from app.notifications import feed, outbox, service, silences, targets
 from app.notifications.schemas import (
     DeliveryRead,
     NoticeRead,
@@ -46,8 +46,25 @@ AdminActor = Annotated[Actor, Depends(require_actor("admin"))]  # who, for the a
 CHANGE = {**WRITES, **ONE, **NAME_TAKEN}
 
 
-def _read(subscription: Any) -> SubscriptionRead:
-    return SubscriptionRead.model_validate(subscription)
+def _read(subscription: Any, before: list[dict[str, Any]] | None = None) -> SubscriptionRead:
+    """The answer: credentials masked, but those made since ``before`` (``targets.answered``)."""
+    read = SubscriptionRead.model_validate(
+        {
+            **{
+                f: getattr(subscription, f)
+                for f in SubscriptionRead.model_fields
+                if f != "receivers"
+            },
+            "receivers": targets.answered(subscription.receivers, before),
+        }
+    )
+    return read
+
+
+def _receivers_now(session: SessionDep, subscription_id: int, actor: Actor) -> list[dict[str, Any]]:
+    """The receivers as they are before a change (NotFound for one the actor may not see)."""
+    subscription = service.get_subscription(session, subscription_id, actor.token)
+    return [dict(r) for r in subscription.receivers]
 
 
 def _targets(request: Request) -> service.TargetCheck:
@@ -56,9 +73,11 @@ def _targets(request: Request) -> service.TargetCheck:
 
 
 @router.get("", response_model=Page[SubscriptionRead], response_model_exclude_none=True)
-def list_subscriptions(session: SessionDep, paging: Paging) -> Page[SubscriptionRead]:
-    """Every subscription, by name."""
-    items, total = service.list_subscriptions(session, paging.offset, paging.limit)
+def list_subscriptions(
+    session: SessionDep, paging: Paging, actor: AdminActor
+) -> Page[SubscriptionRead]:
+    """Every subscription, by name (a project's token: its project's only); credentials masked."""
+    items, total = service.list_subscriptions(session, paging.offset, paging.limit, actor.token)
     return paging.of([_read(s) for s in items], total)
 
 
@@ -74,15 +93,18 @@ def create_subscription(
 ) -> SubscriptionRead:
     """Subscribe receivers to the findings the rules select.
 
-    A webhook without ``secrets`` gets a signing secret, a feed its token (both in the
-    answer). A receiver whose host resolves to a loopback, private, link-local or metadata
-    address is refused (422) unless the operator allows it (``BENCHWATCH_RECEIVER_ALLOW``).
+    A webhook without ``secrets`` gets a signing secret, a feed its token: this answer is
+    the only one that shows them (every read masks them). A token limited to a project
+    subscribes to its project's findings only (its project is added to a match naming
+    none; another is refused, 403). A receiver whose host resolves to a loopback, private,
+    link-local or metadata address is refused (422) unless the operator allows it
+    (``BENCHWATCH_RECEIVER_ALLOW``).
     """
     subscription = service.create_subscription(
-        session, stored_values(body), _targets(request), by=actor.label
+        session, stored_values(body), _targets(request), by=actor.label, token=actor.token
     )
     queue.commit(session)
-    return _read(subscription)
+    return _read(subscription, before=[])
 
 
 @router.get(
@@ -91,9 +113,11 @@ def create_subscription(
     response_model_exclude_none=True,
     responses=ONE,
 )
-def get_subscription(subscription_id: RowId, session: SessionDep) -> SubscriptionRead:
-    """One subscription."""
-    return _read(service.get_subscription(session, subscription_id))
+def get_subscription(
+    subscription_id: RowId, session: SessionDep, actor: AdminActor
+) -> SubscriptionRead:
+    """One subscription, its credentials masked."""
+    return _read(service.get_subscription(session, subscription_id, actor.token))
 
 
 @router.patch(
@@ -113,11 +137,17 @@ def update_subscription(
 
     A subscription from the subscriptions file is changed there only (409).
     """
+    before = _receivers_now(session, subscription_id, actor)
     subscription = service.update_subscription(
-        session, subscription_id, stored_values(body), _targets(request), by=actor.label
+        session,
+        subscription_id,
+        stored_values(body),
+        _targets(request),
+        by=actor.label,
+        token=actor.token,
     )
     queue.commit(session)
-    return _read(subscription)
+    return _read(subscription, before)
 
 
 @router.put(
@@ -134,17 +164,23 @@ def replace_subscription(
     actor: AdminActor,
 ) -> SubscriptionRead:
     """Replace the whole subscription (fields left out take their defaults)."""
+    before = _receivers_now(session, subscription_id, actor)
     subscription = service.update_subscription(
-        session, subscription_id, stored_values(body), _targets(request), by=actor.label
+        session,
+        subscription_id,
+        stored_values(body),
+        _targets(request),
+        by=actor.label,
+        token=actor.token,
     )
     queue.commit(session)
-    return _read(subscription)
+    return _read(subscription, before)
 
 
 @router.delete("/{subscription_id}", status_code=204, responses=ONE)
 def delete_subscription(subscription_id: RowId, session: SessionDep, actor: AdminActor) -> Response:
     """Delete a subscription."""
-    service.delete_subscription(session, subscription_id, by=actor.label)
+    service.delete_subscription(session, subscription_id, by=actor.label, token=actor.token)
     queue.commit(session)
     return Response(status_code=204)
 
@@ -155,8 +191,11 @@ def delete_subscription(subscription_id: RowId, session: SessionDep, actor: Admi
     response_model=NoticeRead,
     responses={**WRITES, **ONE},
 )
-def send_test_notice(subscription_id: RowId, session: SessionDep, request: Request) -> NoticeRead:
+def send_test_notice(
+    subscription_id: RowId, session: SessionDep, request: Request, actor: AdminActor
+) -> NoticeRead:
     """Send a made-up notice to every receiver now; its deliveries show how it went."""
+    service.get_subscription(session, subscription_id, actor.token)
     settings: Settings = request.app.state.settings
     notice = outbox.send_test_notice(session, subscription_id, settings.PUBLIC_URL)
     queue.commit(session)
@@ -164,8 +203,11 @@ def send_test_notice(subscription_id: RowId, session: SessionDep, request: Reque
 
 
 @router.get("/{subscription_id}/notices", response_model=Page[NoticeRead], responses=ONE)
-def list_notices(subscription_id: RowId, session: SessionDep, paging: Paging) -> Page[NoticeRead]:
+def list_notices(
+    subscription_id: RowId, session: SessionDep, paging: Paging, actor: AdminActor
+) -> Page[NoticeRead]:
     """The subscription's notices, newest first, each with its deliveries (the delivery log)."""
+    service.get_subscription(session, subscription_id, actor.token)
     items, total = outbox.list_notices(session, subscription_id, paging.offset, paging.limit)
     return paging.of([NoticeRead(**n) for n in items], total)
 
@@ -180,8 +222,9 @@ deliveries = APIRouter(
 
 
 @deliveries.get("/{delivery_id}", response_model=DeliveryRead)
-def get_delivery(delivery_id: RowId, session: SessionDep) -> DeliveryRead:
+def get_delivery(delivery_id: RowId, session: SessionDep, actor: AdminActor) -> DeliveryRead:
     """One delivery with its newest attempts: time, status, latency, error."""
+    service.subscription_of_delivery(session, delivery_id, actor.token)
     return DeliveryRead(**outbox.get_delivery(session, delivery_id))
 
 
@@ -191,8 +234,9 @@ def get_delivery(delivery_id: RowId, session: SessionDep) -> DeliveryRead:
     response_model=DeliveryRead,
     responses={**WRITES, **errors(409)},
 )
-def redeliver(delivery_id: RowId, session: SessionDep) -> DeliveryRead:
+def redeliver(delivery_id: RowId, session: SessionDep, actor: AdminActor) -> DeliveryRead:
     """Send the delivery again now (the same notice: the same webhook-id)."""
+    service.subscription_of_delivery(session, delivery_id, actor.token)
     delivery = outbox.redeliver(session, delivery_id)
     queue.commit(session)
     return DeliveryRead(**outbox.describe_delivery(delivery))

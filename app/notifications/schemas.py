@@ -247,6 +247,27 @@ class SubscriptionUpdate(BaseModel):
     paused: bool | None = None
 
 
+class ReceiverRead(BaseModel):
+    """A receiver as read: its credentials masked (``targets.masked``).
+
+    ``url``: a webhook's or Slack URL as scheme, host and port, an Apprise URL as its scheme;
+    ``secrets``: each signing secret's last 4 characters. The answer that makes a webhook's
+    secret or a feed's ``token`` gives it in full, that once: keep it.
+    """
+
+    kind: Literal["webhook", "email", "slack", "apprise", "github_issue", "feed"]
+    disabled: bool = False
+    disabled_reason: str = ""
+    url: str | None = None
+    secrets: list[str] | None = None
+    to: list[str] | None = None
+    repository: str | None = None
+    labels: list[str] | None = None
+    token: str | None = Field(
+        default=None, description="a new feed's token: in the answer that made it only"
+    )
+
+
 class SubscriptionRead(BaseModel):
     """A stored subscription; ``revision`` grows by one with every change."""
 
@@ -257,7 +278,7 @@ class SubscriptionRead(BaseModel):
     owner: str
     match: Rules
     exclude: list[Rules]
-    receivers: list[Receiver]
+    receivers: list[ReceiverRead]
     when: When
     paused: bool
     revision: int

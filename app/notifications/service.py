@@ -20,28 +20,98 @@ from app.core.db import utcnow
 from app.core.errors import Conflict, InvalidInput, NotFound
 from app.notifications import guard
 from app.notifications.matching import Finding, compile_subscription
-from app.notifications.models import Subscription
+from app.notifications.models import Delivery, Notice, Subscription
 from app.notifications.receivers import apprise_receiver
+from app.notifications.silences import scoped
 from app.notifications.targets import feed_token, token_hash, with_credentials
 from app.runs.models import Run
+from app.tokens.models import ApiToken
 
 TargetCheck = Callable[[Sequence[Mapping[str, Any]]], None]  # raises InvalidInput
 FIELDS = ("name", "owner", "match", "exclude", "receivers", "when", "paused")
 
 
-def list_subscriptions(session: Session, offset: int, limit: int) -> tuple[list[Subscription], int]:
-    """A page of subscriptions by name, and how many there are."""
-    total = session.scalar(select(func.count()).select_from(Subscription)) or 0
-    page = select(Subscription).order_by(Subscription.name, Subscription.id)
-    return list(session.scalars(page.offset(offset).limit(limit))), total
+def _of_project(match: Mapping[str, Any], project: str) -> bool:
+    """Whether a subscription's rules select the findings of ``project`` alone.
+
+    A subscription has no project of its own: its ``match.project`` says whose findings it
+    receives, and one of a project's tokens sees only those that name that project alone.
+    """
+    return match.get("project") == [project]
 
 
-def get_subscription(session: Session, subscription_id: int) -> Subscription:
-    """One subscription; NotFound if there is none with this id."""
+def list_subscriptions(
+    session: Session, offset: int, limit: int, token: ApiToken | None = None
+) -> tuple[list[Subscription], int]:
+    """A page of subscriptions by name, and how many there are.
+
+    A ``token`` limited to a project sees its project's subscriptions only (``_of_project``).
+    """
+    order = (Subscription.name, Subscription.id)
+    if token is None or token.project is None:
+        total = session.scalar(select(func.count()).select_from(Subscription)) or 0
+        page = select(Subscription).order_by(*order)
+        return list(session.scalars(page.offset(offset).limit(limit))), total
+    project = token.project
+    # Rules are JSON, matched alike on SQLite and Postgres here: subscriptions are few
+    # (admins make them), and only their ids and rules are read for the count.
+    ids = [
+        row.id
+        for row in session.execute(select(Subscription.id, Subscription.match).order_by(*order))
+        if _of_project(row.match or {}, project)
+    ]
+    shown = ids[offset : offset + limit]
+    found = {
+        s.id: s for s in session.scalars(select(Subscription).where(Subscription.id.in_(shown)))
+    }
+    return [found[i] for i in shown if i in found], len(ids)
+
+
+def get_subscription(
+    session: Session, subscription_id: int, token: ApiToken | None = None
+) -> Subscription:
+    """One subscription; NotFound if there is none with this id, or ``token`` may not see it.
+
+    Another project's subscription is answered as absent to a project's token (as a
+    disabled feed is): its existence and name are that project's business.
+    """
     subscription = session.get(Subscription, subscription_id)
-    if subscription is None:
+    if subscription is None or (
+        token is not None
+        and token.project is not None
+        and not _of_project(subscription.match or {}, token.project)
+    ):
         raise NotFound(f"no subscription {subscription_id}")
     return subscription
+
+
+def subscription_of_delivery(
+    session: Session, delivery_id: int, token: ApiToken | None = None
+) -> int:
+    """The id of the subscription whose notice a delivery carries.
+
+    Raises:
+        NotFound: no such delivery, or ``token`` may not see its subscription.
+    """
+    found = session.scalar(
+        select(Notice.subscription_id)
+        .join(Delivery, Delivery.notice_id == Notice.id)
+        .where(Delivery.id == delivery_id)
+    )
+    if found is None:
+        raise NotFound(f"no delivery {delivery_id}")
+    try:
+        get_subscription(session, found, token)
+    except NotFound:
+        raise NotFound(f"no delivery {delivery_id}") from None
+    return found
+
+
+def _scoped_match(token: ApiToken | None, values: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``values`` with the match a token may subscribe with (``silences.scoped``'s rule)."""
+    if token is None or "match" not in values:
+        return values
+    return {**values, "match": scoped(token, values["match"] or {}, "body.match.project")}
 
 
 def _name_taken(name: str) -> Conflict:
@@ -105,16 +175,21 @@ def create_subscription(
     targets: TargetCheck,
     source: str = "api",
     by: str = "",
+    token: ApiToken | None = None,
 ) -> Subscription:
     """A new subscription at revision 1 from validated values (``schemas.SubscriptionCreate``).
 
     Webhooks without secrets get one, feeds their token; ``targets`` checks where each
-    receiver sends (``check_receivers``).
+    receiver sends (``check_receivers``). A ``token`` limited to a project subscribes to its
+    project's findings only: its project is added to a match that names none.
 
     Raises:
         Conflict: another subscription has the name, or its feed the token.
         InvalidInput: a receiver sends where it may not.
+        ProjectNotAllowed: the match names another project than the token's.
     """
+    values = {"match": {}, **values}
+    values = _scoped_match(token, values)
     _check_name_free(session, values["name"])
     receivers = with_credentials(values["receivers"])
     targets(receivers)
@@ -144,6 +219,7 @@ def update_subscription(
     targets: TargetCheck,
     source: str = "api",
     by: str = "",
+    token: ApiToken | None = None,
 ) -> Subscription:
     """Set the given fields; the revision grows by one when any stored value changes.
 
@@ -154,14 +230,17 @@ def update_subscription(
         targets: checks where the receivers send (``check_receivers``).
         source: who changes it: ``api``, or ``file`` (the subscriptions file).
         by: who, for the audit log (the token and session; empty: ``source``).
+        token: who asks; one limited to a project changes its project's subscriptions only.
 
     Raises:
-        NotFound: no subscription has this id.
+        NotFound: no subscription has this id (that ``token`` may see).
+        ProjectNotAllowed: a new match names another project than the token's.
         Conflict: another subscription has the new name, or the subscriptions file owns it.
         InvalidInput: a receiver sends where it may not.
     """
-    subscription = get_subscription(session, subscription_id)
+    subscription = get_subscription(session, subscription_id, token)
     _check_owned_by(subscription, source)
+    changes = _scoped_match(token, changes)
     before = _audited(subscription)
     if "receivers" in changes:
         receivers = with_credentials(changes["receivers"], subscription.receivers)
@@ -186,15 +265,19 @@ def update_subscription(
 
 
 def delete_subscription(
-    session: Session, subscription_id: int, source: str = "api", by: str = ""
+    session: Session,
+    subscription_id: int,
+    source: str = "api",
+    by: str = "",
+    token: ApiToken | None = None,
 ) -> None:
     """Delete a subscription and its notices.
 
     Raises:
-        NotFound: no subscription has this id.
+        NotFound: no subscription has this id (that ``token`` may see).
         Conflict: the subscriptions file owns it.
     """
-    subscription = get_subscription(session, subscription_id)
+    subscription = get_subscription(session, subscription_id, token)
     _check_owned_by(subscription, source)
     target = f"subscription:{subscription.id}"
     before = _audited(subscription)

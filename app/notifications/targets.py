@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
+from app.core.errors import InvalidInput
 from app.notifications.schemas import SECRET_PREFIX
 
 SECRET_BYTES = 24  # of a signing secret made for a webhook
@@ -51,6 +52,61 @@ def receiver_target(receiver: Mapping[str, Any]) -> str:
     return shown[:300]
 
 
+MASK = "…"
+
+
+def _masked_secret(secret: str) -> str:
+    """A signing secret as reads show it: its prefix and last 4 characters, to tell them apart."""
+    return f"{SECRET_PREFIX}{MASK}{secret[-4:]}"
+
+
+def masked(receiver: Mapping[str, Any]) -> dict[str, Any]:
+    """A receiver as every read answers it: its credentials masked, the rest as stored.
+
+    A webhook's or Slack URL keeps its scheme, host and port (its path and query may be the
+    credential); an Apprise URL only its scheme (some schemes carry the token as the host);
+    signing secrets their last 4 characters; a feed's token is left out. Only the answer
+    that makes a secret or token shows it, once.
+    """
+    shown = {k: v for k, v in receiver.items() if k != "token"}
+    kind = receiver["kind"]
+    if kind in ("webhook", "slack"):
+        shown["url"] = receiver_target(receiver)
+    elif kind == "apprise":
+        shown["url"] = f"{urlsplit(str(receiver['url'])).scheme}://{MASK}"
+    if receiver.get("secrets"):
+        shown["secrets"] = [_masked_secret(str(s)) for s in receiver["secrets"]]
+    return shown
+
+
+def answered(
+    receivers: Sequence[Mapping[str, Any]], before: Sequence[Mapping[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """Receivers as an answer gives them: masked, but for the credentials new since ``before``.
+
+    ``before`` None: a read, every credential masked. Given (the receivers before a create,
+    ``[]``, or a change), a signing secret or feed token that was not there is shown in
+    full: the answer that makes it is the one place it can be learnt.
+    """
+    if before is None:
+        return [masked(r) for r in receivers]
+    old_secrets = {str(s) for r in before for s in r.get("secrets") or []}
+    old_tokens = {str(r["token"]) for r in before if r.get("token")}
+    shown = []
+    for receiver in receivers:
+        one = masked(receiver)
+        new = [str(s) for s in receiver.get("secrets") or [] if str(s) not in old_secrets]
+        if new:
+            one["secrets"] = [
+                str(s) if str(s) in new else m
+                for s, m in zip(receiver["secrets"], one["secrets"], strict=True)
+            ]
+        if receiver.get("token") and str(receiver["token"]) not in old_tokens:
+            one["token"] = str(receiver["token"])
+        shown.append(one)
+    return shown
+
+
 def new_secret() -> str:
     """A signing secret in the Standard Webhooks form (``whsec_`` and base64)."""
     return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(SECRET_BYTES)).decode()
@@ -71,8 +127,10 @@ def with_credentials(
         elif old["kind"] == "feed":
             kept[("feed", "")] = old
     filled = []
-    for receiver in receivers:
+    for index, receiver in enumerate(receivers):
         one = dict(receiver)
+        if MASK in str(one.get("url", "")):
+            one["url"] = _unmasked(one, before, index)
         if one["kind"] == "webhook" and not one.get("secrets"):
             webhook = kept.get(("webhook", one["url"])) or {}
             one["secrets"] = list(webhook.get("secrets") or [new_secret()])
@@ -81,6 +139,26 @@ def with_credentials(
             one["token"] = feed.get("token") or secrets.token_urlsafe(FEED_TOKEN_BYTES)
         filled.append(one)
     return filled
+
+
+def _unmasked(receiver: Mapping[str, Any], before: Sequence[Mapping[str, Any]], at: int) -> str:
+    """The stored URL that a masked one read back stands for (a read, changed and sent back).
+
+    Raises:
+        InvalidInput: no receiver as it was has this masked URL, or several do.
+    """
+    found = {
+        str(old["url"])
+        for old in before
+        if old["kind"] == receiver["kind"] and masked(old).get("url") == receiver["url"]
+    }
+    if len(found) == 1:
+        return found.pop()
+    why = "several receivers read back as this URL" if found else "no receiver had this URL"
+    raise InvalidInput(
+        f"a masked URL stands for the receiver it was read from: {why}; give the URL in full",
+        errors=[{"loc": f"receivers[{at}].url", "field": "url", "message": why}],
+    )
 
 
 def token_hash(token: str) -> str:

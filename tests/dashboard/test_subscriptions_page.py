@@ -152,8 +152,12 @@ def test_every_form_needs_the_csrf_value_and_this_site(web: TestClient, database
     assert answer.status_code == 403
     assert web.get("/api/v1/subscriptions", headers=api(database)).json()["total"] == 0
     answer = web.post("/subscriptions", data=form(csrf), headers={"Sec-Fetch-Site": "same-origin"})
-    assert answer.status_code == 303
-    assert re.fullmatch(r"/subscriptions/\d+\?done=created", answer.headers["location"])
+    assert answer.status_code == 200  # the new subscription's page, its secret in full
+    assert "Subscription created." in answer.text
+    made = web.get("/api/v1/subscriptions", headers=api(database)).json()["items"][0]
+    secret = re.search(r'<code class="secret">(whsec_[A-Za-z0-9+/=]{30,})</code>', answer.text)
+    assert secret is not None and secret.group(1)[-4:] == made["receivers"][0]["secrets"][0][-4:]
+    assert secret.group(1) not in web.get(f"/subscriptions/{made['id']}").text  # then masked
 
 
 def test_a_refused_form_comes_back_as_typed_with_each_problem_where_it_is(
@@ -207,10 +211,12 @@ def test_edit_pause_redeliver_and_delete(web: TestClient, database: Database) ->
     csrf = sign_in(web, database, "admin")
     page = web.get(one).text
     feed = subscription["receivers"][1]["token"]
-    assert subscription["receivers"][0]["secrets"][0] in page  # an admin sees the secret
-    assert f"http://127.0.0.1:8000/feeds/{feed}.atom" in page  # ... and the feed's URL
+    secret = subscription["receivers"][0]["secrets"][0]
+    assert secret not in page  # not even an admin reads a secret after the answer that made it
+    assert f"whsec_…{secret[-4:]}" in page  # masked, to tell secrets apart
+    assert feed not in page  # nor the feed's token
     form_part = page.split("Edit</h2>")[1]
-    assert "whsec_" not in form_part  # ... but not in the form: left out, they are kept
+    assert "whsec_" not in form_part  # ... nor in the form: left out, they are kept
     assert feed not in form_part
     assert "{&#34;kind&#34;: &#34;feed&#34;}" in form_part.replace("\n", "").replace("  ", "")
     receivers_text = json.dumps(receivers)
@@ -219,7 +225,7 @@ def test_edit_pause_redeliver_and_delete(web: TestClient, database: Database) ->
     assert (answer.status_code, answer.headers["location"]) == (303, f"{one}?done=saved")
     stored = web.get(f"/api/v1{one}", headers=api(database)).json()
     assert (stored["owner"], stored["revision"]) == ("new owner", 2)
-    assert stored["receivers"] == subscription["receivers"]  # secret and token kept
+    assert stored["receivers"][0]["secrets"] == [f"whsec_…{secret[-4:]}"]  # secret kept
     assert web.post(f"{one}/pause", data={"csrf": csrf, "paused": "true"}).status_code == 303
     assert web.get(f"/api/v1{one}", headers=api(database)).json()["paused"] is True
     assert "Resume</button>" in web.get(one).text

@@ -44,7 +44,11 @@ def test_create_read_list_update_delete(client: TestClient, admin: dict[str, str
     assert body["when"] == {"digest_hours": [9, 17]}
     assert [r["kind"] for r in body["receivers"]] == ["webhook", "email", "slack"]
     one = f"{URL}/{body['id']}"
-    assert client.get(one, headers=admin).json() == body
+    secret = body["receivers"][0]["secrets"][0]
+    assert secret.startswith("whsec_") and len(secret) > 30  # made: shown in full, this once
+    read = client.get(one, headers=admin).json()
+    assert read["receivers"][0]["secrets"] == [f"whsec_…{secret[-4:]}"]  # then masked
+    assert read == {**body, "receivers": read["receivers"]}
 
     first = new("a-first", match={}, receivers=new()["receivers"][:1])
     del first["when"]

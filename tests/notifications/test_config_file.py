@@ -7,11 +7,13 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import select
 
 from app.core.config import Settings
 from app.core.db import Database
 from app.main import create_app
 from app.notifications.config_file import FileError, read
+from app.notifications.models import Subscription
 from tests.conftest import make_token
 
 FILE = """
@@ -47,6 +49,12 @@ def listed(client: TestClient, headers: dict[str, str]) -> dict[str, dict[str, A
     return {s["name"]: s for s in items}
 
 
+def feed_token_of(database: Database, name: str) -> str | None:
+    """The stored hash of a subscription's feed token (no read answers the token)."""
+    with database.session_scope() as session:
+        return session.scalar(select(Subscription.feed_token).where(Subscription.name == name))
+
+
 def test_the_file_creates_owns_changes_and_deletes(
     settings: Settings, database: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -59,9 +67,10 @@ def test_the_file_creates_owns_changes_and_deletes(
         assert sorted(found) == ["inductor perf", "memory"]
         perf = found["inductor perf"]
         assert (perf["source"], perf["revision"]) == ("file", 1)
-        assert perf["receivers"][0]["secrets"] == [SECRET]
+        assert perf["receivers"][0]["secrets"] == [f"whsec_…{SECRET[-4:]}"]  # read: masked
         assert perf["when"] == {"digest_hours": [9, 17]}
-        token = found["memory"]["receivers"][0]["token"]
+        assert "token" not in found["memory"]["receivers"][0]  # read: left out
+        token = feed_token_of(database, "memory")
         refused = client.patch(
             f"/api/v1/subscriptions/{perf['id']}", json={"paused": True}, headers=admin
         )
@@ -77,7 +86,7 @@ def test_the_file_creates_owns_changes_and_deletes(
     with started(settings, path) as client:  # unchanged: nothing moves, the feed keeps its URL
         found = listed(client, admin)
         assert found["inductor perf"]["revision"] == 1
-        assert found["memory"]["receivers"][0]["token"] == token
+        assert feed_token_of(database, "memory") == token
 
     path.write_text(
         FILE.replace("owner: pt2-team@example.com", "owner: compiler@example.com")
