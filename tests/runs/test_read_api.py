@@ -7,9 +7,11 @@ from fastapi.testclient import TestClient
 
 from app.core.config import Settings
 from app.core.db import Database
+from app.jobs import DETECT_RUN
 from app.main import create_app
 from tests.conftest import make_token
 from tests.factories import result, run_payload
+from tests.test_queue import Recorder
 
 
 def post_runs(client: TestClient, headers: dict[str, str], count: int, **fields: Any) -> list[int]:
@@ -112,15 +114,21 @@ def test_series_search_by_every_field(client: TestClient, ingest_headers: dict[s
 def test_series_points_in_a_time_range_and_downsampled(
     client: TestClient, ingest_headers: dict[str, str]
 ) -> None:
+    # The uploads' detection tasks are kept, not run: the points read here are the stored
+    # rows, and detecting 120 runs one by one (in process) cost a minute of the teardown.
+    queued = Recorder()
+    client.app.state.database.set_publisher(queued)  # type: ignore[attr-defined]
     values = [10.0] * 60 + [13.0] * 60  # a 30% step in the middle
     values[30] = 40.0  # and an outlier
     for i, value in enumerate(values):
         row = result(value=value, samples=[value, value + 0.5])
         if i == 90:
             row = result(value=None, status="failed", reason="OOM")
-        client.post(
+        answer = client.post(
             "/api/v1/runs", json=run_payload(f"p{i}", [row], index=i), headers=ingest_headers
         )
+        assert answer.status_code == 201, answer.text
+    assert [name for name, _ in queued.sent].count(DETECT_RUN) == len(values)
     (series,) = client.get("/api/v1/series").json()["items"]
     url = f"/api/v1/series/{series['id']}/points"
     full = client.get(url).json()
