@@ -53,7 +53,7 @@ from app.notifications import outbox, silences
 from app.notifications import service as notifications_service
 from app.runs.service import list_projects
 from app.suite_runs import service as suite_runs_service
-from app.suite_runs.schemas import SuiteRunRead
+from app.suite_runs.schemas import SuiteRunRead, shard_read
 from app.tokens.auth import (
     MAX_SECRET_LENGTH,
     csrf_matches,
@@ -396,7 +396,14 @@ def suite_runs_view(
     )
     flying = {s.id for s in in_flight}
     found = sorted(in_flight, key=lambda s: -s.id) + [s for s in recent if s.id not in flying]
-    suite_runs = [{**SuiteRunRead.of(s).model_dump(), "shards": s.shards} for s in found]
+    output = signed_in(request, session) is not None  # a process's output may print a secret
+    suite_runs = [
+        {
+            **SuiteRunRead.of(s, output).model_dump(),
+            "shards": [shard_read(shard, output) for shard in s.shards],
+        }
+        for s in found
+    ]
     return render(
         request,
         session,

@@ -19,8 +19,9 @@ from app.core.pagination import Page, PageParams
 from app.jobs import START_SUITE
 from app.suite_runs import service, triggers
 from app.suite_runs.models import SuiteRun
-from app.suite_runs.schemas import ShardRead, SuiteRunDetail, SuiteRunRead, SuiteRunTrigger
+from app.suite_runs.schemas import SuiteRunDetail, SuiteRunRead, SuiteRunTrigger, shard_read
 from app.tokens import service as tokens_service
+from app.tokens.auth import Credentials, identified
 
 log = logging.getLogger(__name__)
 MAX_TIER_LENGTH = 32  # SuiteRun.tier
@@ -100,7 +101,7 @@ def trigger_suite_run(
             ) from exc
     response.status_code = 202 if new else 200
     response.headers["Location"] = str(request.url_for("get_suite_run", suite_run_id=suite_run.id))
-    return _detail(suite_run)
+    return _detail(suite_run, output=True)
 
 
 def _command_tier(settings: Settings, name: str) -> str:
@@ -124,13 +125,19 @@ class NoBroker(DomainError):
 )
 def list_suite_runs(
     session: SessionDep,
+    request: Request,
+    credentials: Credentials,
     paging: Annotated[PageParams, Depends()],
     machine: Annotated[str | None, Query(max_length=128)] = None,
     status: Literal["queued", "running", "finished", "failed", "expired"] | None = None,
 ) -> Page[SuiteRunRead]:
-    """Suite runs, newest first; filter by machine and status."""
+    """Suite runs, newest first; filter by machine and status.
+
+    A failed process's output (the end of a reason) is answered to a token or sign-in only.
+    """
     items, total = service.list_suite_runs(session, machine, status, paging.offset, paging.limit)
-    return paging.of([SuiteRunRead.of(s) for s in items], total)
+    output = identified(request, session, credentials)
+    return paging.of([SuiteRunRead.of(s, output) for s in items], total)
 
 
 @router.get(
@@ -139,11 +146,18 @@ def list_suite_runs(
     dependencies=[ReadAccess],
     responses={**READS, **errors(404)},
 )
-def get_suite_run(suite_run_id: RowId, session: SessionDep) -> SuiteRunDetail:
-    """One suite run with its progress and each shard's status, attempts, worker and reason."""
-    return _detail(service.get_suite_run(session, suite_run_id))
+def get_suite_run(
+    suite_run_id: RowId, session: SessionDep, request: Request, credentials: Credentials
+) -> SuiteRunDetail:
+    """One suite run with its progress and each shard's status, attempts, worker and reason.
+
+    A failed command's or shard's output tail (it may print a secret) ends a reason for a
+    token or sign-in only; an anonymous reader sees the reason up to it.
+    """
+    output = identified(request, session, credentials)
+    return _detail(service.get_suite_run(session, suite_run_id), output)
 
 
-def _detail(suite_run: SuiteRun) -> SuiteRunDetail:
-    shards = [ShardRead.model_validate(shard) for shard in suite_run.shards]
-    return SuiteRunDetail(**SuiteRunRead.of(suite_run).model_dump(), shards=shards)
+def _detail(suite_run: SuiteRun, output: bool) -> SuiteRunDetail:
+    shards = [shard_read(shard, output) for shard in suite_run.shards]
+    return SuiteRunDetail(**SuiteRunRead.of(suite_run, output).model_dump(), shards=shards)

@@ -10,7 +10,9 @@ _OUTPUT_TAIL = re.compile(r"; (?:output|stderr): .*\Z", re.DOTALL)
 
 def public_reason(reason: str) -> str:
     """``reason`` without the tail of the process's output that the worker appended."""
-    return _OUTPUT_TAIL.sub("; its output is in the shard's reason", reason)
+    return _OUTPUT_TAIL.sub(
+        "; its output is in the shard's reason (for a token or sign-in)", reason
+    )
 
 
 def skipped_rows(ident: dict[str, Any], reason: str) -> list[dict[str, Any]]:

@@ -2,7 +2,7 @@
 
 from collections import Counter
 from datetime import datetime
-from typing import Annotated, Self
+from typing import Annotated, Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -10,6 +10,7 @@ from app.benchmarks import vocabulary as vocab
 from app.core.names import ProjectName
 from app.runs.schemas import Strict
 from app.suite_runs.models import SHARD_STATES, SuiteRun
+from app.suite_runs.rows import public_reason
 
 Name = Annotated[str, Field(min_length=1, max_length=128, pattern=vocab.NAME_PATTERN.pattern)]
 
@@ -88,6 +89,18 @@ class ShardRead(BaseModel):
     finished_at: datetime | None
 
 
+def reason_for(reason: str, output: bool) -> str:
+    """A reason as a reader sees it: in full with ``output``, else without the process's output."""
+    return reason if output else public_reason(reason)
+
+
+def shard_read(shard: Any, output: bool = False) -> "ShardRead":
+    """A shard as a reader sees it (``reason_for``)."""
+    read = ShardRead.model_validate(shard)
+    read.reason = reason_for(read.reason, output)
+    return read
+
+
 class SuiteRunRead(BaseModel):
     """A suite run and how far it got."""
 
@@ -109,10 +122,15 @@ class SuiteRunRead(BaseModel):
     commit: str = Field(description="the commit it measures, as its trigger named it")
 
     @classmethod
-    def of(cls, suite_run: SuiteRun) -> Self:
-        """The suite run's fields and its shards counted by status."""
+    def of(cls, suite_run: SuiteRun, output: bool = False) -> Self:
+        """The suite run's fields and its shards counted by status.
+
+        ``output``: the reason keeps the failed process's output tail (a caller with a token
+        or sign-in only: it may quote secrets); else it ends where the tail began.
+        """
         derived = {"shards_total", "shards_by_status", "progress", "commit"}
         fields = {name: getattr(suite_run, name) for name in cls.model_fields.keys() - derived}
+        fields["reason"] = reason_for(suite_run.reason or "", output)
         counts = Counter(shard.status for shard in suite_run.shards)
         total = len(suite_run.shards)
         over = counts["done"] + counts["failed"]

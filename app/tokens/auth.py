@@ -212,6 +212,18 @@ def read_access(
         raise _unauthorized(MISSING_TOKEN)
 
 
+def identified(
+    request: Request, session: Session, credentials: HTTPAuthorizationCredentials | None
+) -> bool:
+    """Whether the request carries a live token or sign-in session, of any scope.
+
+    Who may read what anonymous readers do not, such as a failed process's output.
+    """
+    if credentials is not None:
+        return live_token(request, session, credentials.credentials, touch=False) is not None
+    return signed_in(request, session) is not None
+
+
 def may_read(
     request: Request, session: Session, credentials: HTTPAuthorizationCredentials | None
 ) -> bool:

@@ -5,6 +5,7 @@ from fastapi.testclient import TestClient
 from app.core.db import Database
 from app.suite_runs import service
 from app.suite_runs.models import SuiteRun
+from tests.conftest import make_token
 from tests.suite_runs.test_service import measured, open_run, service_run_id
 
 
@@ -53,3 +54,33 @@ def test_unknown_and_impossible_suite_runs(client: TestClient) -> None:
     assert client.get("/api/v1/suite-runs/99999999999999999999").status_code == 422
     assert client.get("/api/v1/suite-runs", params={"status": "lost"}).status_code == 422
     assert "No suite run yet" in client.get("/suite-runs").text
+
+
+def test_a_failed_process_output_is_for_a_token_or_sign_in_only(
+    client: TestClient, database: Database
+) -> None:
+    first, second = open_run(database)
+    tail = "; output: connecting to postgres://ci:hunter2@db"
+    with database.session_scope() as session:
+        for shard_id in (first, second):
+            lease = service.claim_shard(session, shard_id, "w1", 30).lease
+            service.finish_shard(session, shard_id, lease, None, f"the command exited 7{tail}")
+    with database.session_scope() as session:
+        suite_run = session.get(SuiteRun, service_run_id(database))
+        assert suite_run is not None
+        suite_run.status, suite_run.reason = "failed", f"no results: matmul: exit 7{tail}"
+    one = f"/api/v1/suite-runs/{service_run_id(database)}"
+    anonymous = [client.get(one).text, client.get("/api/v1/suite-runs").text]
+    anonymous.append(client.get("/suite-runs").text)
+    for answer in anonymous:
+        assert "hunter2" not in answer
+        assert "exit" in answer  # the reason up to the output
+    token = make_token(database, "read", name="reader")
+    detail = client.get(one, headers={"Authorization": f"Bearer {token}"}).json()
+    assert detail["reason"].endswith(tail)
+    assert [s["reason"] for s in detail["shards"]] == [f"the command exited 7{tail}"] * 2
+    listed = client.get("/api/v1/suite-runs", headers={"Authorization": f"Bearer {token}"})
+    assert listed.json()["items"][0]["reason"].endswith(tail)
+    signed = client.post("/login", data={"token": token}, follow_redirects=False)
+    assert signed.status_code == 303
+    assert "hunter2" in client.get("/suite-runs").text
