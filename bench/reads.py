@@ -8,7 +8,9 @@ end), with an ingest token. Then, anonymously, each read a public server answers
 - ``GET /api/v1/compare`` (the two runs), its first page and its default;
 - the compare page (``/compare?kind=runs``) and its CSV;
 - the run page (``/runs/{id}``) and ``GET /api/v1/runs/{id}``;
-- ``GET /api/v1/series/{id}/points`` (without and with samples) and ``/series?days=all``.
+- ``GET /api/v1/series/{id}/points`` (without and with samples) and ``/series?days=all``;
+- ``GET /api/v1/alert-groups?limit=500``, with ``GROUPS`` groups of a step on every series
+  (each of a small run of its own).
 
 Each read is sent once to warm up, once timed, and once under ``tracemalloc``: the peak of
 Python memory allocated while it is served (the app's and the database driver's Python
@@ -53,6 +55,7 @@ SAMPLES = 50_000
 MACHINE = "reads-h100"
 BOUND_MS = 1_000.0  # per read, on the 2-core VM this was measured on
 BOUND_MIB = 32.0  # peak Python memory per read
+GROUPS = 20
 
 
 @dataclass(frozen=True)
@@ -74,12 +77,12 @@ class Measured:
     answer_bytes: int
 
 
-def run_body(key: str, started_at: datetime, rng: random.Random) -> bytes:
-    """A native run of ``RESULTS`` latency results of ``SAMPLES`` samples each, as JSON."""
+def run_body(key: str, started_at: datetime, rng: random.Random, count: int = SAMPLES) -> bytes:
+    """A native run of ``RESULTS`` latency results of ``count`` samples each, as JSON."""
     results = []
     for i in range(RESULTS):
         level = 1.0 + i % 17
-        samples = [round(level * (1 + rng.uniform(-0.02, 0.02)), 3) for _ in range(SAMPLES)]
+        samples = [round(level * (1 + rng.uniform(-0.02, 0.02)), 3) for _ in range(count)]
         results.append(
             {
                 "suite": "torchbench",
@@ -114,6 +117,7 @@ def reads(base: int, new: int, series_id: int) -> list[Read]:
         Read("compare page CSV", "/compare", page | {"format": "csv"}),
         Read("run page", f"/runs/{new}", {}),
         Read("run API", f"/api/v1/runs/{new}", {}),
+        Read("run API, samples=false", f"/api/v1/runs/{new}", {"samples": "false"}),
         Read("series points API", f"/api/v1/series/{series_id}/points", {}),
         Read(
             "series points API, samples",
@@ -121,6 +125,7 @@ def reads(base: int, new: int, series_id: int) -> list[Read]:
             {"include_samples": "true"},
         ),
         Read("series page, days=all", "/series", series),
+        Read("alert groups, limit=500", "/api/v1/alert-groups", {"limit": 500}),
     ]
 
 
@@ -139,6 +144,53 @@ def measure(client: TestClient, read: Read) -> Measured:
     finally:
         tracemalloc.stop()
     return Measured(response.status_code, ms, (peak - before) / 2**20, len(response.content))
+
+
+def alert_groups(database: Any, base: int, bad_runs: list[int]) -> None:
+    """An alert group per run of ``bad_runs``, of a step on every series (one step a series
+    and first bad run: the groups need runs of their own)."""
+    from sqlalchemy import select
+
+    from app.anomalies.models import AlertGroup, Regression
+    from app.benchmarks.models import Series
+    from app.runs.models import Run
+
+    with database.session_scope() as session:
+        series = session.scalars(select(Series.id)).all()
+        for run_id in bad_runs:
+            bad = session.get(Run, run_id)
+            assert bad is not None
+            group = AlertGroup(
+                machine_id=bad.machine_id,
+                channel=bad.channel,
+                first_bad_run_id=run_id,
+                last_good_run_id=base,
+            )
+            session.add(group)
+            session.flush()
+            session.add_all(
+                Regression(
+                    series_id=series_id,
+                    group_id=group.id,
+                    last_good_run_id=base,
+                    first_bad_run_id=run_id,
+                    direction="regression",
+                    before=1.0,
+                    after=1.2,
+                    before_spread=0.01,
+                    after_spread=0.01,
+                    rel_change=0.2,
+                    p_value=0.001,
+                    detector={"name": "change_point"},
+                )
+                for series_id in series
+            )
+
+
+def small_run(key: str, started_at: datetime) -> dict[str, Any]:
+    """A run of the same ``RESULTS`` cases, one value each: a first bad run for a group."""
+    run = json.loads(run_body(key, started_at, random.Random(0), count=1))
+    return dict(run)
 
 
 @contextmanager
@@ -173,6 +225,14 @@ def bench(url: str) -> int:
             ids.append(posted.json()["id"])
             seconds = time.perf_counter() - began
             print(f"posted run {ids[-1]}: {len(body) / 2**20:.1f} MiB in {seconds:.1f} s")
+        bad = []
+        for index in range(GROUPS):
+            at = now - timedelta(minutes=GROUPS - index)
+            small = client.post(
+                "/api/v1/runs", json=small_run(f"small-{index}", at), headers=headers
+            )
+            bad.append(small.raise_for_status().json()["id"])
+        alert_groups(application.state.database, ids[0], bad)
         found = client.get("/api/v1/series", params={"model": "model_0", "machine": MACHINE})
         series_id = found.json()["items"][0]["id"]
         print(f"\n{'read (anonymous)':<30}{'status':>7}{'ms':>8}{'peak MiB':>10}{'answer KiB':>12}")

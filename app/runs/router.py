@@ -38,9 +38,9 @@ RESULTS_PAGE = 5_000
 MAX_POINTS = 10_000
 MAX_SAMPLED_POINTS = 1_000
 MAX_POINTS_READ = 100_000
-# About the bytes of samples, extra and reason one page of a run's results may ship: a result
-# of 50,000 samples weighs about a megabyte, so such a run answers a few results a page.
-ANSWER_BYTES = 4 * 2**20
+# About the bytes of samples, extra and reason (as stored) one page of a run's results may
+# ship: a result of 50,000 samples is about 350 KB of JSON, so such a run answers a few a page.
+ANSWER_BYTES = 2 * 2**20
 
 
 @router.post(
@@ -148,15 +148,14 @@ def get_run(
 
     A run with more results answers `results_next_cursor`: pass it back as `results_cursor`
     for the next ones (`result_count` says how many there are in all). A page also ends where
-    its results' samples, `extra` and `reason` would pass about 4 MiB (at least one result a
-    page): a result of 50,000 samples weighs about a megabyte. Ask `samples=false` for every
-    result's summary instead, a full page of them.
+    its results' samples, `extra` and `reason` would pass about 2 MiB (at least one result a
+    page): a result of 50,000 samples is about 350 KB. With `samples=false` the page ends at
+    the same place (the database reads the samples to summarise them), its answer a few bytes
+    a result.
     """
     run = service.get_run(session, run_id)
     offset = decode_offset(results_cursor, "results_cursor") if results_cursor else 0
-    weights = service.run_result_weights(
-        session, run_id, offset=offset, limit=results_limit + 1, samples=samples
-    )
+    weights = service.run_result_weights(session, run_id, offset=offset, limit=results_limit + 1)
     taken = _within(weights, ANSWER_BYTES)
     rows = service.list_run_results(session, run_id, offset=offset, limit=taken, samples=samples)
     shown = min(taken, results_limit)

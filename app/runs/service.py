@@ -580,18 +580,17 @@ def list_run_results(
 _RESULT_ORDER = (Benchmark.suite, Benchmark.model, Benchmark.id, Metric.name)
 
 
-def run_result_weights(
-    session: Session, run_id: int, *, offset: int, limit: int, samples: bool
-) -> list[int]:
-    """About how many bytes each of these results weighs in an answer, in case order.
+def run_result_weights(session: Session, run_id: int, *, offset: int, limit: int) -> list[int]:
+    """About how many bytes each of these results costs an answer, in case order.
 
-    Its ``extra`` and ``reason`` as text, and its samples (about 24 bytes each) when they are
-    shipped; measured by the database, so a page can be cut by bytes before it is read.
+    Its ``extra``, ``reason`` and stored samples as text, measured by the database (a length,
+    not a parse), so a page can be cut by bytes before it is read. Without ``samples`` the
+    arrays count all the same: the database parses them to summarise them (SQLite's json_each
+    takes about as long as shipping them).
     """
-    count, _, _ = samples_summary(session)
+    stored = func.coalesce(func.length(cast(Result.samples, Text)), 0)
     weight = func.coalesce(func.length(cast(Result.extra, Text)), 0) + func.length(Result.reason)
-    if samples:
-        weight = weight + 24 * func.coalesce(count, 0)
+    weight = weight + stored
     query = (
         select(weight)
         .join(Series, Result.series_id == Series.id)
