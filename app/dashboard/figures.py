@@ -286,7 +286,7 @@ def _annotate(fig: go.Figure, marks: Sequence[Mark]) -> None:
                 layer="below",
                 **common,
             )
-        text = mark.text if len(mark.text) <= MARK_LABEL else mark.text[: MARK_LABEL - 1] + "…"
+        label = mark.text if len(mark.text) <= MARK_LABEL else mark.text[: MARK_LABEL - 1] + "…"
         when = f"{mark.at:%Y-%m-%d %H:%M}" + (
             f" to {mark.ends_at:%Y-%m-%d %H:%M}" if mark.ends_at else ""
         )
@@ -298,12 +298,9 @@ def _annotate(fig: go.Figure, marks: Sequence[Mark]) -> None:
             xanchor="left",
             yanchor="bottom",
             showarrow=False,
-            text=f"⚑ {html.escape(text, quote=False)}",
+            text=f"⚑ {text(label)}",
             font={"size": 10, "color": MARK},
-            hovertext=(
-                f"{html.escape(mark.text, quote=False)}<br>{when} UTC"
-                f"<br>{html.escape(mark.scope, quote=False)}"
-            ),
+            hovertext=(f"{text(mark.text)}<br>{when} UTC<br>{text(mark.scope)}"),
             name=f"annotation-{mark.id}",
         )
 
@@ -350,7 +347,7 @@ def _markers(line: Line, color: str) -> list[go.Scatter]:
             x=[s.at for s in found],
             y=[s.after for s in found],
             mode="markers",
-            name=f"{line.name}: steps",
+            name=text(f"{line.name}: steps"),
             legendgroup=line.name,
             marker={
                 "symbol": ["triangle-up" if s.rel_change > 0 else "triangle-down" for s in found],
@@ -363,7 +360,7 @@ def _markers(line: Line, color: str) -> list[go.Scatter]:
             hovertext=[
                 f"{s.direction} {fmt.percent(s.rel_change)}<br>"
                 f"{fmt.number(s.before, s.unit)} → {fmt.number(s.after, s.unit)}"
-                f"<br>status {s.status}"
+                f"<br>status {text(s.status)}"
                 for s in found
             ],
             hoverinfo="text",
@@ -433,16 +430,17 @@ def hardware_chart(panels: Mapping[str, Sequence[tuple[str, float]]]) -> Figure 
     if not panels:
         return None
     names = list(panels)
-    fig = make_subplots(rows=len(names), cols=1, shared_xaxes=True, subplot_titles=names)
+    titles = [text(name) for name in names]
+    fig = make_subplots(rows=len(names), cols=1, shared_xaxes=True, subplot_titles=titles)
     for index, metric in enumerate(names, start=1):
         fig.add_trace(
             go.Scatter(
                 x=list(range(len(panels[metric]))),
                 y=[value for _, value in panels[metric]],
-                hovertext=[label for label, _ in panels[metric]],
+                hovertext=[text(label) for label, _ in panels[metric]],
                 hoverinfo="text+y",
                 mode="lines",
-                name=metric,
+                name=text(metric),
                 line={"color": PALETTE[index % len(PALETTE)]},
             ),
             row=index,
@@ -463,7 +461,7 @@ class Judged:
     base: float | None  # the baseline's median
     band: tuple[float, float] | None  # the baseline's median ± the least change that counts
     label: str  # the branch, as the legend names its marker
-    hover: str
+    hover: tuple[str, ...]  # lines of the hover text, each escaped
 
 
 def verdict_chart(
@@ -540,7 +538,7 @@ def verdict_chart(
                     "color": NEUTRAL,
                     "line": {"width": 2},
                 },
-                hovertext=f"fork point: run {fork.run_id}, commit {fork.commit or '?'}",
+                hovertext=f"fork point: run {fork.run_id}, commit {text(fork.commit or '?')}",
                 hoverinfo="text",
             )
         )
@@ -550,9 +548,9 @@ def verdict_chart(
             x=[judged.at],
             y=[judged.value],
             mode="markers",
-            name=judged.label,
+            name=text(judged.label),
             marker={"size": 13, "symbol": "diamond", "color": color},
-            hovertext=judged.hover,
+            hovertext="<br>".join(text(line) for line in judged.hover),
             hoverinfo="text",
         )
     )
@@ -566,7 +564,7 @@ def _verdict_line(points: Sequence[Point], name: str, unit: str, dash: str) -> g
         x=[p.at for p in points],
         y=[p.value if p.status == "ok" else None for p in points],
         mode="lines+markers",
-        name=name,
+        name=text(name),
         marker={"size": 4, "color": PALETTE[0]},
         line={"color": PALETTE[0], "width": 1.5, "dash": dash},
         hovertext=[

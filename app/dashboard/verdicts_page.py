@@ -122,7 +122,7 @@ def _charts(
             base=item["base"],
             band=_band(item),
             label=f"{run.branch or run.channel} (this run)",
-            hover=f"{item['verdict']} {fmt.percent(item['rel_change'])}<br>{item['reason']}",
+            hover=(f"{item['verdict']} {fmt.percent(item['rel_change'])}", str(item["reason"])),
         )
         figure = figures.verdict_chart(
             points, fork.id, judged, title, base_channel(run.channel), item["unit"]

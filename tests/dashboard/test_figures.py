@@ -170,7 +170,7 @@ def test_the_verdict_chart_draws_the_history_the_fork_point_and_the_branch_resul
         base=10.02,
         band=(9.9, 10.1),
         label="feature-x (this run)",
-        hover="regression +20%",
+        hover=("regression +20%",),
     )
     fig = figures.verdict_chart(points, 4, judged, "bert · latency", "nightly", "ms")  # day 3
     traces = {t.get("name"): t for t in fig["data"]}
@@ -189,7 +189,7 @@ def test_the_verdict_chart_draws_the_history_the_fork_point_and_the_branch_resul
 
 
 def test_the_verdict_chart_without_a_fork_point_or_a_band() -> None:
-    judged = figures.Judged(at(9), 8.0, "improvement", None, None, "x", "improvement")
+    judged = figures.Judged(at(9), 8.0, "improvement", None, None, "x", ("improvement",))
     fig = figures.verdict_chart([point(0, 10.0)], None, judged, "t", "nightly", "ms")
     assert [t["name"] for t in fig["data"]] == ["nightly", "x"]
     assert fig["data"][-1]["marker"]["color"] == figures.IMPROVEMENT
@@ -220,3 +220,34 @@ def test_figure_text_from_urls_and_uploads_draws_no_markup() -> None:
         assert "&lt;a href=" in drawn  # drawn as typed
     assert fig["layout"]["title"]["text"].startswith("&lt;a href=")
     assert fig["data"][0]["name"].startswith("other &lt;a")
+
+
+def test_the_verdict_hardware_and_series_charts_draw_stored_strings_as_typed() -> None:
+    """Issue 26 point 5: the verdict chart's branch label, reason, channel and fork commit,
+    the hardware panels' titles and case labels, a line's steps and an annotation's text
+    reached Plotly unescaped, so a stored <a href> drew a live link."""
+    points = [point(day, 10.0, commit=f"c{LINK}") for day in range(4)]
+    judged = figures.Judged(
+        at(5), 12.0, "regression", 10.0, (9.9, 10.1), f"b{LINK}", ("regression", f"why {LINK}")
+    )
+    verdict = figures.verdict_chart(points, 2, judged, f"t{LINK}", f"ch{LINK}", "ms")
+    hardware = figures.hardware_chart({f"gpu{LINK}": [(f"case{LINK}", 1.0), ("b", 2.0)]})
+    mark = figures.Mark(1, at(1), None, f"deploy {LINK}", f"h100 {LINK}")
+    series = figures.series_chart(
+        [Line(f"line{LINK}", "ms", points, [step(status=f"s{LINK}")])],
+        "m",
+        "inference",
+        "x",
+        "ms",
+        [mark],
+    )
+    for figure in (verdict, hardware, series):
+        # legendgroup is an identifier that ties traces together, never drawn
+        drawn = json.dumps(
+            [{k: v for k, v in t.items() if k != "legendgroup"} for t in figure["data"]]
+            + [figure["layout"]],
+            default=str,
+        )
+        assert "<a" not in drawn
+        assert "&lt;a href=" in drawn
+    assert verdict["data"][-1]["hovertext"] == f"regression<br>why {figures.text(LINK)}"

@@ -146,8 +146,9 @@ def test_names_from_uploads_stay_text_and_a_missing_run_gets_the_error_page(
     html = client.get(f"/runs/{run_id}/verdicts").text
     assert evil not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
-    (chart,) = figures(html).values()  # the branch's name reaches the chart as JSON, escaped
-    assert any(t.get("name", "").startswith(evil) for t in chart["data"])
+    (chart,) = figures(html).values()  # escaped for Plotly too: drawn as typed, never markup
+    assert any(t.get("name", "").startswith("&lt;script&gt;") for t in chart["data"])
+    assert not any(evil in str(t.get("name")) for t in chart["data"])
 
     missing = client.get("/runs/999999/verdicts")
     assert missing.status_code == 404
