@@ -235,3 +235,18 @@ def test_a_405_names_every_method_of_its_path(method: str, path: str, allow: str
     assert response.status_code == 405
     assert response.headers["allow"] == allow
     assert response.json()["error"] == "MethodNotAllowed"
+
+
+def test_every_operation_declares_the_databases_503() -> None:
+    # Any route reads the database, so any may answer 503 (unavailable, statement timeout).
+    document = openapi_document()
+    missing = [
+        f"{method.upper()} {path}"
+        for path, operations in document["paths"].items()
+        if path.startswith("/api/")
+        for method, operation in operations.items()
+        if "503" not in operation["responses"]
+    ]
+    assert missing == []
+    verdicts = document["paths"]["/api/v1/runs/{run_id}/verdicts"]["get"]["responses"]
+    assert "statement" in verdicts["503"]["description"]  # a route's own 503 says all of it

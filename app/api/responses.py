@@ -14,7 +14,9 @@ DESCRIPTIONS = {
     422: "A parameter or the body is invalid: `errors` say where",
     429: "Too many anonymous reads from this address: `Retry-After` says when to ask again "
     "(BENCHWATCH_ANON_RATE_LIMIT; a token is not limited)",
-    503: "The server is busy with as many of these as it computes at once: try again shortly",
+    503: "The server is busy with as many of these as it computes at once, the database is "
+    "unavailable, or a statement ran past BENCHWATCH_STATEMENT_TIMEOUT_S: try again after "
+    "`Retry-After`",
 }
 
 
@@ -27,3 +29,12 @@ READS = errors(401, 422, 429)
 """What any read may answer besides its result."""
 WRITES = errors(400, 401, 403, 413, 422)
 """What any write with a JSON body may answer besides its result."""
+UNAVAILABLE = {
+    503: {
+        "model": ErrorBody,
+        "description": "The database is unavailable, or a statement ran past "
+        "BENCHWATCH_STATEMENT_TIMEOUT_S: try again after `Retry-After`",
+    }
+}
+"""What every API route may answer (any of them reads the database): ``ApiRoute`` adds it,
+under the route's own 503 if it declares one."""

@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException
 from starlette.routing import Match, Mount
 from starlette.types import Receive, Scope
 
+from app.api.responses import UNAVAILABLE
 from app.core.bounds import MAX_JSON_DEPTH
 from app.core.db import Database
 from app.core.errors import InvalidInput, describe, error_body
@@ -192,6 +193,11 @@ class ApiRoute(APIRoute):
     text) raise ``HTTPException``, which FastAPI would answer as ``{"detail"}`` alone. A route
     with a body checks its caller before FastAPI reads the body (``check_caller``).
     """
+
+    def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
+        # Every route reads the database: its 503s are declared here, once for all of them.
+        kwargs["responses"] = {**UNAVAILABLE, **(kwargs.get("responses") or {})}
+        super().__init__(path, endpoint, **kwargs)
 
     def wrap_request(self, request: Request) -> Request:
         """The request the handler is given: one whose JSON errors are located."""
