@@ -84,6 +84,11 @@ class Settings(BaseSettings):
     ANON_RATE_LIMIT: int = Field(default=600, ge=0)
     ANON_RATE_WINDOW_S: float = Field(default=60.0, gt=0)
     ANON_RATE_BURST: int = Field(default=120, ge=1)
+    # Failed sign-ins (POST /login with an unknown token) per client address: at most
+    # LOGIN_FAIL_LIMIT per LOGIN_FAIL_WINDOW_S (all of them at once); past them 429 with
+    # Retry-After, the token not even checked. 0: no limit.
+    LOGIN_FAIL_LIMIT: int = Field(default=10, ge=0)
+    LOGIN_FAIL_WINDOW_S: float = Field(default=300.0, gt=0)
     # A triggered suite run no worker adopted in this long is expired (stops counting to caps).
     TRIGGER_EXPIRE_S: float = Field(default=6 * 3600.0, gt=0)
     LOG_LEVEL: str = "INFO"

@@ -49,6 +49,14 @@ class TokenBuckets:
                 self._buckets.popitem(last=False)  # the least recently seen
             return wait
 
+    def wait(self, client: str, now: float | None = None) -> float:
+        """The seconds until ``client`` has a token (0.0: it has one); takes none."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            tokens, then = self._buckets.get(client, (float(self.burst), now))
+            tokens = min(float(self.burst), tokens + (now - then) * self.rate)
+            return 0.0 if tokens >= 1.0 else (1.0 - tokens) / self.rate
+
     def __len__(self) -> int:
         return len(self._buckets)
 
@@ -105,3 +113,22 @@ class AnonymousRateLimit:
             headers={"Retry-After": str(retry_after)},
         )
         await answer(scope, receive, send)
+
+
+_MADE = threading.Lock()
+
+
+def buckets_of(holder: object, name: str, per_window: int, window_s: float) -> TokenBuckets | None:
+    """The buckets kept on ``holder`` (an app's state) under ``name``, made on first use.
+
+    ``per_window`` 0: None (no limit). Every token of a bucket may be spent at once: a limit
+    of failures, not a pace of reads.
+    """
+    if per_window <= 0:
+        return None
+    with _MADE:
+        found = getattr(holder, name, None)
+        if not isinstance(found, TokenBuckets):
+            found = TokenBuckets(per_window / window_s, per_window)
+            setattr(holder, name, found)
+        return found

@@ -4,6 +4,7 @@ Every page's state is in its URL (plain GET forms), so a link reproduces the vie
 is served from the installed ``plotly`` package (no CDN).
 """
 
+import math
 from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from pathlib import Path
@@ -46,6 +47,7 @@ from app.dashboard.sign_in import (
     page_access,
     remember,
     safe_next,
+    sign_in_failures,
     sign_in_url,
 )
 from app.dashboard.verdicts_page import verdicts_page
@@ -214,8 +216,17 @@ def sign_in(
     if not from_this_site(request):
         error = "Sign in from this server's own form: another site posted this one."
         return render(request, session, "login.html", status=403, next="/", error=error)
+    failures, address = sign_in_failures(request)
+    if failures is not None and (wait := failures.wait(address)) > 0:
+        retry_after = max(1, math.ceil(wait))
+        error = f"Too many failed sign-ins from {address}: try again in {retry_after} s."
+        refused = render(request, session, "login.html", status=429, next="/", error=error)
+        refused.headers["Retry-After"] = str(retry_after)
+        return refused
     found = live_token(request, session, token.strip()) if token.strip() else None
     if found is None:
+        if failures is not None:
+            failures.take(address)
         # 200, not 401: the form again with what went wrong (a browser logs a 401 as an error)
         error = "That token is unknown or revoked: paste a live API token."
         return render(request, session, "login.html", next=safe_next(next), error=error)

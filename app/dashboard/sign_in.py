@@ -20,7 +20,10 @@ from urllib.parse import quote
 from fastapi import Request
 from fastapi.responses import RedirectResponse, Response
 
+from app.core import ratelimit
+from app.core.config import Settings
 from app.core.db import SessionDep
+from app.core.ratelimit import TokenBuckets
 from app.tokens.auth import Credentials, may_read, sign_in_cookie
 from app.tokens.service import SESSION_DAYS
 
@@ -106,3 +109,19 @@ def forget(response: Response, request: Request) -> Response:
         secure=request.url.scheme == "https",
     )
     return response
+
+
+def sign_in_failures(request: Request) -> tuple[TokenBuckets | None, str]:
+    """The app's buckets of failed sign-ins per client address, and this request's address.
+
+    Guessing a token is hopeless (32 random bytes), but each guess costs a hash and a
+    lookup, and an unlimited form invites trying leaked ones in bulk.
+    """
+    settings: Settings = request.app.state.settings
+    buckets = ratelimit.buckets_of(
+        request.app.state,
+        "sign_in_failures",
+        settings.LOGIN_FAIL_LIMIT,
+        settings.LOGIN_FAIL_WINDOW_S,
+    )
+    return buckets, request.client.host if request.client else "unknown"
