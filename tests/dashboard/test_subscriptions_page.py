@@ -156,7 +156,8 @@ def test_every_form_needs_the_csrf_value_and_this_site(web: TestClient, database
     assert "Subscription created." in answer.text
     made = web.get("/api/v1/subscriptions", headers=api(database)).json()["items"][0]
     secret = re.search(r'<code class="secret">(whsec_[A-Za-z0-9+/=]{30,})</code>', answer.text)
-    assert secret is not None and secret.group(1)[-4:] == made["receivers"][0]["secrets"][0][-4:]
+    assert secret is not None
+    assert secret.group(1)[-4:] == made["receivers"][0]["secrets"][0][-4:]
     assert secret.group(1) not in web.get(f"/subscriptions/{made['id']}").text  # then masked
 
 
