@@ -82,8 +82,10 @@ def test_without_torchao_int8_falls_back_and_int4_says_why_not(
 
 
 def test_a_model_compiles_with_inductor() -> None:
-    resnet = next(c for c in MODELS if c.model == "resnet")
-    rows = by_metric(measure(resnet, "default", "fp32", CPU, ONCE))
+    # The cheapest model case to compile (about a fifth of resnet's C++ build on 2 cores):
+    # what is checked is the harness's compiled path on a model, whichever model it is.
+    gcn = next(c for c in MODELS if c.model == "gcn")
+    rows = by_metric(measure(gcn, "default", "fp32", CPU, ONCE))
     assert rows["speedup"]["value"] > 0
     assert rows["unique_graphs"]["value"] >= 1
     assert rows["accuracy"]["text_value"] == "pass"
