@@ -30,7 +30,7 @@ lint: $(BIN)/.test
 TEST_WORKERS ?= 2
 
 pytest: $(BIN)/.test
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal --durations=30
 
 test: lint pytest
 
