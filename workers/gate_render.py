@@ -7,7 +7,8 @@ GitHub issues do. Markdown is cut at a line to fit a byte limit (:func:`cap_mark
 
 from collections.abc import Callable
 
-from app.notifications.receivers.github_issue import escape_markdown, markdown_link
+from app.core.escape import markdown as escape_markdown
+from app.core.escape import markdown_link
 from workers.gate_github import plain
 from workers.gate_judge import GateOptions, Outcome
 from workers.gate_verdicts import ORDER, Report, Verdict

@@ -6,7 +6,6 @@ out as plotly.js needs it) and hand back ``Figure.to_dict()``; pages embed the d
 """
 
 import functools
-import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -16,6 +15,7 @@ import plotly.graph_objects as go
 from plotly.io.json import to_json_plotly
 from plotly.subplots import make_subplots
 
+from app.core.escape import plotly as text
 from app.dashboard import format as fmt
 
 Figure = dict[str, Any]  # a Plotly figure: {"data": [...], "layout": {...}}
@@ -40,17 +40,6 @@ def embed(figure: Mapping[str, Any]) -> str:
     """A figure's JSON, safe inside a ``<script type="application/json">`` element."""
     text = str(to_json_plotly(figure))
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-
-
-def text(value: object) -> str:
-    """A string as figure text, escaped: drawn as typed, never as Plotly markup.
-
-    Plotly reads an HTML subset (``<a href>``, ``<b>``, ``<br>``) in titles, trace names,
-    hover text and annotations, and these strings come from URLs and uploads (a
-    ``/compare?base_config=<a href=...>`` drew an off-site link in the title); the ``<br>``
-    a figure adds itself stays markup.
-    """
-    return html.escape(str(value), quote=False)
 
 
 def sparkline(values: Sequence[float | None], width: int = 90, height: int = 22) -> str:

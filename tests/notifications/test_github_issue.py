@@ -13,11 +13,12 @@ from typing import Any, ClassVar
 import pytest
 from markdown_it import MarkdownIt
 
+from app.core.escape import markdown as escape_markdown
 from app.notifications import message as notices
 from app.notifications import outbound
 from app.notifications.message import Message
 from app.notifications.receivers import SendContext, github_issue
-from app.notifications.receivers.github_issue import NO_TOKEN, escape_markdown, send
+from app.notifications.receivers.github_issue import NO_TOKEN, send
 
 TOKEN = "ghp_test_token"
 RECEIVER = {

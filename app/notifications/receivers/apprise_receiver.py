@@ -22,10 +22,11 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from app.core.escape import markdown as escape_markdown
 from app.notifications import guard, outbound
 from app.notifications.message import Message
 from app.notifications.receivers import Outcome, SendContext
-from app.notifications.receivers.github_issue import escape_markdown, markdown_body
+from app.notifications.receivers.github_issue import markdown_body
 
 # Schemes whose plugin posts to a fixed vendor host, whatever the URL's "host" part holds
 # (read in Apprise's plugins): discord -> https://discord.com/api/webhooks/<id>/<token>;

@@ -18,9 +18,9 @@ import time
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
-from urllib.parse import quote
 
-from app.core.urls import is_http_url
+from app.core.escape import markdown as escape_markdown
+from app.core.escape import markdown_link
 from app.notifications import guard, outbound
 from app.notifications.message import Message, finding_line
 from app.notifications.receivers import Outcome, SendContext
@@ -30,29 +30,8 @@ API_VERSION = "2022-11-28"
 TITLE_CHARS = 256  # GitHub's limit on an issue title
 MAX_ENV_ROWS = 12  # of the environment diff shown in a new issue
 RESPONSE_BYTES = 1024 * 1024  # GitHub echoes the issue back; its number must be readable
-_PUNCTUATION = re.compile(r"([\\`*_{}\[\]<>()#+\-.!|~&:=\"'$%^])")
 _REPOSITORY = re.compile(r"([A-Za-z0-9_.-]{1,100})/([A-Za-z0-9_.-]{1,100})")
 _MARKER_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-
-
-def escape_markdown(text: object) -> str:
-    """``text`` as Markdown that shows it as it is, on one line.
-
-    Every ASCII punctuation character that Markdown (or HTML inside it) could read is
-    backslash-escaped (CommonMark: any ASCII punctuation may be), and a zero-width space
-    follows each ``@`` so that a crafted name mentions nobody (``@org/team``, ``@channel``).
-    """
-    flat = " ".join(str(text).split())
-    return _PUNCTUATION.sub(r"\\\1", flat).replace("@", "@\u200b")
-
-
-def markdown_link(url: object, text: str) -> str:
-    """``text`` escaped, as a link when ``url`` is http(s); otherwise the text alone."""
-    if isinstance(url, str) and is_http_url(url):
-        # Percent-encoding what could end the destination early: ( ) < > and quotes.
-        target = quote(url, safe=":/?#[]@!$&*+,;=%~-._")
-        return f"[{escape_markdown(text)}]({target})"
-    return escape_markdown(text)
 
 
 def _finding_items(section: Mapping[str, Any]) -> list[str]:

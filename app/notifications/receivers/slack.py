@@ -10,6 +10,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from app.core.escape import slack as escape
 from app.core.urls import is_http_url
 from app.notifications.message import Message, finding_line
 from app.notifications.outbound import post_for_outcome
@@ -20,11 +21,6 @@ SECTION_CHARS = 3000  # Slack's limit on a section's text
 LINE_CHARS = 280  # one finding (after escaping), so that ten fit a section
 MAX_LISTED = 10  # findings shown; the rest are counted
 MAX_GROUPS = 10  # groups of a digest shown
-
-
-def escape(text: str) -> str:
-    """``text`` for mrkdwn: Slack's three control characters as entities."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _cut(text: str, limit: int) -> str:
