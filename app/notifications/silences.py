@@ -9,7 +9,9 @@ from sqlalchemy.orm import Session
 from app.audit import service as audit
 from app.core.db import utcnow
 from app.core.errors import NotFound
-from app.notifications.models import Silence
+from app.core.queue import enqueue_after_commit
+from app.jobs import DISPATCH_NOTICES
+from app.notifications.models import Notice, Silence
 from app.tokens.models import ApiToken
 from app.tokens.service import ProjectNotAllowed
 
@@ -128,6 +130,7 @@ def expire_silence(
     now = utcnow()
     if silence.ends_at > now:
         before = audit.fields(silence, ("starts_at", "ends_at"))
+        _release_held(session, silence.starts_at)
         silence.ends_at = now
         silence.starts_at = min(silence.starts_at, now)
         after = audit.fields(silence, ("starts_at", "ends_at"))
@@ -136,3 +139,35 @@ def expire_silence(
         )
     session.flush()
     return silence
+
+
+def _release_held(session: Session, since: datetime) -> None:
+    """What was held back while a silence stood goes out now, not at the next reminder.
+
+    The newest silenced notice of each subscription and group since ``since``, unless a later
+    one of theirs was sent, is planned again; the sweep queued after commit checks it against
+    the silences still in force (another may hold it) and sends it once.
+    """
+    held = session.scalars(
+        select(Notice)
+        .where(Notice.state == "silenced", Notice.created_at >= since, Notice.group_id.is_not(None))
+        .order_by(Notice.created_at.desc(), Notice.id.desc())
+    ).all()
+    seen: set[tuple[int, int | None]] = set()
+    for notice in held:
+        pair = (notice.subscription_id, notice.group_id)
+        if pair in seen:
+            continue
+        seen.add(pair)
+        later_sent = session.scalar(
+            select(Notice.id).where(
+                Notice.subscription_id == notice.subscription_id,
+                Notice.group_id == notice.group_id,
+                Notice.state == "sent",
+                Notice.created_at > notice.created_at,
+            )
+        )
+        if later_sent is None:
+            notice.state = "planned"
+    if seen:
+        enqueue_after_commit(session, DISPATCH_NOTICES)

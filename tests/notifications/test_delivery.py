@@ -251,12 +251,23 @@ def test_a_silence_holds_the_notice_back(
         detect_bert_regression(app_client, database)
         deliver_due(database, notify_settings)
         assert hook.received == []
+        with database.session_scope() as session:
+            assert session.scalars(select(Notice.state)).all() == ["silenced"]
+        listed = app_client.get("/api/v1/silences", params={"state": "active"}).json()
+        assert [s["comment"] for s in listed["items"]] == [silence["comment"]]
+        expired = app_client.delete(f"/api/v1/silences/{made.json()['id']}", headers=triage)
+        assert expired.json()["state"] == "expired"
+        # Ending it early releases what it held, now (before: at the 24 h reminder), once:
+        # the sweep it queues sends it.
+        settle(app_client)
+        deliver_due(database, notify_settings)
+        (released,) = hook.wait_for(1)
+        assert released.json()["event"] == "opened"
+        sweep(database, notify_settings)
+        deliver_due(database, notify_settings)
+        assert len(hook.received) == 1
     with database.session_scope() as session:
-        assert session.scalars(select(Notice.state)).all() == ["silenced"]
-    listed = app_client.get("/api/v1/silences", params={"state": "active"}).json()
-    assert [s["comment"] for s in listed["items"]] == [silence["comment"]]
-    expired = app_client.delete(f"/api/v1/silences/{made.json()['id']}", headers=triage)
-    assert expired.json()["state"] == "expired"
+        assert session.scalars(select(Notice.state)).all() == ["sent"]
 
 
 def test_a_digest_gathers_the_groups_and_goes_at_its_hour(
