@@ -7,8 +7,8 @@ say the same thing. Its shape, version 1::
     {
       "version": 1,
       "id": "notice-42",            # the same on every attempt: receivers deduplicate on it
-      "event": "opened",            # opened | grew | reminder | escalation | resolved | test
-                                    # | digest
+      "event": "opened",            # opened | grew | confirmed | reminder | escalation
+                                    # | resolved | test | digest
       "created_at": "2026-12-01T14:00:00Z",
       "headline": "3 regressions on h100-a (nightly): worst +35.2% latency ...",
       "url": "https://benchwatch.example/alerts/7",
@@ -25,6 +25,7 @@ say the same thing. Its shape, version 1::
          "model": "resnet50", "category": "vision", "config": "inductor",
          "precision": "amp", "mode": "inference", "metric": "latency_ms", "unit": "ms",
          "direction": "regression", "before": 10.0, "after": 13.52, "rel_change": 0.352,
+         "state": "confirmed", "p_value": 0.0004,  # or "suspected": not yet tested
          "status": "new", "reverted": false, "hints": ["..."],
          "history": [10.1, 9.9, ..., 13.5], "first_bad_index": 24},  # history: worst 3 only
         {"id": 9, "kind": "failure", "severity": "high", "url": "...", "suite": "torchbench",
@@ -48,7 +49,7 @@ from typing import Any
 PAYLOAD_VERSION = 1
 MAX_FINDINGS = 20  # listed per notice (or per group of a digest); the rest are counted
 CHART_FINDINGS = 3  # the worst findings carry their series' recent values
-EVENTS = ("opened", "grew", "reminder", "escalation", "resolved", "test", "digest")
+EVENTS = ("opened", "grew", "confirmed", "reminder", "escalation", "resolved", "test", "digest")
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,23 @@ def finding_line(finding: Mapping[str, Any]) -> str:
     change = percent(float(finding.get("rel_change") or 0.0))
     before, after = finding.get("before"), finding.get("after")
     values = f" ({before:.4g} -> {after:.4g})" if before is not None and after is not None else ""
-    return f"{finding['kind']} {change} {finding.get('metric', '')} {case}{values}".strip()
+    line = f"{finding['kind']} {change} {finding.get('metric', '')} {case}{values}".strip()
+    return line + state_words(finding)
+
+
+def state_words(finding: Mapping[str, Any]) -> str:
+    """Whether a step is suspected or confirmed, and its p-value: ``, suspected (p=0.031)``.
+
+    A suspected step rests on the newest point or two, before the change-point test has
+    judged it: a reader must be able to tell it from a confirmed one. Nothing for a finding
+    with no state (a failure, an aggregate, a payload from before states were sent).
+    """
+    state = finding.get("state")
+    if state not in ("suspected", "confirmed"):
+        return ""
+    p_value = finding.get("p_value")
+    shown = f" (p={p_value:.2g})" if isinstance(p_value, int | float) else ""
+    return f", {state}{shown}"
 
 
 def text_body(message: Message) -> str:
@@ -144,6 +161,8 @@ def test_message(
         "before": 10.0,
         "after": 13.45,
         "rel_change": 0.345,
+        "state": "confirmed",
+        "p_value": 0.001,
         "status": "new",
         "reverted": False,
         "hints": ["a test notice: nothing regressed"],

@@ -12,6 +12,9 @@ Per group and subscription that selects some of its findings (Alertmanager's ale
   findings arrive together;
 - ``grew``: the group now holds more selected findings than the last notice told of (one
   still waiting tells the newer state anyway, so nothing new is planned then);
+- ``confirmed``: a suspected step the subscription was told of is now confirmed, and no
+  ``grew`` says so already (the count of findings did not change, so nothing else would);
+  once per set of steps confirmed together;
 - ``resolved``: no selected finding is left open (each is fixed, expected, invalid,
   reverted, passing or reporting again, or a recovered aggregate); once, and only to
   subscribers that were told of the group (waiting notices are cancelled instead).
@@ -21,8 +24,9 @@ A notice's ``event_key`` is unique per subscription, so planning the same event 
 retried detection) writes it once.
 """
 
+import hashlib
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import event, inspect, select
@@ -43,6 +47,8 @@ from app.notifications.models import Notice, Subscription
 from app.notifications.service import Found, selected_findings
 
 TOUCHED = "benchwatch.touched_groups"
+CONFIRMED = "benchwatch.confirmed_steps"  # ids of steps that went suspected -> confirmed
+KEY_CHARS = 64  # ``Notice.event_key``
 OPEN_STATUSES = ("new", "acknowledged")
 
 
@@ -76,9 +82,17 @@ def _note_touched_groups(session: Session, _context: Any, _instances: Any) -> No
     for found in session.new:
         if isinstance(found, FINDINGS) and found.group is not None:
             touched.add(found.group)
+    confirmed: set[int] = session.info.setdefault(CONFIRMED, set())
     for found in session.dirty:
         if isinstance(found, FINDINGS) and _changed(found):
             touched.add(found.group)
+            if isinstance(found, Regression) and _was_confirmed(found):
+                confirmed.add(found.id)
+
+
+def _was_confirmed(regression: Regression) -> bool:
+    history = inspect(regression).attrs["state"].history
+    return regression.state == "confirmed" and "suspected" in (history.deleted or ())
 
 
 def _changed(found: Found) -> bool:
@@ -88,21 +102,27 @@ def _changed(found: Found) -> bool:
 
 @event.listens_for(Session, "before_commit")
 def _plan_before_commit(session: Session) -> None:
+    # Commit flushes only after this hook: flush first, or changes made since the last flush
+    # (the groups' ids, their last changes) would go unnoted and unplanned.
+    session.flush()
     if not session.info.get(TOUCHED):
         return
-    session.flush()  # the groups' ids, and their last changes noted
     groups = session.info.pop(TOUCHED, set())
-    if plan(session, groups):
+    if plan(session, groups, session.info.pop(CONFIRMED, set())):
         enqueue_after_commit(session, DISPATCH_NOTICES)
 
 
 @event.listens_for(Session, "after_soft_rollback")
 def _forget_touched(session: Session, _previous: Any) -> None:
     session.info.pop(TOUCHED, None)
+    session.info.pop(CONFIRMED, None)
 
 
-def plan(session: Session, groups: Iterable[AlertGroup]) -> int:
-    """Plan the notices the current state of ``groups`` calls for; how many were written."""
+def plan(session: Session, groups: Iterable[AlertGroup], confirmed: Collection[int] = ()) -> int:
+    """Plan the notices the current state of ``groups`` calls for; how many were written.
+
+    ``confirmed``: the ids of the steps this transaction confirmed (suspected before).
+    """
     groups = sorted(groups, key=lambda g: g.id)
     if not groups:
         return 0
@@ -117,7 +137,9 @@ def plan(session: Session, groups: Iterable[AlertGroup]) -> int:
     for group in groups:
         known = _notices_by_subscription(session, group.id)
         for subscription, chosen in selected_findings(subscriptions, group):
-            written += _plan_one(session, subscription, group, chosen, known[subscription.id])
+            written += _plan_one(
+                session, subscription, group, chosen, known[subscription.id], confirmed
+            )
     return written
 
 
@@ -134,6 +156,7 @@ def _plan_one(
     group: AlertGroup,
     chosen: Sequence[Found],
     notices: Sequence[Notice],
+    confirmed: Collection[int] = (),
 ) -> int:
     still_open = [r for r in chosen if is_open(r)]
     waiting = [n for n in notices if n.state == "planned" and n.event in ("opened", "grew")]
@@ -144,9 +167,22 @@ def _plan_one(
         for notice in waiting:
             notice.state = "cancelled"
         return add(session, subscription, group.id, "resolved", len(chosen)) if told else 0
-    if waiting or len(chosen) <= max(n.findings for n in notices):
+    if waiting:
+        return 0  # it is rendered when sent, so it tells the steps as confirmed
+    if len(chosen) > max(n.findings for n in notices):
+        return add(session, subscription, group.id, "grew", len(chosen), suffix=str(len(chosen)))
+    steps = sorted(f.id for f in still_open if isinstance(f, Regression) and f.id in confirmed)
+    if not steps or not told:
         return 0
-    return add(session, subscription, group.id, "grew", len(chosen), suffix=str(len(chosen)))
+    return add(session, subscription, group.id, "confirmed", len(chosen), suffix=_ids(steps))
+
+
+def _ids(ids: Sequence[int]) -> str:
+    """Ids as a key's suffix: listed while they fit ``KEY_CHARS``, else their digest."""
+    listed = ",".join(map(str, ids))
+    if len(listed) <= KEY_CHARS - len("g:confirmed:") - 20:  # 20: a group id's most digits
+        return listed
+    return "h" + hashlib.sha256(listed.encode()).hexdigest()[:24]
 
 
 def add(

@@ -4,6 +4,7 @@ Rendering reads the group as it is then: a notice planned when the group opened 
 after the group wait tells of every finding the wait gathered.
 """
 
+import math
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -31,6 +32,7 @@ CHART_AFTER = 6  # of them from the first bad point on
 EVENT_WORDS = {
     "opened": "",
     "grew": "More: ",
+    "confirmed": "Confirmed: ",
     "reminder": "Still untriaged: ",
     "escalation": "Triage overdue: ",
     "resolved": "Resolved: ",
@@ -204,6 +206,8 @@ class Renderer:
             "before": regression.before,
             "after": regression.after,
             "rel_change": regression.rel_change,
+            "state": regression.state,
+            "p_value": regression.p_value if math.isfinite(regression.p_value) else None,
             "status": regression.status,
             "reverted": regression.reverted,
             "hints": list(regression.hints),
@@ -380,6 +384,8 @@ def headline(
         top = steps[0]
         model = top.series.benchmark.model
         text += f": worst {percent(top.rel_change)} {top.series.metric.name} {model}"
+        if top.state == "suspected":
+            text += " (suspected)"
     elif coverage:
         text += f": {coverage_words(coverage[0])[:120]}"
     return text

@@ -17,7 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
-from app.anomalies.models import AlertGroup
+from app.anomalies.models import AlertGroup, Regression
 from app.core.config import Settings
 from app.core.db import Database, utcnow
 from app.core.queue import InProcessPublisher
@@ -25,8 +25,10 @@ from app.jobs import SWEEP_SILENCE
 from app.main import create_app
 from app.notifications import delivery as delivery_module
 from app.notifications import dispatch, jobs, outbound
+from app.notifications.message import finding_line
 from app.notifications.models import Delivery, DeliveryAttempt, Notice, Subscription
 from app.notifications.receivers import Outcome
+from app.notifications.render import Renderer
 from tests.anomalies.test_failures import nightly as failing_nightly
 from tests.anomalies.test_service import dynamic_bert_slower, post_history
 from tests.conftest import make_token
@@ -406,6 +408,80 @@ def test_a_detected_regression_is_mailed_through_a_real_smtp_server(
     assert len(images) == 1  # the step chart
     with database.session_scope() as session:
         assert session.scalars(select(Delivery.state)).all() == ["delivered"]
+
+
+def set_state(database: Database, state: str) -> None:
+    """The one step's state, changed in its own transaction (as confirmation does)."""
+    with database.session_scope() as session:
+        session.scalars(select(Regression)).one().state = state
+
+
+def wait_for_mail(recorder: Recorder, count: int) -> None:
+    deadline = time.monotonic() + 20
+    while len(recorder.received) < count and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def test_notices_say_suspected_or_confirmed_and_a_confirmation_is_told_once(
+    database: Database, notify_settings: Settings
+) -> None:
+    recorder = Recorder()
+    with smtp_server(recorder) as port, receiving() as hook:
+        mailing = notify_settings.model_copy(
+            update={"SMTP_HOST": "127.0.0.1", "SMTP_PORT": port, "SMTP_STARTTLS": False}
+        )
+        with serving_app(mailing) as app_client:
+            receivers = [
+                {"kind": "email", "to": ["nlp@bw.example"]},
+                {"kind": "webhook", "url": hook.url},
+            ]
+            match = {"model": "bert", "state": ["suspected", "confirmed"]}
+            subscribe(app_client, database, match=match, receivers=receivers)
+            detect_bert_regression(app_client, database)
+            wait_for_mail(recorder, 1)
+            (opened,) = hook.wait_for(1)
+            (finding,) = opened.json()["findings"]
+            assert finding["state"] == "confirmed"
+            assert 0 <= finding["p_value"] <= 1
+            with database.session_scope() as session:
+                step = session.scalars(select(Regression)).one()
+                line = finding_line(Renderer(session, "https://bw.example").finding(step, None))
+                assert line.endswith(f", confirmed (p={step.p_value:.2g})")
+                # A suspected step says so, in the headline too.
+                step.state = "suspected"
+                suspected = Renderer(session, "https://bw.example").notice(
+                    session.scalars(select(Notice)).one(),
+                    session.scalars(select(Subscription)).one(),
+                    [step],
+                )
+                assert suspected["findings"][0]["state"] == "suspected"
+                assert suspected["headline"].endswith("(suspected)")
+                assert ", suspected (p=" in finding_line(suspected["findings"][0])
+                session.rollback()
+            set_state(database, "suspected")  # as told: the count is the same, nothing planned
+            settle(app_client)
+            set_state(database, "confirmed")  # before: no notice, the count did not grow
+            sweep(database, mailing)
+            deliver_due(database, mailing)
+            wait_for_mail(recorder, 2)
+            (_, confirmed) = hook.wait_for(2)
+            assert confirmed.json()["event"] == "confirmed"
+            assert confirmed.json()["headline"].startswith("Confirmed: 1 regression")
+            set_state(database, "confirmed")  # a retried confirmation changes nothing
+            sweep(database, mailing)
+            deliver_due(database, mailing)
+            settle(app_client)
+            assert len(hook.received) == 2
+    mails = [parse(envelope) for envelope in recorder.received]
+    assert len(mails) == 2
+    assert str(mails[1]["Subject"]).strip().startswith("Confirmed: 1 regression")
+    for mail in mails:
+        text = mail.get_body(("plain",))
+        assert text is not None
+        assert ", confirmed (p=" in text.get_content()
+    with database.session_scope() as session:
+        events = session.scalars(select(Notice.event).order_by(Notice.id)).all()
+        assert events == ["opened", "confirmed"]
 
 
 def test_cases_that_start_failing_are_one_notice_and_passing_again_resolves_it(

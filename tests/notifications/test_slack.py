@@ -61,7 +61,7 @@ def test_slack_receives_the_block_kit_message(receiver: LocalReceiver) -> None:
     assert section["text"]["verbatim"] is True
     assert section["text"]["text"] == (
         "• regression +34.5% latency_ms test/&lt;!channel&gt; &amp; &lt;https://evil|x&gt;"
-        "-0/inductor/amp/inference (10 -&gt; 13.45)"
+        "-0/inductor/amp/inference (10 -&gt; 13.45), confirmed (p=0.001)"
     )
     assert actions["elements"][0]["url"] == "https://bw.example/alerts/7"
     assert actions["elements"][0]["type"] == "button"
