@@ -181,7 +181,7 @@ def test_verdicts_are_kept_for_the_run_as_it_stands_and_computed_a_few_at_a_time
         for path in (f"/api/v1/runs/{other}/verdicts", f"/runs/{other}/verdicts"):
             started = time.monotonic()
             busy = client.get(path)
-            assert time.monotonic() - started < 0.5
+            assert time.monotonic() - started < 5  # at once (the old wait was 10 s)
             assert busy.status_code == 503, busy.text
             assert busy.headers["Retry-After"] == str(cache.RETRY_AFTER_S)
             if path.startswith("/api/"):
