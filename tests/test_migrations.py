@@ -169,3 +169,47 @@ def test_run_identity_splits_project_prefixed_keys(scratch_url: str) -> None:
         uniques = inspect(connection).get_unique_constraints("run")
     engine.dispose()
     assert [u["column_names"] for u in uniques] == [["project", "key"]]
+
+
+def test_feed_tokens_not_kept_strips_the_plain_token(scratch_url: str) -> None:
+    """A row stored before e5a7c9d10027 with its feed's token in its receivers keeps the hash."""
+    import hashlib
+    import json
+
+    from alembic import command
+
+    from app.core.migrate import alembic_config
+
+    config = alembic_config(scratch_url)
+    command.upgrade(config, "d4f6b8c00026")
+    token = "t" * 32
+    receivers = [{"kind": "feed", "token": token}, {"kind": "email", "to": ["a@example.com"]}]
+    engine = create_engine(scratch_url)
+    with engine.begin() as connection:
+        for name, digest in (("hashed", hashlib.sha256(token.encode()).hexdigest()), ("no", None)):
+            connection.execute(
+                text(
+                    'INSERT INTO subscription (name, owner, match, exclude, receivers, "when",'
+                    " paused, revision, source, feed_token, created_at, updated_at) VALUES"
+                    " (:name, '', '{}', '[]', :receivers, '\"immediate\"', false, 1, 'api',"
+                    " :digest, '2026-12-01 00:00:00', '2026-12-01 00:00:00')"
+                ),
+                {
+                    "name": name,
+                    "digest": digest,
+                    "receivers": json.dumps(receivers).replace(
+                        token, token if digest else "u" * 32
+                    ),
+                },
+            )
+    upgrade_database(scratch_url)
+    with engine.connect() as connection:
+        rows = connection.execute(text("SELECT name, receivers, feed_token FROM subscription"))
+        found = {name: (str(kept), digest) for name, kept, digest in rows}
+    engine.dispose()
+    assert set(found) == {"hashed", "no"}
+    for name, plain in (("hashed", token), ("no", "u" * 32)):
+        kept, digest = found[name]
+        assert plain not in kept
+        assert "email" in kept
+        assert digest == hashlib.sha256(plain.encode()).hexdigest()

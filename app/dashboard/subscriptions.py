@@ -155,7 +155,8 @@ def credentials_of(
     answers the form that made a secret or token is the one place it is shown in full.
     """
     found: list[dict[str, Any]] = []
-    for receiver in targets.answered(subscription.receivers, before):
+    made = subscription.made_feed_token
+    for receiver in targets.answered(subscription.receivers, before, made):
         if receiver["kind"] == "webhook":
             what = f"Signing secrets of the webhook {receiver['url']}"
             found.append({"what": what, "secrets": receiver.get("secrets") or []})

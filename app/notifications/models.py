@@ -27,6 +27,7 @@ class Subscription(Base):
     """
 
     __tablename__ = "subscription"
+    __allow_unmapped__ = True  # for made_feed_token, which is never stored
 
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(128), unique=True)
@@ -38,10 +39,13 @@ class Subscription(Base):
     paused: Mapped[bool] = mapped_column(Boolean, default=False)
     revision: Mapped[int] = mapped_column(Integer, default=1)
     source: Mapped[str] = mapped_column(String(16), default="api")
-    # Its feed receiver's token, if it has one: the feed is looked up by it.
+    # The SHA-256 of its feed's token, if it has one: the feed is looked up by it.
     feed_token: Mapped[str | None] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # The plain token of a feed made by the create or change that returned this object: its
+    # answer shows it once (``targets.answered``); the row has only its hash.
+    made_feed_token: str | None = None
 
 
 class Notice(Base):

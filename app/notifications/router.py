@@ -55,7 +55,9 @@ def _read(subscription: Any, before: list[dict[str, Any]] | None = None) -> Subs
                 for f in SubscriptionRead.model_fields
                 if f != "receivers"
             },
-            "receivers": targets.answered(subscription.receivers, before),
+            "receivers": targets.answered(
+                subscription.receivers, before, subscription.made_feed_token
+            ),
         }
     )
     return read

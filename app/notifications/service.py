@@ -23,7 +23,7 @@ from app.notifications.matching import Finding, compile_subscription
 from app.notifications.models import Delivery, Notice, Subscription
 from app.notifications.receivers import apprise_receiver
 from app.notifications.silences import scoped
-from app.notifications.targets import feed_token, token_hash, with_credentials
+from app.notifications.targets import feed_token, stored, token_hash, with_credentials
 from app.runs.models import Run
 from app.tokens.models import ApiToken
 
@@ -130,12 +130,19 @@ def _check_name_free(session: Session, name: str, subscription_id: int | None = 
 
 
 def _check_feed_free(
-    session: Session, receivers: Sequence[Mapping[str, Any]], subscription_id: int | None = None
+    session: Session,
+    receivers: Sequence[Mapping[str, Any]],
+    subscription_id: int | None = None,
+    kept: str | None = None,
 ) -> str | None:
-    """The hash of the receivers' feed token, unless another subscription's feed has it."""
+    """The hash of the receivers' feed token, unless another subscription's feed has it.
+
+    A feed given without a token (``with_credentials`` left the one it had alone) keeps
+    ``kept``, the hash stored before; no feed, none.
+    """
     token = feed_token(receivers)
     if token is None:
-        return None
+        return kept if any(r["kind"] == "feed" for r in receivers) else None
     token = token_hash(token)  # the column holds the hash (migration b2d4f6a80026)
     query = select(Subscription.id).where(Subscription.feed_token == token)
     if subscription_id is not None:
@@ -194,7 +201,7 @@ def create_subscription(
     receivers = with_credentials(values["receivers"])
     targets(receivers)
     now = utcnow()
-    fields = {**{field: values[field] for field in FIELDS}, "receivers": receivers}
+    fields = {**{field: values[field] for field in FIELDS}, "receivers": stored(receivers)}
     subscription = Subscription(
         **fields,
         revision=1,
@@ -203,6 +210,7 @@ def create_subscription(
         created_at=now,
         updated_at=now,
     )
+    subscription.made_feed_token = feed_token(receivers)
     session.add(subscription)
     _flush(session, subscription.name)
     target = f"subscription:{subscription.id}"
@@ -242,13 +250,18 @@ def update_subscription(
     _check_owned_by(subscription, source)
     changes = _scoped_match(token, changes)
     before = _audited(subscription)
+    feed_changed = False
+    subscription.made_feed_token = None
     if "receivers" in changes:
         receivers = with_credentials(changes["receivers"], subscription.receivers)
         targets(receivers)
-        changes = {**changes, "receivers": receivers}
-        subscription.feed_token = _check_feed_free(session, receivers, subscription.id)
+        changes = {**changes, "receivers": stored(receivers)}
+        digest = _check_feed_free(session, receivers, subscription.id, subscription.feed_token)
+        feed_changed = digest != subscription.feed_token
+        subscription.feed_token = digest
+        subscription.made_feed_token = feed_token(receivers)
     changed = {f: v for f, v in changes.items() if f in FIELDS and getattr(subscription, f) != v}
-    if not changed:
+    if not changed and not feed_changed:  # a new feed token is a new revision too
         return subscription
     if "name" in changed:
         _check_name_free(session, changed["name"], subscription.id)

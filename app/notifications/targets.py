@@ -28,7 +28,7 @@ def where(receiver: Mapping[str, Any]) -> str:
     if kind == "github_issue":
         return str(receiver["repository"])
     if kind == "feed":
-        return str(receiver.get("token") or "")
+        return ""  # one feed a subscription, its token never stored: the kind says which
     return str(receiver["url"])
 
 
@@ -80,18 +80,20 @@ def masked(receiver: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def answered(
-    receivers: Sequence[Mapping[str, Any]], before: Sequence[Mapping[str, Any]] | None = None
+    receivers: Sequence[Mapping[str, Any]],
+    before: Sequence[Mapping[str, Any]] | None = None,
+    made_token: str | None = None,
 ) -> list[dict[str, Any]]:
     """Receivers as an answer gives them: masked, but for the credentials new since ``before``.
 
     ``before`` None: a read, every credential masked. Given (the receivers before a create,
-    ``[]``, or a change), a signing secret or feed token that was not there is shown in
-    full: the answer that makes it is the one place it can be learnt.
+    ``[]``, or a change), a signing secret that was not there is shown in full, and so is
+    ``made_token``, the feed token the change made (``Subscription.made_feed_token``: the
+    row keeps its hash only): the answer that makes it is the one place it can be learnt.
     """
     if before is None:
         return [masked(r) for r in receivers]
     old_secrets = {str(s) for r in before for s in r.get("secrets") or []}
-    old_tokens = {str(r["token"]) for r in before if r.get("token")}
     shown = []
     for receiver in receivers:
         one = masked(receiver)
@@ -101,8 +103,8 @@ def answered(
                 str(s) if str(s) in new else m
                 for s, m in zip(receiver["secrets"], one["secrets"], strict=True)
             ]
-        if receiver.get("token") and str(receiver["token"]) not in old_tokens:
-            one["token"] = str(receiver["token"])
+        if receiver["kind"] == "feed" and made_token:
+            one["token"] = made_token
         shown.append(one)
     return shown
 
@@ -118,7 +120,9 @@ def with_credentials(
     """``receivers`` with the secrets and tokens left out filled in.
 
     A webhook without ``secrets`` keeps those of the receiver with the same URL in ``before``
-    (the subscription as it was), or gets a new one; a feed without ``token`` likewise.
+    (the subscription as it was), or gets a new one. A feed without ``token`` gets a new one
+    only if ``before`` had no feed: the one it had keeps its token, of which the subscription
+    stores only the hash (``stored``).
     """
     kept: dict[tuple[str, str], Mapping[str, Any]] = {}
     for old in before:
@@ -135,8 +139,11 @@ def with_credentials(
             webhook = kept.get(("webhook", one["url"])) or {}
             one["secrets"] = list(webhook.get("secrets") or [new_secret()])
         elif one["kind"] == "feed" and not one.get("token"):
-            feed = kept.get(("feed", "")) or {}
-            one["token"] = feed.get("token") or secrets.token_urlsafe(FEED_TOKEN_BYTES)
+            feed = kept.get(("feed", ""))
+            if feed is None:
+                one["token"] = secrets.token_urlsafe(FEED_TOKEN_BYTES)
+            elif feed.get("token"):  # stored before migration e5a7c9d10027 stripped them
+                one["token"] = feed["token"]
         filled.append(one)
     return filled
 
@@ -170,6 +177,20 @@ def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+def stored(receivers: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``receivers`` as the subscription keeps them: without a feed's plain token.
+
+    The token is a bearer credential for the feed: the row keeps its hash only
+    (``subscription.feed_token``), so a database read or backup cannot serve the feed.
+    """
+    return [{k: v for k, v in r.items() if k != "token"} for r in receivers]
+
+
 def feed_token(receivers: Sequence[Mapping[str, Any]]) -> str | None:
-    """The token of the feed among ``receivers`` (a subscription has at most one feed)."""
-    return next((str(r["token"]) for r in receivers if r["kind"] == "feed"), None)
+    """The token of the feed among ``receivers`` (a subscription has at most one feed).
+
+    None as well for a feed given without one (``with_credentials`` kept the stored hash).
+    """
+    return next(
+        (str(r["token"]) for r in receivers if r["kind"] == "feed" and r.get("token")), None
+    )

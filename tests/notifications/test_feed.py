@@ -5,6 +5,7 @@ from typing import Any
 
 import feedparser
 from fastapi.testclient import TestClient
+from sqlalchemy import text
 
 from app.core.config import Settings
 from app.core.db import Database
@@ -83,3 +84,44 @@ def test_a_feed_token_is_stored_hashed_and_a_switched_off_feed_serves_nothing(
     disabled = app_client.patch(path, json={"receivers": off}, headers=admin(database))
     assert disabled.status_code == 200, disabled.text
     assert app_client.get(url).status_code == 404
+
+
+def _raw_row(database: Database, subscription_id: int) -> str:
+    """Every column of the subscription's row as stored, as one text."""
+    with database.engine.connect() as connection:
+        row = connection.execute(
+            text("SELECT * FROM subscription WHERE id = :id"), {"id": subscription_id}
+        ).one()
+    return " ".join(str(value) for value in row)
+
+
+def test_the_row_keeps_the_feed_tokens_hash_only(
+    app_client: TestClient,  # noqa: F811
+    database: Database,
+    notify_settings: Settings,  # noqa: F811
+) -> None:
+    """A database read or backup cannot serve the feed: its token is in no column."""
+    created = subscribe(app_client, database, receivers=[{"kind": "feed"}])
+    token = created["receivers"][0]["token"]
+    digest = hashlib.sha256(token.encode()).hexdigest()
+    row = _raw_row(database, created["id"])
+    assert token not in row
+    assert digest in row
+
+    path = f"/api/v1/subscriptions/{created['id']}"
+    kept = [{"kind": "feed"}, {"kind": "email", "to": ["oncall@example.com"]}]
+    changed = app_client.patch(path, json={"receivers": kept}, headers=admin(database))
+    assert changed.status_code == 200, changed.text
+    assert "token" not in changed.json()["receivers"][0]  # the same feed: nothing new to show
+    row = _raw_row(database, created["id"])
+    assert token not in row
+    assert digest in row
+    assert app_client.get(f"/feeds/{token}.atom").status_code == 200
+
+    renewed = [{"kind": "feed", "token": "n" * 32}]
+    answer = app_client.patch(path, json={"receivers": renewed}, headers=admin(database))
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["receivers"][0]["token"] == "n" * 32
+    assert "n" * 32 not in _raw_row(database, created["id"])
+    assert app_client.get(f"/feeds/{'n' * 32}.atom").status_code == 200
+    assert app_client.get(f"/feeds/{token}.atom").status_code == 404
