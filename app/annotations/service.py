@@ -139,6 +139,7 @@ def annotations_for(
     session: Session,
     machine: str,
     channels: Sequence[str],
+    projects: Sequence[str],
     since: datetime | None,
     until: datetime | None,
     limit: int,
@@ -146,15 +147,17 @@ def annotations_for(
     """What a chart or an alert group of ``machine`` shows, oldest first.
 
     Global annotations, the machine's, and those of one of ``channels``, overlapping
-    [since, until); at most ``limit`` (the newest kept).
+    [since, until); at most ``limit`` (the newest kept). Only those of every project and
+    of one of ``projects`` (what the chart draws): one team's notes are not another's chart.
     """
     here = and_(
         Annotation.machine == machine,
         or_(Annotation.channel.is_(None), Annotation.channel.in_(list(channels))),
     )
+    ours = or_(Annotation.project.is_(None), Annotation.project.in_(list(projects)))
     query = (
         select(Annotation)
-        .where(or_(Annotation.machine.is_(None), here), *_within(since, until))
+        .where(or_(Annotation.machine.is_(None), here), ours, *_within(since, until))
         .order_by(Annotation.at.desc(), Annotation.id.desc())
         .limit(limit)
     )

@@ -122,7 +122,7 @@ def _group(
         "first_bad": first_bad,
         "last_good": last_good,
         "annotations": _annotations(
-            session, summary["machine"], group.channel, last_good, first_bad
+            session, summary["machine"], group.channel, summary["project"], last_good, first_bad
         ),
         "anomaly": anomaly,
         "regressions": [_regression(r) for r in members],
@@ -137,11 +137,17 @@ def _group(
 
 
 def _annotations(
-    session: Session, machine: str, channel: str, last_good: Run | None, first_bad: Run | None
+    session: Session,
+    machine: str,
+    channel: str,
+    project: str,
+    last_good: Run | None,
+    first_bad: Run | None,
 ) -> list[dict[str, Any]]:
     """The annotations in a group's window, global or of its machine (and channel).
 
-    The window runs from the group's last good run to a day after its first bad run.
+    Those of every project and of the group's alone. The window runs from the group's last
+    good run to a day after its first bad run.
     """
     if last_good is None or first_bad is None:
         return []
@@ -149,6 +155,7 @@ def _annotations(
         session,
         machine,
         [channel],
+        [project],
         last_good.started_at,
         first_bad.started_at + ANNOTATION_AFTER,
         ANNOTATIONS_SHOWN,

@@ -182,14 +182,21 @@ def marks(session: Session, machine: str, found: list[Series], drawn: Drawn) -> 
     """The annotations that apply to the chart, within the time its points span.
 
     Global ones, the machine's, and those of the chart's channels (a branch's channel counts
-    as its default branch's too); at most ``MAX_MARKS``, the newest.
+    as its default branch's too) and projects; at most ``MAX_MARKS``, the newest.
     """
     times = [p.at for line in drawn.lines for p in line.points]
     if not times:
         return []
     channels = {s.channel for s in found} | {base_channel(s.channel) for s in found}
+    projects = sorted({s.project for s in found})
     rows = annotations_service.annotations_for(
-        session, machine, sorted(channels), min(times), max(times) + timedelta(seconds=1), MAX_MARKS
+        session,
+        machine,
+        sorted(channels),
+        projects,
+        min(times),
+        max(times) + timedelta(seconds=1),
+        MAX_MARKS,
     )
     return [Mark(a.id, a.at, a.ends_at, a.text, annotations_service.scope_of(a)) for a in rows]
 

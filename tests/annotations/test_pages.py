@@ -101,6 +101,30 @@ def test_the_alerts_page_lists_the_annotations_in_a_groups_window(client: TestCl
         assert outside not in aside.group()
 
 
+def test_a_projects_chart_and_alerts_leave_out_another_projects_annotations(
+    client: TestClient, ingest_headers: dict[str, str], database: Database
+) -> None:
+    post_history(client, ingest_headers, dynamic_bert_slower)  # the default project's
+    headers = {"Authorization": f"Bearer {make_token(database, 'triage', name='ops')}"}
+    notes = {"nlp": "nlp team reimage", "default": "our driver bump", None: "lab-wide outage"}
+    for project, text in notes.items():
+        body = IN_WINDOW | {"text": text, "project": project}
+        answer = client.post("/api/v1/annotations", json=body, headers=headers)
+        assert answer.status_code == 201, answer.text
+    page = client.get(SERIES)
+    hovers = " ".join(a["hovertext"] for a in figure(page.text)["layout"]["annotations"])
+    assert "our driver bump" in hovers
+    assert "lab-wide outage" in hovers  # every project's
+    assert "nlp team reimage" not in hovers
+    assert "nlp team reimage" not in page.text  # nor listed under the chart
+    alerts = client.get("/alerts").text
+    aside = re.search(r'<aside class="annotations".*?</aside>', alerts, re.S)
+    assert aside
+    assert "our driver bump" in aside.group()
+    assert "lab-wide outage" in aside.group()
+    assert "nlp team reimage" not in aside.group()
+
+
 @pytest.fixture
 def web(settings: Settings) -> Iterator[TestClient]:
     """A browser-like client that does not follow redirects."""
