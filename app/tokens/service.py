@@ -156,8 +156,16 @@ def open_session(session: Session, token: ApiToken, pepper: str) -> str:
     Expired sessions are deleted here, the one write that signing in makes anyway, and so are
     the token's earlier sessions: a new sign-in ends the previous one, so that a session left
     open on another machine (or stolen) stops working once its owner signs in again.
+
+    Two sign-ins at once must not both keep theirs: on Postgres each would delete the sessions
+    committed before it and neither would see the other's new one, so the token's row is
+    locked first and the second waits for the first to commit, then deletes its session.
+    (The first use's ``last_used_at`` write locks it too, but a token in use is not touched
+    again for a while.) SQLite leaves ``FOR UPDATE`` out: it serialises writers, and a
+    transaction's first write waits for the other's commit before it reads.
     """
     now = utcnow()
+    session.execute(select(ApiToken.id).where(ApiToken.id == token.id).with_for_update())
     session.execute(
         delete(WebSession).where((WebSession.expires_at <= now) | (WebSession.token_id == token.id))
     )
