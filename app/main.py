@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import app.models  # noqa: F401  (every model registered before the first query)
 from app.api.deps import ReadAccess
-from app.api.validation import allowed_methods, handle_validation_error
+from app.api.validation import allowed_methods, handle_validation_error, nul_free_openapi
 from app.core.config import DEV_PEPPER, Settings, settings
 from app.core.db import UNAVAILABLE, Database, database_unavailable, request_session
 from app.core.errors import DomainError, error_body, handle_domain_error
@@ -198,4 +198,5 @@ def create_app(config: Settings | None = None) -> FastAPI:
     application.include_router(dashboard.assets)
     application.mount("/static", StaticFiles(directory=FRONTEND / "static"), name="static")
     application.include_router(dashboard.pages)
+    application.openapi = nul_free_openapi(application)  # type: ignore[method-assign]
     return application

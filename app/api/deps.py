@@ -5,8 +5,7 @@ from typing import Annotated
 from fastapi import Depends, Query, Request
 
 from app.core.db import SessionDep as SessionDep  # routes take it from here, with the rest
-from app.core.errors import InvalidInput
-from app.core.names import PROJECT_LENGTH, PROJECT_PATTERN, PROJECT_RULE, is_project_name
+from app.core.names import PROJECT_LENGTH, PROJECT_PATTERN
 from app.tokens.auth import Actor, read_access, require_actor, require_scope
 from app.tokens.models import ApiToken
 
@@ -31,12 +30,3 @@ ProjectQuery = Annotated[
         description="Only this project's (absent: every project; an unknown one: nothing)",
     ),
 ]
-
-
-def check_project_query(project: str | None) -> None:
-    """422 for a project filter that no project can have (a filter given in a dataclass)."""
-    if project is not None and not is_project_name(project):
-        raise InvalidInput(
-            f"invalid project {project[:80]!r}: {PROJECT_RULE}",
-            errors=[{"loc": "query.project", "field": "project", "message": PROJECT_RULE}],
-        )

@@ -9,7 +9,7 @@ from http import HTTPStatus
 from typing import Any
 
 import numpy as np
-from fastapi import Request, Response
+from fastapi import FastAPI, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -82,6 +82,45 @@ def refuse_nul_in_query(request: Request) -> None:
             f"{len(errors)} problem(s); first at {errors[0]['loc']}: {errors[0]['message']}",
             errors=errors,
         )
+
+
+# What the schema says of a query string with no pattern of its own: no NUL. A pattern,
+# an enum or a format given already says more (none of them takes a NUL).
+NUL_FREE = r"^[^\x00]*$"
+
+
+def _nul_free(schema: dict[str, Any]) -> None:
+    for part in schema.get("anyOf", []) + schema.get("oneOf", []):
+        _nul_free(part)
+    if isinstance(items := schema.get("items"), dict):
+        _nul_free(items)
+    if schema.get("type") == "string" and not {"pattern", "enum", "format"} & schema.keys():
+        schema["pattern"] = NUL_FREE
+
+
+def declare_nul_free_queries(document: dict[str, Any]) -> dict[str, Any]:
+    """``document`` (an OpenAPI schema) with what ``refuse_nul_in_query`` refuses declared.
+
+    Without it the schema calls a query string with a NUL valid, and the API answers 422.
+    """
+    for operations in document.get("paths", {}).values():
+        for operation in operations.values():
+            for parameter in operation.get("parameters", []):
+                if parameter.get("in") == "query":
+                    _nul_free(parameter.get("schema", {}))
+    return document
+
+
+def nul_free_openapi(application: FastAPI) -> Callable[[], dict[str, Any]]:
+    """The application's ``openapi`` method, its query strings declared free of NUL."""
+    generate = application.openapi
+
+    def openapi() -> dict[str, Any]:
+        if application.openapi_schema is None:
+            application.openapi_schema = declare_nul_free_queries(generate())
+        return application.openapi_schema
+
+    return openapi
 
 
 # Strings (escapes included), brackets and runs of digits: enough to find, in one pass over a

@@ -4,7 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends
 
-from app.api.deps import ProjectQuery, ReadAccess, SessionDep, check_project_query
+from app.api.deps import ProjectQuery, ReadAccess, SessionDep
 from app.api.responses import READS, errors
 from app.api.validation import ApiRoute
 from app.benchmarks import service
@@ -17,7 +17,31 @@ router = APIRouter(
     tags=["catalog"], dependencies=[ReadAccess], route_class=ApiRoute, responses=READS
 )
 Paging = Annotated[PageParams, Depends()]
-Filter = Annotated[service.SeriesFilter, Depends()]
+
+
+def series_filter(
+    suite: str | None = None,
+    model: str | None = None,
+    category: str | None = None,
+    mode: str | None = None,
+    precision: str | None = None,
+    config: str | None = None,
+    metric: str | None = None,
+    machine: str | None = None,
+    channel: str | None = None,
+    project: ProjectQuery = None,
+) -> service.SeriesFilter:
+    """The filter from the query, each parameter in the schema as the API takes it.
+
+    Not the dataclass as a dependency: its ``project`` would be a bare string in the schema,
+    which then calls ``project=`` valid while the API refuses it.
+    """
+    return service.SeriesFilter(
+        suite, model, category, mode, precision, config, metric, machine, channel, project
+    )
+
+
+Filter = Annotated[service.SeriesFilter, Depends(series_filter)]
 
 
 @router.get("/machines", response_model=list[MachineRead])
@@ -32,7 +56,6 @@ def list_benchmarks(session: SessionDep, where: Filter, paging: Paging) -> Page[
 
     Benchmarks are shared by every project: `project` selects those with a series of it.
     """
-    check_project_query(where.project)
     items, total = service.list_benchmarks(session, where, paging.offset, paging.limit)
     return paging.of([BenchmarkRead.model_validate(b) for b in items], total)
 
@@ -40,7 +63,6 @@ def list_benchmarks(session: SessionDep, where: Filter, paging: Paging) -> Page[
 @router.get("/series", response_model=Page[SeriesRead])
 def search_series(session: SessionDep, where: Filter, paging: Paging) -> Page[SeriesRead]:
     """Series by suite, model, mode, precision, config, metric, machine, channel or project."""
-    check_project_query(where.project)
     items, total = service.search_series(session, where, paging.offset, paging.limit)
     return paging.of([SeriesRead.model_validate(s) for s in items], total)
 
