@@ -92,3 +92,17 @@ def decode_offset(cursor: str, param: str = "cursor") -> int:
         case {"offset": int(offset)} if 0 <= offset <= _INT32_MAX:
             return offset
     raise _invalid(cursor, param)
+
+
+def within_bytes(weights: list[int], budget: int) -> int:
+    """How many of these items, in order, fit in ``budget`` bytes: at least one.
+
+    A page cut by what it ships as well as by its row count; one item over the budget still
+    ships alone, so a reader always gets on.
+    """
+    total = 0
+    for taken, weight in enumerate(weights):
+        total += weight
+        if total > budget:
+            return max(taken, 1)
+    return len(weights)

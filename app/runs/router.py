@@ -18,6 +18,7 @@ from app.core.pagination import (
     decode_offset,
     encode_cursor,
     encode_offset,
+    within_bytes,
 )
 from app.runs import service
 from app.runs.downsample import downsample_indices
@@ -156,7 +157,7 @@ def get_run(
     run = service.get_run(session, run_id)
     offset = decode_offset(results_cursor, "results_cursor") if results_cursor else 0
     weights = service.run_result_weights(session, run_id, offset=offset, limit=results_limit + 1)
-    taken = _within(weights, ANSWER_BYTES)
+    taken = within_bytes(weights, ANSWER_BYTES)
     rows = service.list_run_results(session, run_id, offset=offset, limit=taken, samples=samples)
     shown = min(taken, results_limit)
     return RunDetail(
@@ -164,16 +165,6 @@ def get_run(
         results=[_result(row) for row in rows[:shown]],
         results_next_cursor=encode_offset(offset + shown) if len(weights) > shown else None,
     )
-
-
-def _within(weights: list[int], budget: int) -> int:
-    """How many of these results, in order, fit in ``budget`` bytes: at least one."""
-    total = 0
-    for taken, weight in enumerate(weights):
-        total += weight
-        if total > budget:
-            return max(taken, 1)
-    return len(weights)
 
 
 def _result(row: dict[str, Any]) -> ResultRead:

@@ -9,6 +9,7 @@ from app.api.responses import READS, errors
 from app.api.validation import ApiRoute
 from app.core.bounds import RowId
 from app.core.errors import InvalidInput
+from app.core.pagination import within_bytes
 from app.runs import service as runs_service
 from app.summaries import service
 from app.summaries.schemas import Comparison, ComparisonRow, GroupSummary, RunRef, Summary
@@ -16,6 +17,9 @@ from app.summaries.schemas import Comparison, ComparisonRow, GroupSummary, RunRe
 # The rows one comparison answers at most: a run may hold 100,000 results, each a row here.
 COMPARE_PAGE = 5_000
 MAX_OFFSET = 2 * 100_000  # two runs of the most results an upload may hold, none in common
+# About the bytes of stored ``params`` one page may ship (each row repeats its case's): a case's
+# params are any JSON object an upload may hold, so a page of big ones ends early.
+ANSWER_BYTES = 2 * 2**20
 
 router = APIRouter(
     tags=["summaries"], dependencies=[ReadAccess], route_class=ApiRoute, responses=READS
@@ -78,10 +82,15 @@ def compare_runs(
 ) -> Comparison:
     """Per benchmark and metric: base value, new value, relative change and a verdict.
 
-    In case order, at most `limit` rows from `offset` (`total` says how many there are).
+    In case order, at most `limit` rows from `offset` (`total` says how many there are). A page
+    also ends where its rows' `params` (as stored) would pass about 2 MiB (at least one row a
+    page): `next_offset` says where the next page starts, null after the last.
     """
     where = service.CompareFilter(suite, config, precision, mode, metric)
     rows = service.compare_runs(session, base_run_id, new_run_id, where, threshold)
+    page = rows[offset : offset + limit]
+    shown = within_bytes([row.pop("weight") for row in page], ANSWER_BYTES)
+    after = offset + shown
     return Comparison(
         base_run=RunRef.model_validate(runs_service.get_run(session, base_run_id)),
         new_run=RunRef.model_validate(runs_service.get_run(session, new_run_id)),
@@ -89,5 +98,6 @@ def compare_runs(
         total=len(rows),
         offset=offset,
         limit=limit,
-        rows=[ComparisonRow(**row) for row in rows[offset : offset + limit]],
+        next_offset=after if after < len(rows) else None,
+        rows=[ComparisonRow(**row) for row in page[:shown]],
     )

@@ -86,4 +86,10 @@ class Comparison(BaseModel):
     total: int = Field(description="rows of the whole comparison")
     offset: int
     limit: int
-    rows: list[ComparisonRow] = Field(description="`limit` rows from `offset`, in case order")
+    next_offset: int | None = Field(
+        description="the next page's `offset` (a page ends early past its byte budget); null "
+        "after the last"
+    )
+    rows: list[ComparisonRow] = Field(
+        description="at most `limit` rows from `offset`, in case order"
+    )

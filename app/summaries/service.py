@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Text, cast, func, select
 from sqlalchemy.orm import Session
 
 from app.benchmarks import comparison
@@ -119,7 +119,11 @@ class CompareFilter:
 def compare_runs(
     session: Session, base_id: int, new_id: int, where: CompareFilter, threshold: float
 ) -> list[dict[str, Any]]:
-    """Every benchmark x metric of either run, with base, new, relative change and verdict."""
+    """Every benchmark x metric of either run, with base, new, relative change and verdict.
+
+    Each row's ``weight`` is about the bytes of its unbounded text (the case's ``params`` as
+    stored), measured by the database, so a page can be cut by bytes before it is shipped.
+    """
     if not 0 <= threshold < 1:
         raise InvalidInput("threshold is a fraction in [0, 1), e.g. 0.05 for 5%")
     base_rows = _rows_by_case(session, base_id, where)
@@ -155,6 +159,7 @@ def compare_runs(
                 "new_text": new and new["text_value"],
                 "rel_change": change.rel_change,
                 "verdict": change.verdict,
+                "weight": ident["weight"],
             }
         )
     return out
@@ -175,7 +180,9 @@ def _rows_by_case(
 def compared_results(session: Session, run_id: int) -> list[dict[str, Any]]:
     """A run's results with what a comparison reads: never the raw samples nor ``extra``.
 
-    A run's samples may weigh tens of megabytes; a comparison judges values alone.
+    A run's samples may weigh tens of megabytes; a comparison judges values alone. ``weight``
+    is the length of the stored ``params`` (a length, not a parse): the one column of a row
+    whose size the schema does not bound.
     """
     query = (
         select(
@@ -192,6 +199,7 @@ def compared_results(session: Session, run_id: int) -> list[dict[str, Any]]:
             Result.status,
             Result.value,
             Result.text_value,
+            func.coalesce(func.length(cast(Benchmark.params, Text)), 0).label("weight"),
         )
         .join(Series, Result.series_id == Series.id)
         .join(Benchmark, Series.benchmark_id == Benchmark.id)

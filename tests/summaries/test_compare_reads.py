@@ -1,7 +1,9 @@
 """GET /api/v1/compare reads values only: never a run's raw samples."""
 
+import pytest
 from fastapi.testclient import TestClient
 
+from app.summaries import router as summaries_router
 from tests.dashboard.test_alerts_statements import counted
 from tests.factories import many_results, run_payload
 
@@ -67,3 +69,33 @@ def test_compare_is_paged(client: TestClient, ingest_headers: dict[str, str]) ->
         answer = client.get("/api/v1/compare", params=runs | bad)
         assert answer.status_code == 422, answer.text
         assert f"query.{next(iter(bad))}" in answer.text
+
+
+def test_compare_page_ends_at_its_byte_budget(
+    client: TestClient, ingest_headers: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each case carries 20 KB of params; a budget of 50 KB fits two rows a page.
+    monkeypatch.setattr(summaries_router, "ANSWER_BYTES", 50_000)
+    ids = []
+    for index in range(2):
+        results = many_results(5)
+        for number, row in enumerate(results):
+            row["params"] = {"blob": f"{number}" * 20_000}
+        payload = run_payload(f"bytes-{index}", results, index=index)
+        posted = client.post("/api/v1/runs", json=payload, headers=ingest_headers)
+        ids.append(posted.raise_for_status().json()["id"])
+    runs = {"base_run_id": ids[0], "new_run_id": ids[1]}
+    pages, offset = [], 0
+    while offset is not None:
+        page = client.get("/api/v1/compare", params=runs | {"offset": offset}).raise_for_status()
+        pages.append(page.json())
+        offset = pages[-1]["next_offset"]
+    assert [len(p["rows"]) for p in pages] == [2, 2, 1]
+    assert [p["offset"] for p in pages] == [0, 2, 4]
+    assert {p["total"] for p in pages} == {5}
+    blobs = [r["params"]["blob"][0] for p in pages for r in p["rows"]]
+    assert sorted(blobs) == ["0", "1", "2", "3", "4"]
+    # A row over the budget alone still ships, one a page.
+    monkeypatch.setattr(summaries_router, "ANSWER_BYTES", 10)
+    alone = client.get("/api/v1/compare", params=runs | {"offset": 4}).raise_for_status().json()
+    assert (len(alone["rows"]), alone["next_offset"]) == (1, None)
