@@ -42,6 +42,7 @@ import numpy as np
 
 from app.anomalies.detectors import REFINE_RADIUS, DetectorConfig, find_change_points
 from app.anomalies.models import AggregateFinding
+from app.benchmarks.comparison import direction, relative_change
 from app.summaries import aggregates
 from app.summaries.aggregates import GroupKey, ModelRecord
 
@@ -127,14 +128,9 @@ def base_values(
     return {k: (old_values[k].value, v.value) for k, v in new_values.items() if k in old_values}
 
 
-def worse(stat: str, rel_change: float) -> bool:
+def worse(stat: str, rel_change: float | None) -> bool:
     """Whether a change of an aggregate is for the worse."""
-    return rel_change != 0 and (rel_change > 0) != STATS[stat]
-
-
-def relative(before: float, after: float) -> float:
-    """``(after - before) / |before|`` (0 for a zero before)."""
-    return (after - before) / abs(before) if before else 0.0
+    return direction(rel_change, STATS[stat]) == "worse"
 
 
 def recovered(finding: AggregateFinding, value: float, points_since: int) -> bool:
@@ -162,6 +158,13 @@ class Verdict:
     last_good_run_id: int
     first_bad_run_id: int
 
+    @property
+    def rel_change(self) -> float:
+        """``comparison.relative_change`` of the move, which the rules make only from a base."""
+        rel = relative_change(self.after, self.before)
+        assert rel is not None, "the rules and the detector judge no move from a zero base"
+        return rel
+
 
 def rule_verdicts(
     stat: str,
@@ -186,7 +189,8 @@ def rule_verdicts(
         (last_good, earlier), (first_bad, dropped) = history[-3], history[-2]
         if dropped < PASS_RATE_FLOOR <= earlier and (earlier - dropped) * models < 1.5:
             return [Verdict("pass_rate_below", earlier, dropped, last_good, first_bad)]
-    if stat in BASE_RULES and base is not None:
+    # A zero base has no relative change (comparison's rule): no fraction of it is told.
+    if stat in BASE_RULES and base is not None and base[0] != 0:
         rule, fraction = BASE_RULES[stat]
         if base[1] < fraction * base[0]:
             return [Verdict(rule, base[0], base[1], last_good, first_bad)]
@@ -302,7 +306,7 @@ def _open(
         rule=verdict.rule,
         before=verdict.before,
         after=verdict.after,
-        rel_change=relative(verdict.before, verdict.after),
+        rel_change=verdict.rel_change,
         last_good_run_id=verdict.last_good_run_id,
         first_bad_run_id=verdict.first_bad_run_id,
         resolved_run_id=None,

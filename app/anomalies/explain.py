@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app.anomalies.models import Regression
+from app.benchmarks.comparison import relative_change
 from app.benchmarks.service import BenchmarkKey
 from app.runs import service as runs_service
 
@@ -52,9 +53,7 @@ class Reading:
     @property
     def rel(self) -> float | None:
         """Relative change, when both values exist and the base is non-zero."""
-        if self.before is None or self.after is None or self.before == 0:
-            return None
-        return (self.after - self.before) / abs(self.before)
+        return relative_change(self.after, self.before)
 
     def rose(self) -> bool:
         """Moved up by more than MOVED (or appeared from zero)."""

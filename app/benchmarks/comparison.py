@@ -57,6 +57,15 @@ def direction(rel_change: float | None, higher_is_better: bool | None) -> Direct
     return "better" if (rel_change > 0) == higher_is_better else "worse"
 
 
+def direction_between(base: float, new: float, higher_is_better: bool | None) -> Direction | None:
+    """Which way a move from ``base`` to ``new`` goes, from a zero base too.
+
+    A zero base has no relative change, yet 0 -> 2 graph breaks is a move with a way: the
+    difference has the relative change's sign wherever both exist.
+    """
+    return direction(new - base, higher_is_better)
+
+
 def threshold_for(memory: bool = False) -> float:
     """The relative change that counts as a move: 5%, or 20% for memory."""
     return RELATIVE_MEMORY if memory else RELATIVE

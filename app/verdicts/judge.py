@@ -29,6 +29,7 @@ from typing import Literal
 import numpy as np
 
 from app.anomalies.detectors import DetectorConfig, noise_scale, relative_noise
+from app.benchmarks.comparison import direction_between, relative_change
 
 Kind = Literal["pass", "regression", "improvement", "no_baseline", "error"]
 MIN_POINTS = 3  # baseline points a verdict needs
@@ -74,7 +75,8 @@ def judge(
         return _from_zero(new, deterministic, higher_is_better)
     sigma = noise_scale(history) if len(history) > 1 else 0.0
     least = config.min_effect(0.0 if deterministic else relative_noise(history, sigma))
-    rel = (new - base) / abs(base)
+    rel = relative_change(new, base)
+    assert rel is not None, "a zero base was judged above"
     z = abs(new - base) / sigma if sigma > 0 else math.inf
     p_value = _p_value(new_samples, baseline_samples)
     outside = new > float(points.max()) or new < float(points.min())
@@ -85,7 +87,7 @@ def judge(
     if not beyond or higher_is_better is None:
         why = "within the noise" if not beyond else "changed (the metric has no better way)"
         return Verdict("pass", base, rel, p_value, _finite(z), least, f"{why}: {described}")
-    worse = (rel > 0) != higher_is_better
+    worse = direction_between(base, new, higher_is_better) == "worse"
     kind: Kind = "regression" if worse else "improvement"
     return Verdict(kind, base, rel, p_value, _finite(z), least, described)
 
@@ -95,11 +97,11 @@ def _from_zero(new: float, deterministic: bool, higher_is_better: bool | None) -
     if not deterministic:
         return Verdict("no_baseline", base=0.0, reason="the baseline is 0: no relative change")
     if new == 0:
-        return Verdict("pass", 0.0, 0.0, reason="0, as expected")
+        return Verdict("pass", 0.0, reason="0, as expected")
     reason = f"{new:.4g} where the baseline is 0"
     if higher_is_better is None:
         return Verdict("pass", 0.0, reason=f"changed (the metric has no better way): {reason}")
-    worse = (new > 0) != higher_is_better
+    worse = direction_between(0.0, new, higher_is_better) == "worse"
     return Verdict("regression" if worse else "improvement", 0.0, reason=reason)
 
 

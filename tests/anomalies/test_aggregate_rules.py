@@ -136,6 +136,15 @@ def test_base_rules_fire_under_their_fraction_of_the_base_only(
     assert judged.opened == []  # better
 
 
+def test_a_zero_base_has_no_relative_change_and_no_base_rule_fires() -> None:
+    """comparison.relative_change's rule: before, a zero base was a relative change of 0."""
+    judged, _ = judge("geomean_speedup", [0.0, -1.0], base=(0.0, -1.0))
+    assert judged.opened == []
+    assert rules.worse("mean_compile_time_s", None) is False
+    with pytest.raises(AssertionError):
+        _ = rules.Verdict("step", 0.0, 1.0, 1, 2).rel_change
+
+
 def test_a_base_rule_finding_is_not_opened_again_while_open_and_ends_when_back() -> None:
     known: list[AggregateFinding] = []
     judge("geomean_speedup", [2.0, 1.5], known, base=(2.0, 1.5))

@@ -139,3 +139,11 @@ def test_congestion_hint_needs_most_collectives_slower_on_a_multi_gpu_machine() 
         " allreduce_latency +60% (50 -> 80) [all_reduce]"
     ]
     assert root_cause_hints("regression", eight, {}, {}) == []
+
+
+def test_a_reading_from_zero_has_no_relative_change_yet_rose() -> None:
+    """comparison.relative_change's rule, and a kernel count from 0 still rose."""
+    assert Reading(0.0, 3.0).rel is None
+    assert Reading(0.0, 3.0).rose()
+    assert Reading(None, 3.0).rel is None
+    assert Reading(2.0, 3.0).rel == 0.5

@@ -64,6 +64,14 @@ def test_from_an_expected_zero_any_value_counts() -> None:
     assert judge(0.0, [0.0] * 10, higher_is_better=False).verdict == "pass"
     appeared = judge(2.0, [0.0] * 10, higher_is_better=False)
     assert (appeared.verdict, appeared.reason) == ("regression", "2 where the baseline is 0")
+    assert judge(2.0, [0.0] * 10, higher_is_better=True).verdict == "improvement"
+    assert judge(-2.0, [0.0] * 10, higher_is_better=True).verdict == "regression"
+
+
+def test_a_zero_base_has_no_relative_change_as_in_a_comparison() -> None:
+    """comparison.relative_change's rule: 0 -> 0 is unchanged, with no relative change."""
+    assert judge(0.0, [0.0] * 10, higher_is_better=False).rel_change is None
+    assert judge(2.0, [0.0] * 10, higher_is_better=False).rel_change is None
     assert judge(2.0, [0.0, 1.0, 0.0, -1.0, 0.0], False).verdict == "no_baseline"
 
 
