@@ -22,7 +22,17 @@ def markdown(text: object) -> str:
     follows each ``@`` so that a crafted name mentions nobody (``@org/team``, ``@channel``).
     """
     flat = " ".join(str(text).split())
-    return _PUNCTUATION.sub(r"\\\1", flat).replace("@", "@\u200b")
+    return unmention(_PUNCTUATION.sub(r"\\\1", flat))
+
+
+def unmention(text: str) -> str:
+    """``text`` with a zero-width space after each ``@`` and ``<!``: shown the same, pings nobody.
+
+    For every sink whose reader may turn ``@name`` (``@channel``, ``@here``, ``@org/team``)
+    or Slack's ``<!channel>`` into a ping, plain text ones included (a Slack header, an
+    issue title).
+    """
+    return text.replace("@", "@\u200b").replace("<!", "<\u200b!")
 
 
 def markdown_link(url: object, text: str) -> str:
@@ -35,12 +45,14 @@ def markdown_link(url: object, text: str) -> str:
 
 
 def slack(text: str) -> str:
-    """``text`` for Slack's mrkdwn: its three control characters as entities.
+    """``text`` for Slack's mrkdwn: its three control characters as entities, mentions broken.
 
     With ``<`` escaped no ``<!channel>`` or ``<url|text>`` can be written; a plain
-    ``@channel`` pings nobody in a webhook message.
+    ``@channel`` is read as a mention where a message asks Slack to parse names
+    (``link_names``), so it gets ``unmention``'s zero-width space too.
     """
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    entities = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return unmention(entities)
 
 
 def plotly(value: object) -> str:

@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 from app.core.escape import markdown as escape_markdown
-from app.core.escape import markdown_link
+from app.core.escape import markdown_link, unmention
 from app.notifications import guard, outbound
 from app.notifications.message import Message, finding_line
 from app.notifications.receivers import Outcome, SendContext
@@ -165,7 +165,8 @@ class _Api:
 
     def open_issue(self, receiver: Mapping[str, Any], message: Message) -> Outcome:
         fields = {
-            "title": " ".join(message.headline.split())[:TITLE_CHARS],
+            # A title is drawn as text (no link, no tag), but its @mentions may be read.
+            "title": unmention(" ".join(message.headline.split()))[:TITLE_CHARS],
             "body": issue_body(message),
             "labels": [str(label) for label in receiver.get("labels") or []],
         }

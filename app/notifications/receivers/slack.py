@@ -2,8 +2,9 @@
 
 The message: a header (the headline), the worst findings as one mrkdwn section, "and N more"
 when some are left out, and a button to the alert group's page. Text that came from uploads
-(model, suite, config names) is escaped as Slack asks (``&``, ``<``, ``>``), and mrkdwn is sent
-``verbatim``, so a model named ``<!channel>`` or ``<https://evil|x>`` is shown, not obeyed.
+(model, suite, config names, failure reasons) is escaped as Slack asks (``&``, ``<``, ``>``, and
+every ``@`` broken: ``app.core.escape.slack``), and mrkdwn is sent ``verbatim``, so a model named
+``<!channel>``, ``@here`` or ``<https://evil|x>`` is shown, not obeyed.
 """
 
 import json
@@ -11,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from app.core.escape import slack as escape
+from app.core.escape import unmention
 from app.core.urls import is_http_url
 from app.notifications.message import Message, finding_line
 from app.notifications.outbound import post_for_outcome
@@ -87,7 +89,11 @@ def blocks(message: Message) -> dict[str, Any]:
     """The webhook's JSON body: fallback ``text`` and the Block Kit ``blocks``."""
     headline = message.headline.strip() or "benchwatch notice"
     body: list[dict[str, Any]] = [
-        {"type": "header", "text": {"type": "plain_text", "text": _cut(headline, HEADER_CHARS)}}
+        # plain_text draws no link or entity, but a client may still read a typed @channel.
+        {
+            "type": "header",
+            "text": {"type": "plain_text", "text": _cut(unmention(headline), HEADER_CHARS)},
+        }
     ]
     lines, omitted = _finding_lines(message)
     if lines:
