@@ -35,3 +35,9 @@ def test_plotly_text_has_no_live_tag() -> None:
     written = escape.plotly(CRAFTED)
     assert "<" not in written
     assert "&lt;b&gt;x&lt;/b&gt;" in written
+
+
+def test_plain_mentions_are_broken_for_slack_and_plain_text() -> None:
+    for written in (escape.slack("@channel @here @everyone"), escape.unmention("<!here> @x")):
+        assert not re.search(r"@(channel|here|everyone|x)|<!", written)
+    assert escape.unmention("@here").replace("\u200b", "") == "@here"  # shown the same
