@@ -506,7 +506,7 @@ def walk_group(group: ModelGroup) -> list[tuple[AggregateFinding, int]]:
         records = group_records(group, p)
         values = aggregate_rules.stat_values(records)
         bases = aggregate_rules.base_values(records, previous) if previous else {}
-        judged = aggregate_rules.Judged()
+        judged = aggregate_rules.AggregateChanges()
         for key in sorted(values):
             histories[key].append((p + 1, values[key].value))
             aggregate_rules.judge_series(

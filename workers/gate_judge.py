@@ -9,7 +9,7 @@ import fnmatch
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from workers.gate_verdicts import ORDER, Report, Verdict
+from workers.gate_verdicts import ORDER, Report, ReportedVerdict
 
 PASSED, NO_VERDICT, GATE_FAILED = 0, 2, 3  # upload_client's OK, UNREACHABLE, REGRESSED
 
@@ -36,11 +36,11 @@ class Outcome:
 
     report: Report
     options: GateOptions
-    gating: tuple[Verdict, ...]  # regressions that fail the gate (or would, in report-only)
+    gating: tuple[ReportedVerdict, ...]  # regressions that fail the gate (or would, in report-only)
     counts: Mapping[str, int]
     unmatched: tuple[str, ...]  # globs that matched no benchmark: probably a typo
 
-    def gates(self, item: Verdict) -> bool:
+    def gates(self, item: ReportedVerdict) -> bool:
         """Whether ``item`` is chosen by the suite and metric globs (all are, when none given)."""
         return _chosen(item.suite, self.options.suites) and _chosen(
             item.metric, self.options.metrics

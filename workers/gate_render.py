@@ -11,16 +11,16 @@ from app.core.escape import markdown as escape_markdown
 from app.core.escape import markdown_link
 from workers.gate_github import plain
 from workers.gate_judge import GateOptions, Outcome
-from workers.gate_verdicts import ORDER, Report, Verdict
+from workers.gate_verdicts import ORDER, Report, ReportedVerdict
 
 LABELS = {"no_baseline": "no baseline"}
 PLURALS = {"regression": "regressions", "improvement": "improvements", "error": "errors"}
 
 
-def _ordered(outcome: Outcome) -> list[Verdict]:
+def _ordered(outcome: Outcome) -> list[ReportedVerdict]:
     """Regressions (gating first), improvements, errors; the largest change first in each."""
 
-    def rank(item: Verdict) -> tuple[int, bool, float]:
+    def rank(item: ReportedVerdict) -> tuple[int, bool, float]:
         size = abs(item.rel_change) if item.rel_change is not None else 0.0
         gating = item.verdict == "regression" and outcome.gates(item)
         return ORDER.index(item.verdict), not gating, -size
@@ -141,7 +141,7 @@ def render_table(outcome: Outcome, max_rows: int = 20) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _md_row(item: Verdict, first: str, last: str) -> str:
+def _md_row(item: ReportedVerdict, first: str, last: str) -> str:
     cells = [
         first,
         markdown_link(item.series_url, item.benchmark),

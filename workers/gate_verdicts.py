@@ -23,7 +23,7 @@ def _number(value: object) -> float | None:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class ReportedVerdict:
     """One benchmark's verdict, as the server judged it (fields cleaned, never trusted)."""
 
     verdict: str = "error"
@@ -54,17 +54,17 @@ class Verdict:
         return f"{self.metric} ({self.unit})" if self.unit else self.metric
 
 
-def _verdict(raw: object) -> Verdict:
+def _verdict(raw: object) -> ReportedVerdict:
     """An item of the server's list; one it cannot read becomes an ``error`` saying so."""
     if not isinstance(raw, Mapping):
-        return Verdict(reason="the server sent a verdict that is not an object")
+        return ReportedVerdict(reason="the server sent a verdict that is not an object")
     verdict, reason = raw.get("verdict"), plain(raw.get("reason"), 300)
     if verdict not in ORDER:
         reason = f"unknown verdict {plain(verdict, 40)!r} from the server. {reason}".strip()
         verdict = "error"
     batch = raw.get("batch_size")
     url = raw.get("series_url")
-    return Verdict(
+    return ReportedVerdict(
         verdict=str(verdict),
         suite=plain(raw.get("suite")),
         model=plain(raw.get("model")),
@@ -98,7 +98,7 @@ class Report:
     baseline_how: str
     baseline_commit: str
     baseline_runs: tuple[int, ...]
-    items: tuple[Verdict, ...]
+    items: tuple[ReportedVerdict, ...]
     url: str
     server_total: int  # the server's counts, summed: above len(items) when it listed only some
 

@@ -17,8 +17,8 @@ from sqlalchemy.orm import Session
 from app.anomalies import grouping
 from app.anomalies.aggregate_rules import (
     BASE_RULES,
+    AggregateChanges,
     Candidate,
-    Judged,
     Key,
     Value,
     base_values,
@@ -40,7 +40,7 @@ HISTORY_RUNS = 60  # runs of the machine, channel and project whose points a jud
 RESCAN_BATCH = 50  # runs whose stored points a rescan reads at once
 
 
-def judge_run(session: Session, run: Run) -> Judged:
+def judge_run(session: Session, run: Run) -> AggregateChanges:
     """Store the run's aggregate points, judge them, group and explain what opens.
 
     Reads the run's results once (``summaries.service.model_records``), the points of the
@@ -54,7 +54,7 @@ def judge_run(session: Session, run: Run) -> Judged:
     values = stat_values(records)
     _store_points(session, run, values, _points_of(session, [run.id]).get(run.id, {}))
     if not values:
-        return Judged()
+        return AggregateChanges()
     earlier = list(session.scalars(earlier_runs(run, HISTORY_RUNS - 1)))[::-1]
     stored = _points_of(session, earlier)
     histories = {
@@ -64,7 +64,7 @@ def judge_run(session: Session, run: Run) -> Judged:
     }
     bases = _bases(session, records, values, histories)
     known = _known(session, run, [*earlier, run.id])
-    judged = Judged()
+    judged = AggregateChanges()
     for key in sorted(values):
         judge_series(
             key,
@@ -188,7 +188,7 @@ def _group(session: Session, opened: Sequence[AggregateFinding]) -> None:
     session.flush()
 
 
-def rescan(session: Session, machine: str | None = None) -> Judged:
+def rescan(session: Session, machine: str | None = None) -> AggregateChanges:
     """Every run of every machine, channel and project (of one machine, if given) in order.
 
     Each run's points are stored again from its results and the rules are walked run by run,
@@ -202,7 +202,7 @@ def rescan(session: Session, machine: str | None = None) -> Judged:
     )
     if machine is not None:
         places = places.join(Machine, Run.machine_id == Machine.id).where(Machine.name == machine)
-    judged = Judged()
+    judged = AggregateChanges()
     for machine_id, channel, project in session.execute(places).all():
         _rescan_place(session, machine_id, channel, project, judged)
     return judged
@@ -210,12 +210,12 @@ def rescan(session: Session, machine: str | None = None) -> Judged:
 
 def rescan_place(
     session: Session, machine_id: int, channel: str, project: str | None = None
-) -> Judged:
+) -> AggregateChanges:
     """One machine and channel's runs judged again in order (after a run was invalidated).
 
     One project's runs (``project``), or each project's of the machine and channel in turn.
     """
-    judged = Judged()
+    judged = AggregateChanges()
     projects = [project] if project is not None else list_projects(session, machine_id, channel)
     for one in projects:
         _rescan_place(session, machine_id, channel, one, judged)
@@ -223,7 +223,7 @@ def rescan_place(
 
 
 def _rescan_place(
-    session: Session, machine_id: int, channel: str, project: str, judged: Judged
+    session: Session, machine_id: int, channel: str, project: str, judged: AggregateChanges
 ) -> None:
     """One machine, channel and project's runs, oldest first (results read once per run)."""
     runs = list(

@@ -149,7 +149,7 @@ def recovered(finding: AggregateFinding, value: float, points_since: int) -> boo
 
 
 @dataclass(frozen=True)
-class Verdict:
+class AggregateMove:
     """A worse aggregate: by which rule, from what to what, between which runs."""
 
     rule: str
@@ -171,7 +171,7 @@ def rule_verdicts(
     history: Sequence[tuple[int, float]],
     base: tuple[float, float] | None,
     models: int,
-) -> list[Verdict]:
+) -> list[AggregateMove]:
     """The dashboard rules at the newest point of an aggregate's history (oldest first).
 
     ``base``: ``(base, new)`` over the models passing in the newest run and the one before.
@@ -184,26 +184,28 @@ def rule_verdicts(
     (last_good, previous), (first_bad, value) = history[-2], history[-1]
     fell = value < PASS_RATE_FLOOR <= previous
     if stat == "pass_rate" and fell and (previous - value) * models >= 1.5:
-        return [Verdict("pass_rate_below", previous, value, last_good, first_bad)]
+        return [AggregateMove("pass_rate_below", previous, value, last_good, first_bad)]
     if stat == "pass_rate" and len(history) > 2 and value < PASS_RATE_FLOOR:
         (last_good, earlier), (first_bad, dropped) = history[-3], history[-2]
         if dropped < PASS_RATE_FLOOR <= earlier and (earlier - dropped) * models < 1.5:
-            return [Verdict("pass_rate_below", earlier, dropped, last_good, first_bad)]
+            return [AggregateMove("pass_rate_below", earlier, dropped, last_good, first_bad)]
     # A zero base has no relative change (comparison's rule): no fraction of it is told.
     if stat in BASE_RULES and base is not None and base[0] != 0:
         rule, fraction = BASE_RULES[stat]
         if base[1] < fraction * base[0]:
-            return [Verdict(rule, base[0], base[1], last_good, first_bad)]
+            return [AggregateMove(rule, base[0], base[1], last_good, first_bad)]
     return []
 
 
-def step_verdicts(stat: str, history: Sequence[tuple[int, float]]) -> list[tuple[int, Verdict]]:
+def step_verdicts(
+    stat: str, history: Sequence[tuple[int, float]]
+) -> list[tuple[int, AggregateMove]]:
     """Steps for the worse in an aggregate's history, with the position of each first bad point."""
     values = np.array([value for _, value in history], dtype=np.float64)
     return [
         (
             change.index,
-            Verdict(
+            AggregateMove(
                 "step",
                 change.before,
                 change.after,
@@ -217,7 +219,7 @@ def step_verdicts(stat: str, history: Sequence[tuple[int, float]]) -> list[tuple
 
 
 @dataclass
-class Judged:
+class AggregateChanges:
     """What judging aggregates found: findings opened (not in the session yet), and ended."""
 
     opened: list[AggregateFinding] = field(default_factory=list)
@@ -229,7 +231,7 @@ def judge_series(
     history: Sequence[tuple[int, float]],
     base: tuple[float, float] | None,
     known: list[AggregateFinding],
-    judged: Judged,
+    judged: AggregateChanges,
     *,
     models: int,
     machine_id: int,
@@ -288,9 +290,9 @@ def _unrecorded_step(
 
 def _open(
     key: Key,
-    verdict: Verdict,
+    verdict: AggregateMove,
     known: list[AggregateFinding],
-    judged: Judged,
+    judged: AggregateChanges,
     machine_id: int,
     channel: str,
 ) -> AggregateFinding:
@@ -322,7 +324,7 @@ def rescan_steps(
     key: Key,
     history: Sequence[tuple[int, float]],
     known: list[AggregateFinding],
-    judged: Judged,
+    judged: AggregateChanges,
     *,
     machine_id: int,
     channel: str,

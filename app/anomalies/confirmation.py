@@ -50,7 +50,7 @@ DEFAULTS = DetectorConfig()
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Confirmation:
     """What a re-run says of a suspected step.
 
     ``state``: ``confirmed``, ``withdrawn`` or ``suspected`` (undecided). Shifts are
@@ -72,7 +72,7 @@ def judge(
     rerun: Sequence[float],
     suspected_change: float,
     config: DetectorConfig = DEFAULTS,
-) -> Verdict:
+) -> Confirmation:
     """Judge a suspect point, its samples pooled with a re-run's, against the level before.
 
     Confirmed: the pooled samples differ from the level before by a Mann-Whitney U test
@@ -97,19 +97,23 @@ def judge(
     again = np.asarray(rerun, dtype=np.float64)
     base = float(np.median(level))
     if base == 0 or not len(again) or not suspected_change:
-        return Verdict("suspected", 1.0, 0.0, 0.0, 0.0, "the level before is 0: no relative shift")
+        return Confirmation(
+            "suspected", 1.0, 0.0, 0.0, 0.0, "the level before is 0: no relative shift"
+        )
     shift = _hodges_lehmann(pooled, level)
     rel, rerun_rel = shift / abs(base), _hodges_lehmann(again, level) / abs(base)
     p_value, side = _p_value(level, pooled), math.copysign(1.0, suspected_change)
     facts = f"pooled {rel:+.1%}, p = {p_value:.2g}; re-run alone {rerun_rel:+.1%}"
     if rerun_rel * side < abs(suspected_change) / 2:
         reason = f"the re-run is back at the old level ({facts})"
-        return Verdict("withdrawn", p_value, shift, rel, rerun_rel, reason)
+        return Confirmation("withdrawn", p_value, shift, rel, rerun_rel, reason)
     least = config.min_effect(relative_noise(level, noise_scale(level)))
     if p_value <= config.max_p_value and rel * side >= least:
-        return Verdict("confirmed", p_value, shift, rel, rerun_rel, f"the step holds ({facts})")
+        return Confirmation(
+            "confirmed", p_value, shift, rel, rerun_rel, f"the step holds ({facts})"
+        )
     reason = f"not decided ({facts}); still suspected"
-    return Verdict("suspected", p_value, shift, rel, rerun_rel, reason)
+    return Confirmation("suspected", p_value, shift, rel, rerun_rel, reason)
 
 
 def _hodges_lehmann(after: np.ndarray[Any, Any], before: np.ndarray[Any, Any]) -> float:
@@ -392,7 +396,9 @@ def _conclude(
     original = _pool(result, suite_run.id, added)
     before = _level_before(session, regression)
     if len(before) < MIN_POINTS_BEFORE:
-        verdict = Verdict("suspected", 1.0, 0.0, 0.0, 0.0, "too few points before the suspect run")
+        verdict = Confirmation(
+            "suspected", 1.0, 0.0, 0.0, 0.0, "too few points before the suspect run"
+        )
     else:
         samples = [s for point in before for s in point]
         verdict = judge(samples, original, added, regression.rel_change, _config(regression))

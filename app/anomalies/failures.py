@@ -127,14 +127,14 @@ def _note(
 
 
 @dataclass
-class Judged:
+class FailureChanges:
     """What judging one run's cases found."""
 
     opened: list[CaseFailure]
     passing_again: list[CaseFailure]
 
 
-def judge_run(session: Session, run: Run) -> Judged:
+def judge_run(session: Session, run: Run) -> FailureChanges:
     """Open failures for the run's newly failing cases and end those passing again.
 
     The new findings are not in the session yet: the caller groups them, and adds them.
@@ -142,14 +142,16 @@ def judge_run(session: Session, run: Run) -> Judged:
     earlier = list(session.scalars(earlier_runs(run, HISTORY_RUNS)))
     now = outcomes(session, [run.id]).get(run.id, {})
     known = _relevant_findings(session, run)
-    judged = Judged([], [])
+    judged = FailureChanges([], [])
     if now:
         # History matters only for the cases failing now (did they pass before? flaky?).
         failing = [b for b, outcome in now.items() if not outcome.passed]
         before = outcomes(session, earlier, failing) if earlier and failing else {}
         judged = judge(run, now, [(r, before.get(r, {})) for r in earlier], known)
     changed = judge_coverage(run, _coverage(session, run, known), known)
-    return Judged(judged.opened + changed.opened, judged.passing_again + changed.passing_again)
+    return FailureChanges(
+        judged.opened + changed.opened, judged.passing_again + changed.passing_again
+    )
 
 
 def judge(
@@ -157,7 +159,7 @@ def judge(
     now: Mapping[int, Outcome],
     earlier: Sequence[tuple[int, Mapping[int, Outcome]]],
     known: Mapping[int, list[CaseFailure]],
-) -> Judged:
+) -> FailureChanges:
     """The judgement of one run's cases (pure: no I/O).
 
     Args:
@@ -168,7 +170,7 @@ def judge(
         known: the failures recorded for these cases of the machine and channel (a new one
             is appended, so that a walk through a history sees its own findings).
     """
-    judged = Judged([], [])
+    judged = FailureChanges([], [])
     for benchmark_id, outcome in now.items():
         history = [cases[benchmark_id] for _, cases in earlier if benchmark_id in cases]
         previous = history[0] if history else None  # the newest earlier outcome
@@ -266,7 +268,7 @@ def _by_case(query: Select[CaseFailure], session: Session) -> dict[int, list[Cas
 
 def rescan_runs(
     session: Session, machine_id: int, channel: str, project: str | None = None
-) -> Iterator[tuple[Run, Judged]]:
+) -> Iterator[tuple[Run, FailureChanges]]:
     """Judge every run of a machine and channel in time order, as if each had just arrived.
 
     One project's runs (``project``), or each project's of the machine and channel in turn
@@ -281,7 +283,7 @@ def rescan_runs(
 
 def _rescan_project(
     session: Session, machine_id: int, channel: str, project: str
-) -> Iterator[tuple[Run, Judged]]:
+) -> Iterator[tuple[Run, FailureChanges]]:
     """``rescan_runs`` of one project's runs on the machine and channel."""
     runs = list(
         session.scalars(
@@ -394,7 +396,9 @@ def _reported_before(session: Session, run: Run, benchmark_ids: Sequence[int]) -
     return found
 
 
-def judge_coverage(run: Run, coverage: Coverage, known: Mapping[int, list[CaseFailure]]) -> Judged:
+def judge_coverage(
+    run: Run, coverage: Coverage, known: Mapping[int, list[CaseFailure]]
+) -> FailureChanges:
     """Coverage findings of one run: cases removed or added, and those reported again (pure).
 
     Args:
@@ -403,7 +407,7 @@ def judge_coverage(run: Run, coverage: Coverage, known: Mapping[int, list[CaseFa
         known: the findings recorded for the machine and channel's cases (at least the open
             ones and those opened at this run); a new one is not added to it.
     """
-    judged = Judged([], [])
+    judged = FailureChanges([], [])
     for benchmark_id, recorded in known.items():
         if benchmark_id in coverage.now:
             for finding in recorded:

@@ -232,7 +232,7 @@ def _detect(
                 if recorded is not None:
                     known[one.id].append(recorded)
         change_point = thresholds.for_series(registry.CHANGE_POINT, one.suite, one.metric, one.kind)
-        judged = Judged(history, found_at, change_point, single_points)
+        judged = SeriesScan(history, found_at, change_point, single_points)
         _judge_suspects(session, one, judged, known[one.id], detection)
     if detection.regressions:  # grouping adds them to the session
         _group_and_explain(session, detection.regressions)
@@ -368,7 +368,7 @@ def _confirm(
 
 
 @dataclass(frozen=True)
-class Judged:
+class SeriesScan:
     """One series as this detection pass saw it, for its suspected steps."""
 
     history: History
@@ -378,7 +378,11 @@ class Judged:
 
 
 def _judge_suspects(
-    session: Session, one: SeriesKey, judged: Judged, known: list[Regression], detection: Detection
+    session: Session,
+    one: SeriesKey,
+    judged: SeriesScan,
+    known: list[Regression],
+    detection: Detection,
 ) -> None:
     """Withdraw the series' suspected step if it came to nothing; else suspect a new one.
 
@@ -393,7 +397,10 @@ def _judge_suspects(
             continue
         at = position.get(regression.first_bad_run_id)
         if at is None:
-            outcome: suspects.Verdict | None = ("withdrawn", "no step found in its history")
+            outcome: suspects.SuspicionOutcome | None = (
+                "withdrawn",
+                "no step found in its history",
+            )
         else:
             outcome = suspects.verdict(
                 history.values, at, (regression.before, regression.after), judged.found_at

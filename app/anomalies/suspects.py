@@ -38,7 +38,7 @@ from app.anomalies.detectors import (
     step_between,
 )
 
-Verdict = tuple[Literal["confirmed", "withdrawn"], str]  # and why, in words
+SuspicionOutcome = tuple[Literal["confirmed", "withdrawn"], str]  # and why, in words
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,7 @@ def verdict(
     levels: tuple[float, float],
     confirmed_at: Sequence[int],
     suspect_config: SuspectConfig = DEFAULT_SUSPECT,
-) -> Verdict | None:
+) -> SuspicionOutcome | None:
     """What became of a suspected step, with the series as it is now (None: still suspected).
 
     Args:

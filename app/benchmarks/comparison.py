@@ -20,7 +20,7 @@ RELATIVE = 0.05
 RELATIVE_MEMORY = 0.20
 
 Direction = Literal["better", "worse"]
-Verdict = Literal[
+CaseVerdict = Literal[
     "better",  # moved beyond the threshold the good way
     "worse",
     "unchanged",  # within the threshold (or equal where no relative change exists)
@@ -90,7 +90,7 @@ class Change:
     """How a case moved from the base to the new side."""
 
     rel_change: float | None
-    verdict: Verdict
+    verdict: CaseVerdict
 
 
 def judge(

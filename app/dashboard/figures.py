@@ -441,7 +441,7 @@ def hardware_chart(panels: Mapping[str, Sequence[tuple[str, float]]]) -> Figure 
 
 
 @dataclass(frozen=True)
-class Judged:
+class BranchResult:
     """A branch's result and what it was judged against, for ``verdict_chart``."""
 
     at: datetime  # when the branch's run started
@@ -456,7 +456,7 @@ class Judged:
 def verdict_chart(
     points: Sequence[Point],
     fork_run_id: int | None,
-    judged: Judged,
+    judged: BranchResult,
     title: str,
     channel: str,
     unit: str,

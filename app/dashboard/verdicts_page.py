@@ -21,7 +21,7 @@ from app.anomalies.history import load_histories
 from app.benchmarks.models import Benchmark, CompilerConfig, Metric, Series
 from app.dashboard import figures
 from app.dashboard import format as fmt
-from app.dashboard.figures import Judged, Point
+from app.dashboard.figures import BranchResult, Point
 from app.runs.branches import base_channel
 from app.runs.models import Result, Run
 from app.runs.service import get_run, series_levels
@@ -115,7 +115,7 @@ def _charts(
         points = _points(session, series_id, before, fork, run.id)
         name = f"{item['model']} · {item['config']} · {item['precision']} · {item['mode']}"
         title = f"{name} · {item['metric']}"
-        judged = Judged(
+        judged = BranchResult(
             at=run.started_at,
             value=item["new"],
             verdict=item["verdict"],

@@ -40,7 +40,7 @@ DEFAULTS = DetectorConfig()
 
 
 @dataclass(frozen=True)
-class Verdict:
+class ResultVerdict:
     """What one result is, against its baseline."""
 
     verdict: Kind
@@ -59,14 +59,14 @@ def judge(
     config: DetectorConfig = DEFAULTS,
     new_samples: Sequence[float] | None = None,
     baseline_samples: Sequence[float] | None = None,
-) -> Verdict:
+) -> ResultVerdict:
     """The verdict on ``new`` against the baseline points (NaN: failed or missing)."""
     if new is None or not math.isfinite(new):
-        return Verdict("error", reason="the result has no value")
+        return ResultVerdict("error", reason="the result has no value")
     history = np.asarray([v for v in baseline if math.isfinite(v)], dtype=np.float64)
     points = history[-LEVEL_POINTS:]
     if len(points) < MIN_POINTS:
-        return Verdict(
+        return ResultVerdict(
             "no_baseline", reason=f"{len(points)} baseline point(s); {MIN_POINTS} needed"
         )
     base = float(np.median(points))
@@ -86,23 +86,27 @@ def judge(
     described = _describe(rel, base, z, p_value, least, deterministic)
     if not beyond or higher_is_better is None:
         why = "within the noise" if not beyond else "changed (the metric has no better way)"
-        return Verdict("pass", base, rel, p_value, _finite(z), least, f"{why}: {described}")
+        return ResultVerdict("pass", base, rel, p_value, _finite(z), least, f"{why}: {described}")
     worse = direction_between(base, new, higher_is_better) == "worse"
     kind: Kind = "regression" if worse else "improvement"
-    return Verdict(kind, base, rel, p_value, _finite(z), least, described)
+    return ResultVerdict(kind, base, rel, p_value, _finite(z), least, described)
 
 
-def _from_zero(new: float, deterministic: bool, higher_is_better: bool | None) -> Verdict:
+def _from_zero(new: float, deterministic: bool, higher_is_better: bool | None) -> ResultVerdict:
     """A baseline of exactly 0 (no graph breaks, no recompiles): any other value is a change."""
     if not deterministic:
-        return Verdict("no_baseline", base=0.0, reason="the baseline is 0: no relative change")
+        return ResultVerdict(
+            "no_baseline", base=0.0, reason="the baseline is 0: no relative change"
+        )
     if new == 0:
-        return Verdict("pass", 0.0, reason="0, as expected")
+        return ResultVerdict("pass", 0.0, reason="0, as expected")
     reason = f"{new:.4g} where the baseline is 0"
     if higher_is_better is None:
-        return Verdict("pass", 0.0, reason=f"changed (the metric has no better way): {reason}")
+        return ResultVerdict(
+            "pass", 0.0, reason=f"changed (the metric has no better way): {reason}"
+        )
     worse = direction_between(0.0, new, higher_is_better) == "worse"
-    return Verdict("regression" if worse else "improvement", 0.0, reason=reason)
+    return ResultVerdict("regression" if worse else "improvement", 0.0, reason=reason)
 
 
 def _p_value(new: Sequence[float] | None, baseline: Sequence[float] | None) -> float | None:

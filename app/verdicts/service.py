@@ -30,7 +30,7 @@ from app.runs.branches import base_channel, is_branch_channel
 from app.runs.models import Run
 from app.runs.shards import COMPLETED
 from app.verdicts import cache
-from app.verdicts.judge import LEVEL_POINTS, Verdict, judge
+from app.verdicts.judge import LEVEL_POINTS, ResultVerdict, judge
 
 MAX_RESULTS = 20_000  # a run's results judged in one answer (a read anyone may ask for)
 HISTORY_POINTS = 60  # of the default branch's series, read up to the fork point
@@ -181,12 +181,12 @@ def _verdict(
     history: History | None,
     accepted: Mapping[int, set[int]],
     thresholds: DetectorThresholds,
-) -> Verdict:
+) -> ResultVerdict:
     if row["status"] != "ok" or row["value"] is None:
         why = row["reason"] or row["text_value"] or row["status"]
-        return Verdict("error", reason=f"the result {row['status']}: {why}")
+        return ResultVerdict("error", reason=f"the result {row['status']}: {why}")
     if series_id is None or history is None:
-        return Verdict("no_baseline", reason="the default branch has no such series here")
+        return ResultVerdict("no_baseline", reason="the default branch has no such series here")
     start = max(
         (i for i, run_id in enumerate(history.run_ids) if run_id in accepted.get(series_id, ())),
         default=0,
@@ -206,7 +206,7 @@ def _verdict(
 
 
 def _item(
-    row: Mapping[str, Any], verdict: Verdict, series_id: int | None, run: Run, public_url: str
+    row: Mapping[str, Any], verdict: ResultVerdict, series_id: int | None, run: Run, public_url: str
 ) -> dict[str, Any]:
     fields = asdict(verdict)
     return {

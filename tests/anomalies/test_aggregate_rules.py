@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from app.anomalies import aggregate_rules as rules
-from app.anomalies.aggregate_rules import Candidate, Judged, Key, Value
+from app.anomalies.aggregate_rules import AggregateChanges, Candidate, Key, Value
 from app.anomalies.models import AggregateFinding
 from app.summaries.aggregates import ModelRecord
 
@@ -28,10 +28,10 @@ def judge(
     base: tuple[float, float] | None = None,
     steps: bool = True,
     models: int = 20,
-) -> tuple[Judged, list[AggregateFinding]]:
+) -> tuple[AggregateChanges, list[AggregateFinding]]:
     """Judge the last of ``values`` (run ids 1, 2, ...)."""
     known = [] if known is None else known
-    judged = Judged()
+    judged = AggregateChanges()
     history = [(i + 1, v) for i, v in enumerate(values)]
     rules.judge_series(
         key(stat),
@@ -142,7 +142,7 @@ def test_a_zero_base_has_no_relative_change_and_no_base_rule_fires() -> None:
     assert judged.opened == []
     assert rules.worse("mean_compile_time_s", None) is False
     with pytest.raises(AssertionError):
-        _ = rules.Verdict("step", 0.0, 1.0, 1, 2).rel_change
+        _ = rules.AggregateMove("step", 0.0, 1.0, 1, 2).rel_change
 
 
 def test_a_base_rule_finding_is_not_opened_again_while_open_and_ends_when_back() -> None:
@@ -200,7 +200,7 @@ def test_rescan_steps_resolve_where_the_aggregate_came_back() -> None:
     level = [2.0 + 0.002 * (i % 4) for i in range(40)]
     values = [*level[:15], *(v * 0.9 for v in level[15:25]), *level[25:]]
     history = [(i + 1, v) for i, v in enumerate(values)]
-    judged, known = Judged(), list[AggregateFinding]()
+    judged, known = AggregateChanges(), list[AggregateFinding]()
     rules.rescan_steps(
         key("geomean_speedup"), history, known, judged, machine_id=1, channel="nightly"
     )

@@ -163,7 +163,7 @@ def test_sparkline(values: list[float | None], expected: str) -> None:
 def test_the_verdict_chart_draws_the_history_the_fork_point_and_the_branch_result() -> None:
     points = [point(day, 10.0 + 0.01 * day) for day in range(6)]
     points[2] = point(2, None, status="failed")
-    judged = figures.Judged(
+    judged = figures.BranchResult(
         at=at(4),
         value=12.0,
         verdict="regression",
@@ -189,7 +189,7 @@ def test_the_verdict_chart_draws_the_history_the_fork_point_and_the_branch_resul
 
 
 def test_the_verdict_chart_without_a_fork_point_or_a_band() -> None:
-    judged = figures.Judged(at(9), 8.0, "improvement", None, None, "x", ("improvement",))
+    judged = figures.BranchResult(at(9), 8.0, "improvement", None, None, "x", ("improvement",))
     fig = figures.verdict_chart([point(0, 10.0)], None, judged, "t", "nightly", "ms")
     assert [t["name"] for t in fig["data"]] == ["nightly", "x"]
     assert fig["data"][-1]["marker"]["color"] == figures.IMPROVEMENT
@@ -227,7 +227,7 @@ def test_the_verdict_hardware_and_series_charts_draw_stored_strings_as_typed() -
     the hardware panels' titles and case labels, a line's steps and an annotation's text
     reached Plotly unescaped, so a stored <a href> drew a live link."""
     points = [point(day, 10.0, commit=f"c{LINK}") for day in range(4)]
-    judged = figures.Judged(
+    judged = figures.BranchResult(
         at(5), 12.0, "regression", 10.0, (9.9, 10.1), f"b{LINK}", ("regression", f"why {LINK}")
     )
     verdict = figures.verdict_chart(points, 2, judged, f"t{LINK}", f"ch{LINK}", "ms")
