@@ -39,7 +39,7 @@ from app.dashboard.compare import KINDS, CompareQuery, compare_page, csv_page
 from app.dashboard.figures import embed
 from app.dashboard.overview import FAMILIES, overview
 from app.dashboard.queries import has_demo_data
-from app.dashboard.run_page import run_page
+from app.dashboard.run_page import MAX_PAGE_SIZE, PAGE_SIZE, run_page
 from app.dashboard.series import GROUPINGS, RANGES, SeriesQuery, series_page
 from app.dashboard.sign_in import (
     forget,
@@ -373,10 +373,18 @@ def alerts_view(
 
 @pages.get("/runs/{run_id}", response_class=HTMLResponse)
 def run_view(
-    request: Request, session: SessionDep, run_id: int, done: str | None = None
+    request: Request,
+    session: SessionDep,
+    run_id: int,
+    done: str | None = None,
+    page: Annotated[int, Query(ge=1, le=INT32_MAX)] = 1,
+    size: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = PAGE_SIZE,
 ) -> HTMLResponse:
-    """One run: metadata, environment, coverage, failures, hardware, kernels, benchmarks."""
-    context = run_page(session, run_id)
+    """One run: metadata, environment, coverage, failures, hardware, kernels, benchmarks.
+
+    Its results ``size`` a page (``page``, from 1): a run may hold 100,000 of them.
+    """
+    context = run_page(session, run_id, page, size)
     scopes = subs.scopes_of(request, session)
     said = RUN_DONE.get(done or "")
     return render(request, session, "run.html", may_correct="admin" in scopes, done=said, **context)

@@ -6,11 +6,12 @@ from collections import defaultdict
 from typing import Any
 from urllib.parse import urlencode
 
-from sqlalchemy import JSON, case, or_, select, type_coerce
+from sqlalchemy import JSON, case, func, or_, select, type_coerce
 from sqlalchemy.orm import Session
 
 from app.benchmarks.models import Benchmark, CompilerConfig, Metric, Series
 from app.benchmarks.vocabulary import PASSING_ACCURACY
+from app.core.errors import NotFound
 from app.dashboard import figures
 from app.runs.branches import base_channel, is_branch_channel
 from app.runs.models import Result
@@ -28,13 +29,29 @@ HARDWARE = (
 )
 TOP_KERNELS = 15
 HEADLINE = ("latency", "speedup", "peak_memory", "accuracy")
+# Results one run page shows: a run may hold 100,000, and an anonymous reader pages through.
+PAGE_SIZE = 500
+MAX_PAGE_SIZE = 2_000
 
 
-def run_page(session: Session, run_id: int) -> dict[str, Any]:
-    """Everything the run page shows."""
+class PastTheEnd(NotFound):
+    """A page number after the run's last page."""
+
+
+def run_page(session: Session, run_id: int, page: int = 1, size: int = PAGE_SIZE) -> dict[str, Any]:
+    """Everything the run page shows, for the ``page``-th ``size`` results in case order."""
     run = get_run(session, run_id)
-    rows = page_rows(session, run_id)
+    total = result_count(session, run_id)
+    pages = max(1, -(-total // size))
+    if page > pages:
+        raise PastTheEnd(
+            f"run {run_id} has {total:,} results, {pages:,} pages of {size}: "
+            f"page {page:,} is past its last"
+        )
+    first = (page - 1) * size
+    rows = page_rows(session, run_id, offset=first, limit=size)
     return {
+        "paging": _paging(run_id, page, pages, size, first, len(rows), total),
         "run": run,
         "problems": _problems(rows),
         "cases": _cases(rows, run.machine.name, run.channel),
@@ -48,7 +65,36 @@ def run_page(session: Session, run_id: int) -> dict[str, Any]:
     }
 
 
-def page_rows(session: Session, run_id: int) -> list[dict[str, Any]]:
+def result_count(session: Session, run_id: int) -> int:
+    """How many results the run holds (its shards' included)."""
+    counted = select(func.count()).select_from(Result).where(Result.run_id == run_id)
+    return int(session.scalar(counted) or 0)
+
+
+def _paging(
+    run_id: int, page: int, pages: int, size: int, first: int, shown: int, total: int
+) -> dict[str, Any]:
+    """What the page says of its place: results first-last of total, and its neighbours."""
+
+    def link(number: int) -> str:
+        # Relative to the site, never a host: the page's own path with its page number.
+        query = {"page": number} | ({"size": size} if size != PAGE_SIZE else {})
+        return f"/runs/{run_id}?" + urlencode(query)
+
+    return {
+        "page": page,
+        "pages": pages,
+        "first": first + 1 if shown else 0,
+        "last": first + shown,
+        "total": total,
+        "previous": link(page - 1) if page > 1 else None,
+        "next": link(page + 1) if page < pages else None,
+    }
+
+
+def page_rows(
+    session: Session, run_id: int, *, offset: int = 0, limit: int | None = None
+) -> list[dict[str, Any]]:
     """The run's results with what the page shows: never raw samples (megabytes a run).
 
     ``extra`` only where the page reads it: a problem's ``why`` and a kernel count's kernels.
@@ -76,7 +122,9 @@ def page_rows(session: Session, run_id: int) -> list[dict[str, Any]]:
         .join(CompilerConfig, Benchmark.compiler_config_id == CompilerConfig.id)
         .join(Metric, Series.metric_id == Metric.id)
         .where(Result.run_id == run_id)
-        .order_by(Benchmark.suite, Benchmark.model, Benchmark.id, Metric.name)
+        .order_by(Benchmark.suite, Benchmark.model, Benchmark.id, Metric.name, Result.series_id)
+        .offset(offset)
+        .limit(limit)
     )
     return [dict(row._mapping) for row in session.execute(query)]
 
