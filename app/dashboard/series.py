@@ -25,6 +25,9 @@ GROUPINGS = ("config", "precision", "channel")
 MAX_POINTS = 400  # per line, after M4 downsampling (steps and extremes are kept)
 RANGES = {"7": 7, "30": 30, "90": 90, "all": None}
 MAX_MARKS = 50  # annotations drawn on one chart (the newest in its range)
+# Points one chart reads, its lines together: "all" of 50 lines of 100,000 points each must
+# not read 5 million rows for an anonymous reader. Each line keeps its newest share.
+READ_BUDGET = 100_000
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,7 @@ class Drawn:
     lines: list[Line]
     points: int
     shown: int
+    cut: int | None = None  # each line's newest points read, where the range held more
 
 
 def series_page(session: Session, query: SeriesQuery) -> dict[str, Any]:
@@ -115,6 +119,7 @@ def series_page(session: Session, query: SeriesQuery) -> dict[str, Any]:
         "regressions": [step for line in drawn.lines for step in line.steps],
         "points": drawn.points,
         "shown": drawn.shown,
+        "cut": drawn.cut,
     }
 
 
@@ -139,12 +144,15 @@ def lines(session: Session, found: list[Series], by: str, device: str, days: str
         The lines, and how many points they hold before and after downsampling.
     """
     since = _since(session, [s.id for s in found], days)
-    drawn, total = [], 0
+    drawn, total, cut = [], 0, None
+    share = max(MAX_POINTS, READ_BUDGET // max(1, len(found)))
     for series in found:
-        rows = series_levels(session, series.id, since, None, None)
+        rows = series_levels(session, series.id, since, None, share + 1, newest=True)
+        if len(rows) > share:
+            rows, cut = rows[1:], share
         kept = [rows[i] for i in downsample_indices([r.value for r in rows], MAX_POINTS)]
         # The band of the points drawn only, computed by the database: never sample arrays.
-        some = [r.run_id for r in kept] if len(kept) < len(rows) else None
+        some = [r.run_id for r in kept] if len(kept) < len(rows) or cut else None
         bands = series_samples(session, series.id, some, since, None)
         torch = _torch_versions(session, {r.run_id for r in kept})
         label = _label(series, by)
@@ -169,7 +177,7 @@ def lines(session: Session, found: list[Series], by: str, device: str, days: str
             )
         )
         total += len(rows)
-    return Drawn(drawn, total, sum(len(line.points) for line in drawn))
+    return Drawn(drawn, total, sum(len(line.points) for line in drawn), cut)
 
 
 def _band(bands: dict[int, Any], run_id: int, edge: str) -> float | None:

@@ -661,12 +661,20 @@ def series_levels(
     since: datetime | None,
     until: datetime | None,
     limit: int | None,
+    *,
+    newest: bool = False,
 ) -> Sequence[Any]:
     """At most ``limit`` (None: all) of a series' points in a time range, oldest first.
 
-    Without samples: the rows a chart draws, without the arrays a point's samples may hold.
+    The oldest ``limit`` of the range, or with ``newest`` the newest ones (still returned
+    oldest first). Without samples: the rows a chart draws, without the arrays a point's
+    samples may hold.
     """
-    return session.execute(_points_query(series_id, since, until).limit(limit)).all()
+    query = _points_query(series_id, since, until)
+    if not newest:
+        return session.execute(query.limit(limit)).all()
+    latest = query.order_by(None).order_by(Result.measured_at.desc(), Result.run_id.desc())
+    return session.execute(latest.limit(limit)).all()[::-1]
 
 
 def _points_query(

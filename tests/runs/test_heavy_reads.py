@@ -6,6 +6,7 @@ import re
 import pytest
 from fastapi.testclient import TestClient
 
+from app.dashboard import series as series_page
 from app.runs import router as runs_router
 from tests.dashboard.test_alerts_statements import counted
 from tests.factories import result, run_payload
@@ -117,3 +118,34 @@ def test_a_band_is_drawn_from_the_database(
     read = [s for s in statements if "FROM result" in s]
     assert read
     assert not [s for s in read if RAW_SAMPLES.search(s)]
+
+
+def test_a_chart_reads_a_bounded_number_of_points(
+    client: TestClient, ingest_headers: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 12 points of one line, a budget of 5 (MAX_POINTS 4): the newest 5 are read and drawn,
+    # and the page says the range was cut; the old code read and drew all 12.
+    _series(client, ingest_headers, 12)
+    monkeypatch.setattr(series_page, "READ_BUDGET", 5)
+    monkeypatch.setattr(series_page, "MAX_POINTS", 4)
+    params = {
+        "machine": "h100-8",
+        "model": "resnet50",
+        "precision": "bf16",
+        "config": "cudagraphs",
+        "days": "all",
+    }
+    with counted() as statements:
+        page = client.get("/series", params=params).raise_for_status().text
+    assert (
+        "each line&#39;s newest 5 points are read" in page or "each line's newest 5 points" in page
+    )
+    assert re.search(r"\b4 of 5 points drawn", page), page
+    limits = [s for s in statements if "FROM result" in s and "LIMIT" in s]
+    assert limits  # the database cut it, not Python
+    # Within the budget: nothing is cut and nothing said.
+    monkeypatch.setattr(series_page, "READ_BUDGET", 100)
+    monkeypatch.setattr(series_page, "MAX_POINTS", 400)
+    whole = client.get("/series", params=params).raise_for_status().text
+    assert re.search(r"\b12 of 12 points drawn", whole)
+    assert "points are read" not in whole
