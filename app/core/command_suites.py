@@ -55,11 +55,7 @@ class CommandSuite(BaseModel):
     @field_validator("command")
     @classmethod
     def _argv(cls, command: list[str]) -> list[str]:
-        if not command[0]:
-            raise ValueError("the command's program (its first word) is empty")
-        if any("\x00" in word for word in command):
-            raise ValueError("a NUL character in the command")
-        return command
+        return check_argv(command)
 
     @field_validator("outputs")
     @classmethod
@@ -75,12 +71,29 @@ class CommandSuite(BaseModel):
     @field_validator("env")
     @classmethod
     def _not_ours(cls, env: dict[str, str]) -> dict[str, str]:
-        for name in env:
-            if not name or "=" in name or "\x00" in name:
-                raise ValueError(f"environment variable name {name!r} is not valid")
-            if name.startswith("BENCHWATCH_SHARD_") or name == "BENCHWATCH_OUTPUT_DIR":
-                raise ValueError(f"{name} is set by the worker")
-        return env
+        return check_env_names(env, ("BENCHWATCH_OUTPUT_DIR", "BENCHWATCH_SHARD_"))
+
+
+def check_argv(command: list[str]) -> list[str]:
+    """An operator's argv, run without a shell: a program first, no NUL anywhere."""
+    if not command[0]:
+        raise ValueError("the command's program (its first word) is empty")
+    if any("\x00" in word for word in command):
+        raise ValueError("a NUL character in the command")
+    return command
+
+
+def check_env_names(env: dict[str, str], workers: tuple[str, ...]) -> dict[str, str]:
+    """Variables an operator adds: valid names, none of the worker's own.
+
+    ``workers``: the names the worker sets, or their prefixes (ending in ``_``).
+    """
+    for name in env:
+        if not name or "=" in name or "\x00" in name:
+            raise ValueError(f"environment variable name {name!r} is not valid")
+        if any(name.startswith(own) if own.endswith("_") else name == own for own in workers):
+            raise ValueError(f"{name} is set by the worker")
+    return env
 
 
 def check_names(suites: dict[str, CommandSuite]) -> dict[str, CommandSuite]:
