@@ -39,8 +39,10 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
+from platformdirs import user_cache_dir
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from app.core.config import Settings, settings
 from app.core.providers import BUILTIN_PROVIDER, Component, EnvSpec, Provider
 from workers.shard_runner import _die_with_parent, worker_environment
 
@@ -283,6 +285,18 @@ class Environments:
     def _try_lock(self, key: str) -> contextlib.AbstractContextManager[bool]:
         """The key's build lock if free now (True), else nothing (False)."""
         return _flock(self.root / ".locks" / f"{key}.lock", wait=False)
+
+
+def environments(config: Settings = settings) -> Environments:
+    """This worker's providers and cache, as its settings say."""
+    default = Path(user_cache_dir("benchwatch", appauthor=False)) / "envs"
+    return Environments(
+        root=Path(config.ENV_CACHE) if config.ENV_CACHE else default,
+        budget_bytes=config.ENV_CACHE_BYTES,
+        providers=config.PROVIDERS,
+        find_links=tuple(config.PIP_FIND_LINKS),
+        pip_timeout_s=config.PIP_TIMEOUT_S,
+    )
 
 
 def spec_key(provider: str, spec: EnvSpec, identity: Mapping[str, Any]) -> str:

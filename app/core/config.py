@@ -11,6 +11,7 @@ from app.core.command_suites import CommandSuite, check_names, command_tier
 from app.core.cpu_cores import parse_pin_cores
 from app.core.cron import parse_cron
 from app.core.names import NAME_PATTERN
+from app.core.providers import Provider, check_provider_names
 
 
 def default_database_url() -> str:
@@ -104,6 +105,16 @@ class Settings(BaseSettings):
     # [argv...], "cwd", "env", "timeout_s", "outputs": [glob...], "format", "hints", "shards"}.
     # Only the operator sets them; a schedule or a trigger names one.
     COMMAND_SUITES: dict[str, CommandSuite] = Field(default_factory=dict)
+    # Environment providers of localization probes (docs/localize.md), JSON: name ->
+    # {"command": [argv...], "timeout_s", "env"}; "pip" is built in. A worker keeps what they
+    # prepare in ENV_CACHE (empty: its user cache directory's benchwatch/envs), the least
+    # recently used removed past ENV_CACHE_BYTES. PIP_FIND_LINKS, a JSON list of folders (or
+    # pages) of wheels: the pip provider then installs versions from those only.
+    PROVIDERS: dict[str, Provider] = Field(default_factory=dict)
+    ENV_CACHE: str = ""
+    ENV_CACHE_BYTES: int = Field(default=20 * 1024**3, ge=0)
+    PIP_FIND_LINKS: list[str] = Field(default_factory=list)
+    PIP_TIMEOUT_S: float = Field(default=3600.0, gt=0)  # the pip provider's, per environment
     # A run whose detection has not finished this long after it was stored is queued again
     # (its task was lost: broker down, worker killed); the sweep looks every DETECTION_SWEEP_S.
     DETECTION_OVERDUE_S: float = 600.0
@@ -172,6 +183,11 @@ class Settings(BaseSettings):
     @classmethod
     def _command_names(cls, suites: dict[str, CommandSuite]) -> dict[str, CommandSuite]:
         return check_names(suites)
+
+    @field_validator("PROVIDERS")
+    @classmethod
+    def _provider_names(cls, providers: dict[str, Provider]) -> dict[str, Provider]:
+        return check_provider_names(providers)
 
     @field_validator("PIN_CORES")
     @classmethod

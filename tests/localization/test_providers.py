@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from app.core.config import Settings
 from app.core.providers import Component, EnvSpec, Provider, check_provider_names
 from workers.providers import (
     Environments,
@@ -21,6 +22,7 @@ from workers.providers import (
     PrepareStopped,
     Unbuildable,
     UnknownProvider,
+    environments,
     probe_environment,
 )
 from workers.shard_runner import run_command_process, worker_environment
@@ -460,3 +462,36 @@ def test_settings_refuse_what_a_provider_cannot_be() -> None:
         Component(commit="--upload-pack=evil")
     with pytest.raises(ValidationError, match="component name"):
         EnvSpec(components={"../x": Component(version="1")})
+
+
+def test_the_settings_name_the_providers_and_the_cache(tmp_path: Path) -> None:
+    config = Settings(
+        PROVIDERS={"torch-src": {"command": ["/opt/build.sh"], "timeout_s": 60}},
+        ENV_CACHE=str(tmp_path),
+        ENV_CACHE_BYTES=1000,
+        PIP_FIND_LINKS=["/srv/wheels"],
+    )
+    made = environments(config)
+    assert (made.root, made.budget_bytes, made.find_links) == (tmp_path, 1000, ("/srv/wheels",))
+    assert made.providers["torch-src"].timeout_s == 60
+    default = environments(Settings())
+    assert default.root.name == "envs"
+    assert default.budget_bytes == 20 * GiB
+    for bad in ({"pip": {"command": ["/x"]}}, {"s": {"command": "ls"}}, {"s": {"shell": True}}):
+        with pytest.raises(ValidationError):
+            Settings(PROVIDERS=bad)
+
+
+def test_a_bad_provider_in_the_environment_stops_any_process_at_start() -> None:
+    env = {**os.environ, "BENCHWATCH_PROVIDERS": json.dumps({"pip": {"command": ["/x"]}})}
+    done = subprocess.run(
+        [sys.executable, "-c", "import app.core.config"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).parents[2],
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert "PROVIDERS" in done.stderr
+    assert "built-in" in done.stderr
