@@ -12,6 +12,7 @@ from app.benchmarks.models import (
     Series,
 )
 from app.core.db import Base
+from app.localization.models import Localization, LocalizationProbe
 from app.notifications.models import Delivery, DeliveryAttempt, Notice, Silence, Subscription
 from app.runs.models import Environment, InvalidatedResult, Result, Run
 from app.suite_runs.models import SuiteRun, SuiteShard
@@ -31,6 +32,8 @@ __all__ = [
     "DeliveryAttempt",
     "Environment",
     "InvalidatedResult",
+    "Localization",
+    "LocalizationProbe",
     "Machine",
     "MachineSilence",
     "Metric",

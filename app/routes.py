@@ -15,6 +15,8 @@ from app.api.validation import refuse_nul_in_query
 from app.audit.router import router as audit_router
 from app.benchmarks.router import router as benchmarks_router
 from app.corrections.router import router as corrections_router
+from app.localization.router import reads as localization_reads
+from app.localization.router import writes as localization_writes
 from app.notifications.router import deliveries as deliveries_router
 from app.notifications.router import router as notifications_router
 from app.notifications.router import silence_reads, silence_writes
@@ -45,6 +47,8 @@ for router in (
     annotations_reads,
     annotations_writes,
     corrections_router,
+    localization_reads,
+    localization_writes,
     audit_router,
 ):
     api_router.include_router(router)

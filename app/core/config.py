@@ -4,7 +4,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from platformdirs import user_data_dir
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.core.command_suites import CommandSuite, check_names, command_tier
@@ -115,6 +115,14 @@ class Settings(BaseSettings):
     ENV_CACHE_BYTES: int = Field(default=20 * 1024**3, ge=0)
     PIP_FIND_LINKS: list[str] = Field(default_factory=list)
     PIP_TIMEOUT_S: float = Field(default=3600.0, gt=0)  # the pip provider's, per environment
+    # Localization (docs/localize.md): started for each step confirmed ("confirmed") or
+    # suspected ("suspected") on a series a worker can measure, or never by itself ("off"; the
+    # alert page, API and CLI start one all the same); at most LOCALIZE_BUDGET a machine in
+    # 24 hours, however started. LOCALIZE_SUITES maps a series' suite to the command suite
+    # that measures it (how a CI-uploaded series is localized), JSON: {"my-suite": "name"}.
+    LOCALIZE: Literal["off", "confirmed", "suspected"] = "off"
+    LOCALIZE_BUDGET: int = Field(default=3, ge=0)
+    LOCALIZE_SUITES: dict[str, str] = Field(default_factory=dict)
     # A run whose detection has not finished this long after it was stored is queued again
     # (its task was lost: broker down, worker killed); the sweep looks every DETECTION_SWEEP_S.
     DETECTION_OVERDUE_S: float = 600.0
@@ -188,6 +196,15 @@ class Settings(BaseSettings):
     @classmethod
     def _provider_names(cls, providers: dict[str, Provider]) -> dict[str, Provider]:
         return check_provider_names(providers)
+
+    @model_validator(mode="after")
+    def _localized_suites_exist(self) -> "Settings":
+        unknown = sorted(set(self.LOCALIZE_SUITES.values()) - set(self.COMMAND_SUITES))
+        if unknown:
+            raise ValueError(
+                f"LOCALIZE_SUITES names command suites not in COMMAND_SUITES: {unknown}"
+            )
+        return self
 
     @field_validator("PIN_CORES")
     @classmethod

@@ -1,0 +1,90 @@
+"""What a request for a localization holds, validated; and how a localization is read."""
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.core.bounds import RowId
+
+
+class LocalizationCreate(BaseModel):
+    """The finding to localize: a regression, a failure, or an aggregate finding."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["regression", "failure", "aggregate"] = Field(
+        description="The finding's kind: an aggregate finding is localized through the "
+        "regression that explains most of it."
+    )
+    id: RowId = Field(description="The finding's id.")
+
+
+class ProbeRead(BaseModel):
+    """One environment measured: its spec, samples and decision (evidence, not history)."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    position: int
+    strategy: str
+    label: str
+    spec: dict[str, Any]
+    outcome: str = Field(
+        description="good, bad, halfway, unknown, build_failed, or reference (the pre-flight's "
+        "last good and first bad environments)"
+    )
+    samples: list[float]
+    p_good: float | None = Field(description="Rank test p-value against the good reference.")
+    p_bad: float | None
+    step_position: float | None = Field(
+        description="The probe's median on the line from the good median (0) to the bad (1)."
+    )
+    effect: float | None = Field(description="The probe's median change against good's.")
+    rounds: int = Field(description="Measurements of this environment (1: no repeat).")
+    reason: str
+    measured_at: datetime
+
+
+class LocalizationRead(BaseModel):
+    """A localization: what it measures, where it stands, what it found and what it cost."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    finding_kind: str
+    finding_id: int
+    regression_id: int | None
+    case_failure_id: int | None
+    aggregate_finding_id: int | None
+    group_id: int | None
+    suite_run_id: int | None
+    machine: str
+    project: str
+    good_run_id: int | None
+    bad_run_id: int | None
+    case: dict[str, Any]
+    good_environment: dict[str, Any]
+    bad_environment: dict[str, Any]
+    state: str = Field(
+        description="queued, running, culprit_found, not_reproduced, inconclusive or failed"
+    )
+    started_by: str
+    reason: str
+    answer: dict[str, Any] = Field(
+        description="The environment diff; when finished: the strategy, the culprit (kind, "
+        "names, versions; a commit's title, author and link; settings and values), the "
+        "pre-flight's figures, the commits still suspected of an inconclusive bisection."
+    )
+    probe_count: int
+    repeats: int
+    builds: int
+    samples: int
+    requested_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class LocalizationDetail(LocalizationRead):
+    """A localization with every probe it measured."""
+
+    probes: list[ProbeRead]
