@@ -8,10 +8,12 @@ one). This module sits above the domains, which know nothing of it; ``app.main``
 """
 
 from app.anomalies.registry import read_thresholds
+from app.benchmarks import known_ids
 from app.core import queue
 from app.core.config import Settings
 from app.core.db import Database
 from app.jobs import TASKS, Sweeper
+from app.notifications import planning
 from app.notifications.guard import AllowList
 
 
@@ -30,10 +32,12 @@ def install_listeners() -> None:
     """Install the session listeners the domains' writes rely on.
 
     Notices are planned in the transaction that changes an alert group, by a listener of the
-    notice planner: a process that wrote findings without it would tell nobody.
+    notice planner: a process that wrote findings without it would tell nobody. The catalog's
+    generation token changes as a transaction that created benchmarks commits, so that other
+    processes' remembered ids are dropped. Idempotent.
     """
-    # The planner registers its listeners as it is imported (SQLAlchemy keeps one per function).
-    from app.notifications import planning  # noqa: F401
+    known_ids.install()
+    planning.install()
 
 
 def connect(settings: Settings) -> tuple[Database, queue.Publisher]:

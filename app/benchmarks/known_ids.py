@@ -113,7 +113,6 @@ def created(session: Session) -> None:
     session.info[CHANGED] = True
 
 
-@event.listens_for(Session, "before_commit")
 def publish_changes(session: Session) -> None:
     """Change the token if this transaction created catalog rows: run as it commits.
 
@@ -122,3 +121,9 @@ def publish_changes(session: Session) -> None:
     """
     if session.info.pop(CHANGED, False):
         session.connection().execute(_NEW_TOKEN.values(token=secrets.token_hex(16)))
+
+
+def install() -> None:
+    """Publish catalog changes as each session commits (``app.runtime.install_listeners``)."""
+    if not event.contains(Session, "before_commit", publish_changes):
+        event.listen(Session, "before_commit", publish_changes)

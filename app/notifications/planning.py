@@ -75,7 +75,6 @@ WATCHED: dict[type, tuple[str, ...]] = {
 FINDINGS = (Regression, CaseFailure, MachineSilence, AggregateFinding)
 
 
-@event.listens_for(Session, "before_flush")
 def _note_touched_groups(session: Session, _context: Any, _instances: Any) -> None:
     """Remember the groups whose findings are added, re-triaged, reverted or passing again."""
     touched: set[AlertGroup] = session.info.setdefault(TOUCHED, set())
@@ -100,7 +99,6 @@ def _changed(found: Found) -> bool:
     return any(state.attrs[name].history.has_changes() for name in WATCHED[type(found)])
 
 
-@event.listens_for(Session, "before_commit")
 def _plan_before_commit(session: Session) -> None:
     # Commit flushes only after this hook: flush first, or changes made since the last flush
     # (the groups' ids, their last changes) would go unnoted and unplanned.
@@ -112,10 +110,27 @@ def _plan_before_commit(session: Session) -> None:
         enqueue_after_commit(session, DISPATCH_NOTICES)
 
 
-@event.listens_for(Session, "after_soft_rollback")
 def _forget_touched(session: Session, _previous: Any) -> None:
     session.info.pop(TOUCHED, None)
     session.info.pop(CONFIRMED, None)
+
+
+LISTENERS = (
+    ("before_flush", _note_touched_groups),
+    ("before_commit", _plan_before_commit),
+    ("after_soft_rollback", _forget_touched),
+)
+
+
+def install() -> None:
+    """Plan notices in every session's transaction from now on (once per process is enough).
+
+    ``app.runtime.install_listeners`` calls it as a process starts: a process that wrote
+    findings without it would tell nobody.
+    """
+    for name, listener in LISTENERS:
+        if not event.contains(Session, name, listener):
+            event.listen(Session, name, listener)
 
 
 def plan(session: Session, groups: Iterable[AlertGroup], confirmed: Collection[int] = ()) -> int:

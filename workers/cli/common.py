@@ -29,11 +29,17 @@ def has_broker(command: str) -> bool:
 
 
 def open_database() -> "Database":
-    """The configured database, with every model registered (their relationships need it)."""
+    """The configured database, every model registered and the session listeners installed.
+
+    The models' relationships need them all; a command that writes findings plans their
+    notices as the server does (``app.runtime.install_listeners``).
+    """
     import app.models  # noqa: F401
     from app.core.config import settings
     from app.core.db import Database
+    from app.runtime import install_listeners
 
+    install_listeners()
     return Database(settings.DATABASE_URL)
 
 

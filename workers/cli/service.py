@@ -117,7 +117,6 @@ def _hide_password(url: str) -> str:
 def cmd_retention(args: argparse.Namespace) -> int:
     """Clear old samples and delete old branch runs, as the retention settings say."""
     from app.core.config import settings
-    from app.core.db import Database
     from app.corrections.retention import apply_retention
 
     samples_days = settings.RETAIN_SAMPLES_DAYS if args.samples_days is None else args.samples_days
@@ -130,7 +129,7 @@ def cmd_retention(args: argparse.Namespace) -> int:
             "BENCHWATCH_RETAIN_BRANCH_RUNS_DAYS are 0 (keep forever)"
         )
         return 0
-    database = Database(settings.DATABASE_URL)
+    database = open_database()
     try:
         swept = apply_retention(database, samples_days, branch_days, dry_run=args.dry_run)
     finally:
