@@ -10,6 +10,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from app.annotations.models import Annotation
 from app.audit import service as audit
 from app.core.errors import NotFound
+from app.core.pagination import count_and_page
 from app.tokens.models import ApiToken
 from app.tokens.service import ProjectNotAllowed, check_project
 
@@ -130,9 +131,9 @@ def list_annotations(
         query = query.where(or_(Annotation.machine.is_(None), Annotation.machine == machine))
     if channel is not None:
         query = query.where(or_(Annotation.channel.is_(None), Annotation.channel == channel))
-    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
-    page = query.order_by(Annotation.at.desc(), Annotation.id.desc()).offset(offset).limit(limit)
-    return list(session.scalars(page)), total
+    return count_and_page(
+        session, query, [Annotation.at.desc(), Annotation.id.desc()], offset, limit
+    )
 
 
 def annotations_for(

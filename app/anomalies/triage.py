@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, exists, func, or_, select
+from sqlalchemy import ColumnElement, Select, and_, exists, or_, select
 from sqlalchemy.orm import InstrumentedAttribute, Session, lazyload
 from sqlalchemy.orm.util import identity_key
 
@@ -27,6 +27,7 @@ from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Se
 from app.core.db import utcnow
 from app.core.errors import NotFound
 from app.core.names import DEFAULT_PROJECT
+from app.core.pagination import count_and_page
 from app.runs.models import Run
 
 
@@ -152,9 +153,7 @@ def list_regressions(
 ) -> tuple[list[Regression], int]:
     """A page of regressions, newest first, and how many match."""
     query = _filtered(select(Regression), where)
-    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
-    page = query.order_by(Regression.id.desc()).offset(offset).limit(limit)
-    return list(session.scalars(page)), total
+    return count_and_page(session, query, [Regression.id.desc()], offset, limit)
 
 
 def get_regression(session: Session, regression_id: int) -> Regression:
@@ -241,9 +240,7 @@ def list_failures(
     if where.severity is not None:  # CaseFailure.severity, in SQL
         coverage = CaseFailure.failure.in_(CaseFailure.COVERAGE)
         query = query.where(coverage if where.severity == "low" else ~coverage)
-    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
-    page = query.order_by(CaseFailure.id.desc()).offset(offset).limit(limit)
-    return list(session.scalars(page)), total
+    return count_and_page(session, query, [CaseFailure.id.desc()], offset, limit)
 
 
 def get_failure(session: Session, failure_id: int) -> CaseFailure:
@@ -333,9 +330,7 @@ def list_aggregates(
     if where.open is not None:
         ended = AggregateFinding.resolved_run_id.is_not(None)
         query = query.where(~ended if where.open else ended)
-    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
-    page = query.order_by(AggregateFinding.id.desc()).offset(offset).limit(limit)
-    return list(session.scalars(page)), total
+    return count_and_page(session, query, [AggregateFinding.id.desc()], offset, limit)
 
 
 def get_aggregate(session: Session, finding_id: int) -> AggregateFinding:
@@ -424,10 +419,9 @@ def list_groups(
     and ``step_summary`` counts them in SQL.
     """
     query = _groups_query(status, machine, channel, since, project)
-    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
     if not with_steps:
         query = query.options(lazyload(AlertGroup.regressions))
-    return list(session.scalars(query.offset(offset).limit(limit))), total
+    return count_and_page(session, query, [], offset, limit)  # the query's own order
 
 
 def page_of_groups(

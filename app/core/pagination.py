@@ -1,13 +1,16 @@
-"""Pages for catalogs (offset) and opaque keyset cursors for time-ordered rows."""
+"""Pages for catalogs (offset, with their count) and opaque keyset cursors for time-ordered rows."""
 
 import base64
 import binascii
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any, Generic, TypeVar
 
 from fastapi import Query
 from pydantic import BaseModel
+from sqlalchemy import ColumnExpressionArgument, Select, func, select
+from sqlalchemy.orm import Session
 
 from app.core.errors import InvalidInput
 
@@ -40,6 +43,29 @@ class PageParams(BaseModel):
     def of(self, items: list[T], total: int) -> Page[T]:
         """This page of a listing: its items and how many match in all."""
         return Page(items=items, total=total, page=self.page, limit=self.limit)
+
+
+def count_of(session: Session, query: Select[Any]) -> int:
+    """How many rows ``query`` matches, counted in SQL (its order and options aside)."""
+    counted = select(func.count()).select_from(query.order_by(None).subquery())
+    return session.scalar(counted) or 0
+
+
+def count_and_page(
+    session: Session,
+    query: Select[T],
+    order_by: Sequence[ColumnExpressionArgument[Any]],
+    offset: int,
+    limit: int,
+) -> tuple[list[T], int]:
+    """One page of ``query`` in ``order_by`` order, and how many it matches in all.
+
+    ``order_by`` empty: the query's own order. The order should end on a unique column, so
+    that pages neither repeat nor skip a row.
+    """
+    total = count_of(session, query)
+    page = query.order_by(*order_by).offset(offset).limit(limit)
+    return list(session.scalars(page)), total
 
 
 def _encode(value: Any) -> str:

@@ -3,11 +3,12 @@
 import uuid
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.db import utcnow
 from app.core.errors import Conflict, NotFound
+from app.core.pagination import count_and_page
 from app.core.queue import enqueue_after_commit
 from app.jobs import DELIVER
 from app.notifications import targets
@@ -25,13 +26,8 @@ def list_notices(
 ) -> tuple[list[dict[str, Any]], int]:
     """A page of a subscription's notices, newest first, each with its deliveries."""
     get_subscription(session, subscription_id)
-    where = Notice.subscription_id == subscription_id
-    total = session.scalar(select(func.count()).select_from(Notice).where(where)) or 0
-    notices = list(
-        session.scalars(
-            select(Notice).where(where).order_by(Notice.id.desc()).offset(offset).limit(limit)
-        )
-    )
+    of_subscription = select(Notice).where(Notice.subscription_id == subscription_id)
+    notices, total = count_and_page(session, of_subscription, [Notice.id.desc()], offset, limit)
     deliveries: dict[int, list[Delivery]] = {n.id: [] for n in notices}
     if notices:
         query = select(Delivery).where(Delivery.notice_id.in_(deliveries)).order_by(Delivery.id)

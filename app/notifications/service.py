@@ -4,7 +4,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, object_session
 
@@ -18,6 +18,7 @@ from app.anomalies.models import (
 from app.audit import service as audit
 from app.core.db import utcnow
 from app.core.errors import Conflict, InvalidInput, NotFound
+from app.core.pagination import count_and_page
 from app.notifications import guard
 from app.notifications.matching import Finding, compile_subscription
 from app.notifications.models import Delivery, Notice, Subscription
@@ -49,9 +50,7 @@ def list_subscriptions(
     """
     order = (Subscription.name, Subscription.id)
     if token is None or token.project is None:
-        total = session.scalar(select(func.count()).select_from(Subscription)) or 0
-        page = select(Subscription).order_by(*order)
-        return list(session.scalars(page.offset(offset).limit(limit))), total
+        return count_and_page(session, select(Subscription), order, offset, limit)
     project = token.project
     # Rules are JSON, matched alike on SQLite and Postgres here: subscriptions are few
     # (admins make them), and only their ids and rules are read for the count.

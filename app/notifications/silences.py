@@ -3,12 +3,13 @@
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.audit import service as audit
 from app.core.db import utcnow
 from app.core.errors import NotFound
+from app.core.pagination import count_and_page
 from app.core.queue import enqueue_after_commit
 from app.jobs import DISPATCH_NOTICES
 from app.notifications.models import Notice, Silence
@@ -49,9 +50,10 @@ def list_silences(
         query = query.where(Silence.starts_at > now)
     elif state == "expired":
         query = query.where(Silence.ends_at <= now)
-    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
-    page = query.order_by(Silence.ends_at.desc(), Silence.id.desc()).offset(offset).limit(limit)
-    return [describe(s, now) for s in session.scalars(page)], total
+    silences, total = count_and_page(
+        session, query, [Silence.ends_at.desc(), Silence.id.desc()], offset, limit
+    )
+    return [describe(s, now) for s in silences], total
 
 
 def create_silence(
