@@ -1,6 +1,6 @@
 """The annotations page: the newest annotations, and a form to add one (scope ``triage``).
 
-The form posts as the silences form does (``subscriptions.form_actor``): from this server's
+The form posts as the silences form does (``access.form_actor``): from this server's
 own page, signed in, with the page's CSRF value; it is checked by the API's own schema, and a
 refused form comes back as typed, each problem beside its field.
 """
@@ -81,12 +81,12 @@ def parse_annotation(form: AnnotationForm) -> tuple[AnnotationCreate | None, For
 
 def page_context(
     session: Session,
-    scopes: list[str],
+    may_annotate: bool,
     form: AnnotationForm | None = None,
     errors: FormErrors | None = None,
     done: str | None = None,
 ) -> dict[str, Any]:
-    """What the page shows: the newest annotations, and the form for those who may add."""
+    """What the page shows: the newest annotations, and the form if ``may_annotate``."""
     found, total = service.list_annotations(session, None, None, None, None, 0, SHOWN)
     return {
         "annotations": [
@@ -103,7 +103,7 @@ def page_context(
         ],
         "total": total,
         "machines": machine_names(session),
-        "may_annotate": "triage" in scopes or "admin" in scopes,
+        "may_annotate": may_annotate,
         "form": form or AnnotationForm(),
         "errors": errors or [],
         "done": DONE.get(done or ""),

@@ -22,9 +22,8 @@ from fastapi.responses import RedirectResponse, Response
 
 from app.core import ratelimit
 from app.core.config import Settings
-from app.core.db import SessionDep
 from app.core.ratelimit import TokenBuckets
-from app.tokens.auth import Credentials, may_read, sign_in_cookie
+from app.tokens.auth import sign_in_cookie
 from app.tokens.service import SESSION_DAYS
 
 
@@ -34,13 +33,6 @@ class SignInRequired(Exception):
     def __init__(self, wanted: str) -> None:
         super().__init__(wanted)
         self.wanted = wanted
-
-
-def page_access(request: Request, session: SessionDep, credentials: Credentials) -> None:
-    """Dashboard pages: like API reads, but a browser without a token is sent to sign in."""
-    if not may_read(request, session, credentials):
-        query = f"?{request.url.query}" if request.url.query else ""
-        raise SignInRequired(request.url.path + query)
 
 
 def sign_in_url(wanted: str) -> str:

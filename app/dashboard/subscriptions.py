@@ -1,36 +1,32 @@
-"""The subscriptions and silences pages: who may use them, what they show, what their forms do.
+"""The subscriptions and silences pages: what they show and what their forms do.
 
 Subscriptions are for a signed-in session whose token holds ``admin`` (their webhook secrets
 and feed URLs are on the page); silences are read by every reader and made or ended with
-``triage``. A form is posted as the dashboard's other forms are (``/login``, ``/logout``):
-refused when another site posted it (``from_this_site``), and it must carry the page's CSRF
-value, which only this server's pages know. Rules and receivers are edited as JSON, checked
+``triage`` (who may: ``app.dashboard.access``). Rules and receivers are edited as JSON, checked
 by the API's own schemas; a refused form comes back as typed, each problem with its location.
 """
 
 import json
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
-from fastapi import Depends, Form, Request
+from fastapi import Depends, Form
 from pydantic import ValidationError
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.core.config import Settings
-from app.core.db import SessionDep, utcnow
-from app.core.errors import DomainError, Forbidden, NotFound, describe
-from app.dashboard.sign_in import SignInRequired, from_this_site
+from app.core.db import utcnow
+from app.core.errors import DomainError, NotFound, describe
 from app.notifications import outbox, service, silences, targets
 from app.notifications.models import Delivery, DeliveryAttempt, Notice, Subscription
 from app.notifications.schemas import MAX_SILENCE, SilenceCreate, SubscriptionCreate
 from app.notifications.targets import receiver_target
-from app.tokens.auth import Actor, csrf_matches, signed_in
 from app.tokens.models import ApiToken
 
 SUBSCRIPTIONS_SHOWN = 500
@@ -43,57 +39,6 @@ CREDENTIALS = ("secrets", "token")  # kept when left out of a change, so not in 
 DEFAULTS = {"disabled": False, "disabled_reason": ""}  # of every receiver: left out of the form
 JSON_TEXT = 20_000  # characters a JSON field of a form may hold
 FormErrors = list[dict[str, str]]  # {"top": form field, "loc": where in it, "message"}
-
-
-def _holding(actor: Actor, scope: str) -> Actor:
-    if scope not in actor.token.scopes and "admin" not in actor.token.scopes:
-        raise Forbidden(f"The token {actor.token.name!r} lacks the scope {scope!r}.")
-    return actor
-
-
-def page_actor(scope: str) -> Callable[..., Actor]:
-    """Dependency factory: the signed-in session, holding ``scope`` (or ``admin``).
-
-    Signed out, the browser goes to the sign-in form (which comes back here); signed in
-    without the scope, the answer is the 403 page.
-    """
-
-    def dependency(request: Request, session: SessionDep) -> Actor:
-        web_session = signed_in(request, session)
-        if web_session is None:
-            query = f"?{request.url.query}" if request.url.query else ""
-            raise SignInRequired(request.url.path + query)
-        return _holding(Actor(web_session.token, web_session.id), scope)
-
-    return dependency
-
-
-def form_actor(scope: str) -> Callable[..., Actor]:
-    """Dependency factory: who posted a page's form, holding ``scope``; the 403 page otherwise.
-
-    Refused when another site posted it, when signed out, or when the form's ``csrf`` is not
-    the value of the session's pages.
-    """
-
-    def dependency(
-        request: Request, session: SessionDep, csrf: Annotated[str, Form(max_length=128)] = ""
-    ) -> Actor:
-        if not from_this_site(request):
-            raise Forbidden("Post this form from this server's own page: another site posted it.")
-        web_session = signed_in(request, session)
-        if web_session is None:
-            raise Forbidden(f"Sign in with a {scope} token first: nothing was changed.")
-        if not csrf_matches(request, session, csrf):
-            raise Forbidden("The form lacks this page's CSRF value: reload the page, try again.")
-        return _holding(Actor(web_session.token, web_session.id), scope)
-
-    return dependency
-
-
-def scopes_of(request: Request, session: Session) -> list[str]:
-    """The scopes of the request's sign-in session (none when signed out)."""
-    web_session = signed_in(request, session)
-    return list(web_session.token.scopes) if web_session else []
 
 
 def receiver_check(settings: Settings) -> service.TargetCheck:
@@ -478,7 +423,7 @@ def list_context(
         "form": form or SubscriptionForm(),
         "errors": errors or [],
         "done": DONE.get(done or ""),
-        **silences_context(session, ["admin"], "/subscriptions#silences"),
+        **silences_context(session, True, "/subscriptions#silences"),
     }
 
 
@@ -523,15 +468,15 @@ def detail_context(
 
 def silences_context(
     session: Session,
-    scopes: list[str],
+    may_silence: bool,
     back: str,
     form: SilenceForm | None = None,
     errors: FormErrors | None = None,
 ) -> dict[str, Any]:
-    """The silences section: the lists, and the form for those who may silence."""
+    """The silences section: the lists, and the form if ``may_silence`` (scope ``triage``)."""
     return {
         **silence_lists(session),
-        "may_silence": "triage" in scopes or "admin" in scopes,
+        "may_silence": may_silence,
         "silence_form": form or SilenceForm(),
         "silence_errors": errors or [],
         "back": back,
@@ -545,8 +490,5 @@ def with_done(path: str, done: str) -> str:
     return f"{joined}#{fragment}" if fragment else joined
 
 
-AdminPage = Annotated[Actor, Depends(page_actor("admin"))]
-AdminForm = Annotated[Actor, Depends(form_actor("admin"))]
-TriageForm = Annotated[Actor, Depends(form_actor("triage"))]
 SubscriptionFields = Annotated[SubscriptionForm, Depends(subscription_form)]
 SilenceFields = Annotated[SilenceForm, Depends(silence_form)]

@@ -178,12 +178,20 @@ def authenticate(
     return Actor(web_session.token, web_session.id)
 
 
+def holds(token: ApiToken, scope: str) -> bool:
+    """Whether ``token`` may do what ``scope`` allows: ``admin`` allows what every scope does.
+
+    The one rule for the API's routes and the dashboard's pages and forms alike.
+    """
+    return scope in token.scopes or "admin" in token.scopes
+
+
 def require_actor(scope: str) -> Callable[..., Actor]:
     """Dependency factory: who acts, holding ``scope`` (or ``admin``); 401/403 otherwise."""
 
     def dependency(request: Request, session: SessionDep, credentials: Credentials) -> Actor:
         actor = authenticate(request, session, credentials)
-        if scope not in actor.token.scopes and "admin" not in actor.token.scopes:
+        if not holds(actor.token, scope):
             raise HTTPException(403, detail=f"token {actor.token.name!r} lacks the scope {scope!r}")
         return actor
 
