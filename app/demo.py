@@ -33,7 +33,7 @@ from sqlalchemy import select
 from app.anomalies import service as anomalies_service
 from app.anomalies import silence
 from app.core.db import Database
-from app.runs import service as runs_service
+from app.runs.ingest import ingest_run
 from app.runs.models import Run
 from app.runs.schemas import RunIn
 
@@ -298,7 +298,7 @@ def load(
     latest: dict[tuple[str, str], int] = {}
     for done, point in enumerate(history, start=1):
         with database.session_scope() as session:
-            run = runs_service.ingest_run(session, run_payload(point), source="demo").run
+            run = ingest_run(session, run_payload(point), source="demo").run
             latest[point.machine.name, point.channel] = run.id
         if progress is not None:
             progress(done, len(history))

@@ -66,7 +66,7 @@ def test_the_checks_see_what_they_check() -> None:
     assert "fastapi" in imports(APP / "api" / "validation.py")
     assert is_http("app.runs.router")
     assert is_http("app.tokens.auth")
-    assert not is_http("app.runs.service")
+    assert not is_http("app.runs.ingest")
     assert len(SERVICES) > 40
 
 
@@ -258,7 +258,7 @@ def test_the_graph_checks_see_what_they_check() -> None:
     assert layer("app.runs.router") > layer("app.api.deps") > layer("app.runtime")
     assert layer("app.api.router") < layer("app.runs.router")  # where the mounting was
     assert (
-        layer("app.runtime") > layer("app.runs.service") > layer("app.jobs") > layer("app.core.db")
+        layer("app.runtime") > layer("app.runs.ingest") > layer("app.jobs") > layer("app.core.db")
     )
     assert ("anomalies", "runs") in domain_links()
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [frozenset("abc")]

@@ -233,7 +233,7 @@ MULTIPROCESS = """
 import os
 from prometheus_client.parser import text_string_to_metric_families
 from app.core.metrics import render
-from app.runs.service import UPLOADS
+from app.runs.ingest import UPLOADS
 UPLOADS.labels(outcome="stored").inc()
 child = os.fork()
 if child == 0:

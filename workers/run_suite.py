@@ -13,7 +13,7 @@ import httpx
 
 from app.core.config import Settings
 from app.core.migrate import is_up_to_date
-from app.runs import service as runs_service
+from app.runs.ingest import ingest_run
 from app.runs.schemas import RunIn
 from app.runtime import connect, disconnect
 from workers.environment import describe_environment, describe_machine
@@ -55,7 +55,7 @@ def store(run_in: RunIn, settings: Settings) -> int:
         disconnect(database, publisher)
         raise RuntimeError(f"{database.engine.url!r} is not migrated: run `benchwatch migrate`")
     with database.session_scope() as session:
-        run_id = runs_service.ingest_run(session, run_in, source="run-suite").run.id
+        run_id = ingest_run(session, run_in, source="run-suite").run.id
     disconnect(database, publisher)  # detection in this process finishes first
     return run_id
 

@@ -32,7 +32,7 @@ from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Se
 from app.core.bulk import chunks
 from app.runs.history import earlier_runs
 from app.runs.models import INVALID, Run
-from app.runs.service import list_projects
+from app.runs.reads import list_projects
 from app.summaries import service as summaries_service
 from app.summaries.aggregates import GroupKey, ModelRecord
 

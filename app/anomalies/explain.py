@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from app.anomalies.models import Regression
 from app.benchmarks.comparison import relative_change
 from app.benchmarks.service import BenchmarkKey
-from app.runs import service as runs_service
+from app.runs.reads import list_run_results
 
 ENVIRONMENT_FIELDS = ("torch", "torch_git_sha", "triton", "python", "cuda", "hip", "driver")
 MOVED = 0.05  # a correlated metric "rose" when it moved by more than 5%
@@ -259,7 +259,7 @@ def case_values(session: Session, cache: dict[int, CaseValues], run_id: int) -> 
     """Every benchmark's metric values in one run (None where not ok), cached per run."""
     if run_id not in cache:
         table: CaseValues = defaultdict(dict)
-        for row in runs_service.list_run_results(session, run_id):
+        for row in list_run_results(session, run_id):
             ok = row["status"] == "ok"
             table[BenchmarkKey.of_row(row)][row["metric"]] = row["value"] if ok else None
         cache[run_id] = table

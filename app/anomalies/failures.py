@@ -50,7 +50,7 @@ from app.benchmarks.vocabulary import PASSING_ACCURACY
 from app.core.bulk import member_of
 from app.runs.history import earlier_runs
 from app.runs.models import INVALID, Result, Run
-from app.runs.service import list_projects
+from app.runs.reads import list_projects
 
 HISTORY_RUNS = 10  # earlier runs of the machine and channel a case is compared with
 RESCAN_BATCH = 50  # runs whose outcomes a rescan reads at once

@@ -15,8 +15,8 @@ from sqlalchemy.orm import Session
 
 from app.anomalies import explain
 from app.anomalies.models import AlertGroup, CaseFailure
-from app.runs import service as runs_service
 from app.runs.models import Run
+from app.runs.reads import get_run
 
 GROUP_WINDOW = timedelta(hours=36)  # first bad runs this close share one alert group
 
@@ -33,7 +33,7 @@ class Grouped(NamedTuple):
 def run_of(session: Session, cache: RunCache, run_id: int) -> Run:
     """The run, read once per pass."""
     if run_id not in cache:
-        cache[run_id] = runs_service.get_run(session, run_id)
+        cache[run_id] = get_run(session, run_id)
     return cache[run_id]
 
 

@@ -54,9 +54,9 @@ from app.benchmarks.comparison import direction
 from app.benchmarks.models import Benchmark, Machine, Metric, Series
 from app.core.bulk import member_of
 from app.core.db import utcnow
-from app.runs import service as runs_service
 from app.runs.branches import is_branch_channel
 from app.runs.models import Result, Run
+from app.runs.reads import get_run
 from app.runs.shards import COMPLETED
 
 INCREMENTAL_POINTS = 60  # history loaded per series after a run: 3 windows
@@ -88,7 +88,7 @@ def detect_for_run(
         ValueError: ``thresholds`` has a key or field no detector knows.
     """
     read = registry.read_thresholds(thresholds or {})
-    run = runs_service.get_run(session, run_id)
+    run = get_run(session, run_id)
     if run.status != COMPLETED:
         return Detection([], [])  # a sharded run waits for its shards
     if is_branch_channel(run.channel):  # a branch's run is judged by its verdicts instead

@@ -5,7 +5,7 @@ page and the API cannot disagree on a case. The thresholds are PyTorch's TorchIn
 dashboard's: a relative change within 5% is no move (20% for memory, which is noisier).
 
 A metric's direction comes from the catalog (``Metric.higher_is_better``; None: neither way
-is better). Rows are result rows as ``runs.service.list_run_results`` returns them.
+is better). Rows are result rows as ``runs.reads.list_run_results`` returns them.
 """
 
 import math

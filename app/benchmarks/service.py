@@ -6,13 +6,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from sqlalchemy import Select, select
+from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
 from app.benchmarks import vocabulary as vocab
 from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
 from app.core.errors import NotFound
-from app.core.pagination import count_and_page
 
 
 class SeriesNotFound(NotFound):
@@ -35,7 +34,7 @@ class BenchmarkKey(NamedTuple):
 
     @classmethod
     def of_row(cls, row: Mapping[str, Any]) -> "BenchmarkKey":
-        """The key of a result row (``runs.service.list_run_results``)."""
+        """The key of a result row (``runs.reads.list_run_results``)."""
         return cls(
             row["suite"],
             row["model"],
@@ -129,8 +128,9 @@ def list_benchmarks(
             Series.benchmark_id == Benchmark.id, Series.project == where.project
         )
         query = query.where(in_project.exists())
-    order = [Benchmark.suite, Benchmark.model, Benchmark.id]
-    return count_and_page(session, query, order, offset, limit)
+    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    page = query.order_by(Benchmark.suite, Benchmark.model, Benchmark.id)
+    return list(session.scalars(page.offset(offset).limit(limit))), total
 
 
 def search_series(
@@ -146,8 +146,9 @@ def search_series(
         query = query.where(Series.channel == where.channel)
     if where.project is not None:
         query = query.where(Series.project == where.project)
-    order = [Benchmark.suite, Benchmark.model, Series.id]
-    return count_and_page(session, query, order, offset, limit)
+    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    page = query.order_by(Benchmark.suite, Benchmark.model, Series.id).offset(offset).limit(limit)
+    return list(session.scalars(page)), total
 
 
 def get_series(session: Session, series_id: int) -> Series:

@@ -34,9 +34,9 @@ from app.benchmarks.models import Series
 from app.core.db import utcnow
 from app.core.errors import Conflict
 from app.notifications.models import Notice
-from app.runs import service as runs_service
 from app.runs.branches import is_branch_channel
 from app.runs.models import INVALID, InvalidatedResult, Result, Run, RunShard
+from app.runs.reads import get_run
 from app.suite_runs.models import SuiteRun
 from app.tokens import service as tokens_service
 from app.tokens.models import ApiToken
@@ -104,7 +104,7 @@ def check_project(session: Session, token: ApiToken, run_id: int, loc: str) -> N
         RunNotFound: no such run.
         ProjectNotAllowed: the token may not write for the run's project.
     """
-    tokens_service.check_project(token, runs_service.get_run(session, run_id).project, loc)
+    tokens_service.check_project(token, get_run(session, run_id).project, loc)
 
 
 def _by_correction(run_id: int) -> str:
@@ -129,7 +129,7 @@ def invalidate(
         RunNotFound: no such run.
         AlreadyInvalid: it was invalidated before.
     """
-    run = runs_service.get_run(session, run_id)
+    run = get_run(session, run_id)
     if run.status == INVALID:
         raise AlreadyInvalid(run_id)
     before = audit.fields(run, _RUN_FIELDS)
@@ -226,7 +226,7 @@ def restore(
         RunNotFound: no such run.
         NotInvalid: the run is not invalidated.
     """
-    run = runs_service.get_run(session, run_id)
+    run = get_run(session, run_id)
     if run.status != INVALID:
         raise NotInvalid(run_id)
     hold_machine_channel(session, run)
@@ -397,7 +397,7 @@ def delete_run(
     Raises:
         RunNotFound: no such run.
     """
-    run = runs_service.get_run(session, run_id)
+    run = get_run(session, run_id)
     before = audit.fields(run, ("project", "key", "machine_id", "channel", "commit", *_RUN_FIELDS))
     before["started_at"] = run.started_at.isoformat()
     if run.status == INVALID:

@@ -21,7 +21,7 @@ from app.dashboard import figures
 from app.dashboard import format as fmt
 from app.dashboard.queries import machine_names
 from app.runs.models import Run
-from app.runs.service import series_levels
+from app.runs.reads import series_levels
 
 GROUPS_PER_PAGE = 20
 SHOWN_PER_GROUP = 25

@@ -34,7 +34,7 @@ from app.dashboard.queries import (
     recent_runs,
 )
 from app.runs.models import Run
-from app.runs.service import get_run
+from app.runs.reads import get_run
 from app.summaries.service import compared_results
 
 KINDS = ("configs", "runs", "machines", "channels")

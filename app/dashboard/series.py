@@ -19,7 +19,7 @@ from app.dashboard.queries import machine_device, machine_names
 from app.runs.branches import base_channel, is_branch_channel
 from app.runs.downsample import downsample_indices
 from app.runs.models import Environment, Result, Run
-from app.runs.service import series_levels, series_samples
+from app.runs.reads import series_levels, series_samples
 
 GROUPINGS = ("config", "precision", "channel")
 MAX_POINTS = 400  # per line, after M4 downsampling (steps and extremes are kept)

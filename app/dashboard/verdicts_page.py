@@ -24,7 +24,7 @@ from app.dashboard import format as fmt
 from app.dashboard.figures import BranchResult, Point
 from app.runs.branches import base_channel
 from app.runs.models import Result, Run
-from app.runs.service import get_run, series_levels
+from app.runs.reads import get_run, series_levels
 from app.verdicts.service import verdicts_of
 
 CHARTS = 12  # regressions first, then improvements, largest change first

@@ -20,7 +20,8 @@ from app.core.pagination import (
     encode_offset,
     within_bytes,
 )
-from app.runs import service
+from app.runs import ingest
+from app.runs import reads as run_reads
 from app.runs.downsample import downsample_indices
 from app.runs.models import Run
 from app.runs.schemas import ResultRead, RunDetail, RunIn, RunPage, RunRead
@@ -79,8 +80,8 @@ def create_run(
     """
     tokens_service.check_machine(token, run_in.machine.name)
     tokens_service.check_project(token, run_in.project, "body.project")
-    service.check_run_time(run_in, token.scopes, request.app.state.settings)
-    ingested = service.ingest_run(
+    ingest.check_run_time(run_in, token.scopes, request.app.state.settings)
+    ingested = ingest.ingest_run(
         session,
         run_in,
         source=token.name,
@@ -109,11 +110,11 @@ def list_runs(
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> RunPage:
     """Runs newest first, keyset-paginated; filter by machine, channel, project, time, ..."""
-    where = service.RunFilter(
+    where = run_reads.RunFilter(
         machine, channel, trigger, tier, branch, commit, since, until, project
     )
     after = decode_cursor(cursor) if cursor else None
-    runs = service.list_runs(session, where, after, limit + 1)
+    runs = run_reads.list_runs(session, where, after, limit + 1)
     more = len(runs) > limit
     runs = runs[:limit]
     next_cursor = encode_cursor(runs[-1].started_at, runs[-1].id) if more else None
@@ -154,11 +155,11 @@ def get_run(
     the same place (the database reads the samples to summarise them), its answer a few bytes
     a result.
     """
-    run = service.get_run(session, run_id)
+    run = run_reads.get_run(session, run_id)
     offset = decode_offset(results_cursor, "results_cursor") if results_cursor else 0
-    weights = service.run_result_weights(session, run_id, offset=offset, limit=results_limit + 1)
+    weights = run_reads.run_result_weights(session, run_id, offset=offset, limit=results_limit + 1)
     taken = within_bytes(weights, ANSWER_BYTES)
-    rows = service.list_run_results(session, run_id, offset=offset, limit=taken, samples=samples)
+    rows = run_reads.list_run_results(session, run_id, offset=offset, limit=taken, samples=samples)
     shown = min(taken, results_limit)
     return RunDetail(
         **RunRead.model_validate(run).model_dump(),
@@ -206,7 +207,7 @@ def list_series_points(
     cap = min(max_points or MAX_POINTS, MAX_SAMPLED_POINTS if include_samples else MAX_POINTS)
     # A range of at most ``cap`` points, the usual one, is kept whole: one read.
     whole = min(cap, MAX_POINTS_READ)
-    few = service.series_points(
+    few = run_reads.series_points(
         session, series_id, since, until, whole + 1, samples=include_samples
     )
     if len(few) <= whole:
@@ -216,14 +217,14 @@ def list_series_points(
             downsampled=False,
             points=[_point(row, row, include_samples) for row in few],
         )
-    rows = service.series_levels(session, series_id, since, until, MAX_POINTS_READ + 1)
+    rows = run_reads.series_levels(session, series_id, since, until, MAX_POINTS_READ + 1)
     if len(rows) > MAX_POINTS_READ:
         raise InvalidInput(
             f"the range holds more than {MAX_POINTS_READ} points: narrow it with since and until"
         )
     keep = downsample_indices([r.value for r in rows], cap)
     kept = [rows[i] for i in keep]
-    bands = service.series_samples(
+    bands = run_reads.series_samples(
         session,
         series_id,
         [r.run_id for r in kept] if len(kept) < len(rows) else None,

@@ -19,14 +19,13 @@ from typing import Any, Literal
 
 from prometheus_client import Counter
 from pydantic import TypeAdapter, ValidationError
-from sqlalchemy import or_, select, update
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session, selectinload
 
 from app.core.db import utcnow
 from app.core.errors import DomainError, NotFound
 from app.core.metrics import after_commit
-from app.core.pagination import count_and_page
-from app.runs import service as runs_service
+from app.runs.ingest import ingest_run
 from app.runs.models import Run
 from app.runs.schemas import ResultIn, RunIn
 from app.suite_runs import pools
@@ -191,7 +190,7 @@ def finalize(
         return None
     try:
         with session.begin_nested():  # a refused ingest leaves nothing behind
-            run = runs_service.ingest_run(session, _run_payload(suite_run), source="worker").run
+            run = ingest_run(session, _run_payload(suite_run), source="worker").run
     except (ValidationError, DomainError) as exc:
         reason = f"the run could not be ingested: {exc}"
         log.error("suite run %s failed: %s", suite_run.id, reason)
@@ -278,8 +277,9 @@ def list_suite_runs(
         query = query.where(SuiteRun.machine == machine)
     if status is not None:
         query = query.where(SuiteRun.status == status)
-    page = query.options(selectinload(SuiteRun.shards))
-    return count_and_page(session, page, [SuiteRun.id.desc()], offset, limit)
+    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    page = query.options(selectinload(SuiteRun.shards)).order_by(SuiteRun.id.desc())
+    return list(session.scalars(page.offset(offset).limit(limit))), total
 
 
 def _locked_shard(session: Session, shard_id: int) -> SuiteShard:

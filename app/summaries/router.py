@@ -10,7 +10,7 @@ from app.api.validation import ApiRoute
 from app.core.bounds import RowId
 from app.core.errors import InvalidInput
 from app.core.pagination import within_bytes
-from app.runs import service as runs_service
+from app.runs.reads import get_run
 from app.summaries import service
 from app.summaries.schemas import Comparison, ComparisonRow, GroupSummary, RunRef, Summary
 
@@ -43,12 +43,12 @@ def get_summary(
     With a machine, its newest run (of `channel` and `project`, when given) is summarised.
     """
     if run_id is not None:
-        run = runs_service.get_run(session, run_id)
+        run = get_run(session, run_id)
     elif machine is not None:
         run = service.latest_run(session, machine, channel, project)
     else:
         raise InvalidInput("give a machine (its newest run is summarised) or a run_id")
-    base = runs_service.get_run(session, base_run_id) if base_run_id is not None else None
+    base = get_run(session, base_run_id) if base_run_id is not None else None
     groups = service.summarize_runs(session, run, base, common_only)
     return Summary(
         machine=run.machine.name,
@@ -92,8 +92,8 @@ def compare_runs(
     shown = within_bytes([row.pop("weight") for row in page], ANSWER_BYTES)
     after = offset + shown
     return Comparison(
-        base_run=RunRef.model_validate(runs_service.get_run(session, base_run_id)),
-        new_run=RunRef.model_validate(runs_service.get_run(session, new_run_id)),
+        base_run=RunRef.model_validate(get_run(session, base_run_id)),
+        new_run=RunRef.model_validate(get_run(session, new_run_id)),
         threshold=threshold,
         total=len(rows),
         offset=offset,

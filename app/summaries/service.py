@@ -9,8 +9,8 @@ from sqlalchemy.orm import Session
 from app.benchmarks import comparison
 from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
 from app.core.errors import InvalidInput, NotFound
-from app.runs import service as runs_service
 from app.runs.models import INVALID, Result, Run
+from app.runs.reads import get_run
 from app.summaries import aggregates
 from app.summaries.aggregates import ModelRecord
 
@@ -168,7 +168,7 @@ def compare_runs(
 def _rows_by_case(
     session: Session, run_id: int, where: CompareFilter
 ) -> dict[comparison.CaseKey, dict[str, Any]]:
-    runs_service.get_run(session, run_id)
+    get_run(session, run_id)
     wanted = {k: v for k, v in vars(where).items() if v is not None}
     return {
         comparison.case_key(r): r

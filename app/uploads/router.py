@@ -11,7 +11,7 @@ from app.api.responses import errors
 from app.api.validation import ApiRoute
 from app.core import queue
 from app.core.errors import ErrorBody
-from app.runs import service as runs_service
+from app.runs.ingest import check_run_time, ingest_run
 from app.runs.models import Run
 from app.runs.schemas import RunRead
 from app.tokens import service as tokens_service
@@ -77,10 +77,8 @@ async def upload(
     )
     tokens_service.check_machine(token, run_in.machine.name)
     tokens_service.check_project(token, run_in.project, "project")
-    runs_service.check_run_time(run_in, token.scopes, request.app.state.settings, "")
-    ingested = await run_in_threadpool(
-        runs_service.ingest_run, session, run_in, source=f"upload:{token.name}"
-    )
+    check_run_time(run_in, token.scopes, request.app.state.settings, "")
+    ingested = await run_in_threadpool(ingest_run, session, run_in, source=f"upload:{token.name}")
     await run_in_threadpool(queue.commit, session)
     if not ingested.created:
         response.status_code = 200

@@ -25,9 +25,9 @@ from app.benchmarks.models import Series
 from app.core.bulk import member_of
 from app.core.errors import DomainError
 from app.core.names import DEFAULT_PROJECT
-from app.runs import service as runs_service
 from app.runs.branches import base_channel, is_branch_channel
 from app.runs.models import Run
+from app.runs.reads import get_run, list_run_results
 from app.runs.shards import COMPLETED
 from app.verdicts import cache
 from app.verdicts.judge import LEVEL_POINTS, ResultVerdict, judge
@@ -68,7 +68,7 @@ def verdicts_of(
 def _kept_or_judged(
     session: Session, run_id: int, thresholds: DetectorThresholds, public_url: str
 ) -> dict[str, Any]:
-    run = runs_service.get_run(session, run_id)
+    run = get_run(session, run_id)
     if run.result_count > MAX_RESULTS:
         raise TooManyResults(run.id, run.result_count)
     # The database, and the run as it stands: ids are reused when a database starts again.
@@ -88,7 +88,7 @@ def _verdicts(
     session: Session, run: Run, thresholds: DetectorThresholds, public_url: str
 ) -> dict[str, Any]:
     base_run, how = _fork_point(session, run)
-    rows = runs_service.list_run_results(session, run.id)
+    rows = list_run_results(session, run.id)
     mainline = _mainline_series(session, run, rows) if base_run is not None else {}
     histories = (
         load_histories(session, sorted(set(mainline.values())), base_run.started_at, HISTORY_POINTS)

@@ -20,7 +20,7 @@ from app.anomalies.models import AlertGroup, Regression
 from app.benchmarks.models import Benchmark, CompilerConfig, Metric, Series
 from app.core.db import Database
 from app.jobs import REQUEUE_SHARDS
-from app.runs import service as runs_service
+from app.runs.ingest import ingest_run
 from app.runs.models import Result, Run
 from app.runs.schemas import RunIn
 from app.suite_runs import service as suite_runs_service
@@ -136,7 +136,7 @@ def ingest(
         "started_at": (START + timedelta(hours=12 * index)).isoformat(),
         "results": rows,
     }
-    return runs_service.ingest_run(session, RunIn.model_validate(payload), source=source).run.id
+    return ingest_run(session, RunIn.model_validate(payload), source=source).run.id
 
 
 def history(

@@ -25,7 +25,7 @@ from app.core.config import Settings
 from app.core.db import Database
 from app.jobs import DETECT_RUN, SWEEP_DETECTION
 from app.main import create_app
-from app.runs import service as runs_service
+from app.runs.ingest import ingest_run
 from app.runs.models import Run
 from app.runs.schemas import RunIn
 from tests.anomalies.test_service import BAD, RUNS, dynamic_bert_slower, history_rows
@@ -47,7 +47,7 @@ def store_history(database: Database, runs: range = range(RUNS)) -> list[int]:
         )
         with database.sessionmaker() as session:
             run_in = RunIn.model_validate(payload)
-            ids.append(runs_service.ingest_run(session, run_in, source="test").run.id)
+            ids.append(ingest_run(session, run_in, source="test").run.id)
             session.commit()  # a plain commit: the queued detection task is dropped
     return ids
 

@@ -19,7 +19,7 @@ from app.benchmarks import known_ids
 from app.benchmarks.known_ids import KnownIds
 from app.core.db import Database
 from app.models import Benchmark, CatalogGeneration, CompilerConfig, Metric, Result, Series
-from app.runs import service
+from app.runs.ingest import ingest_run
 from app.runs.schemas import RunIn
 from tests.factories import many_results, result, run_payload
 
@@ -27,7 +27,7 @@ from tests.factories import many_results, result, run_payload
 def ingest(database: Database, key: str, rows: list[dict[str, Any]], index: int = 0) -> int:
     with database.session_scope() as session:
         run_in = RunIn.model_validate(run_payload(key, rows, index=index))
-        return service.ingest_run(session, run_in, source="t").run.id
+        return ingest_run(session, run_in, source="t").run.id
 
 
 def stored_cases(database: Database, run_id: int) -> set[tuple[str, str, str, float | None]]:

@@ -8,7 +8,7 @@ from sqlalchemy import func, select
 
 from app.core.db import Database
 from app.models import Benchmark, Result, Run, Series
-from app.runs import service
+from app.runs.ingest import ingest_run
 from app.runs.schemas import RunIn
 from tests.factories import many_results, run_payload
 
@@ -45,7 +45,7 @@ def counts(database: Database) -> tuple[int, ...]:
 
 def ingest(database: Database, payload: dict[str, Any]) -> tuple[int, bool]:
     with database.session_scope() as session:
-        ingested = service.ingest_run(session, RunIn.model_validate(payload), source="t")
+        ingested = ingest_run(session, RunIn.model_validate(payload), source="t")
         return ingested.run.id, ingested.created
 
 

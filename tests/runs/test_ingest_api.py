@@ -8,9 +8,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from app.core.db import Database
+from app.runs.ingest import ingest_run
 from app.runs.models import Result, Run
 from app.runs.schemas import RunIn
-from app.runs.service import ingest_run
 from tests.conftest import make_token
 from tests.factories import example_run, many_results, result, run_payload
 

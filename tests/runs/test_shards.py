@@ -138,7 +138,7 @@ def test_a_run_without_a_shard_count_waits_for_quiet(
 
 
 def test_shards_uploaded_at_once_make_one_run(database: Database) -> None:
-    from app.runs import service
+    from app.runs.ingest import ingest_run
     from app.runs.schemas import RunIn
 
     names = [f"job-{i}" for i in range(6)]
@@ -146,7 +146,7 @@ def test_shards_uploaded_at_once_make_one_run(database: Database) -> None:
     def upload(i: int) -> int:
         payload = shard(names[i], (f"model_{i}",), expected=6)
         with database.session_scope() as session:
-            return service.ingest_run(session, RunIn.model_validate(payload), source="t").run.id
+            return ingest_run(session, RunIn.model_validate(payload), source="t").run.id
 
     outcomes = in_parallel(upload)
     assert not [o for o in outcomes if isinstance(o, Exception)], outcomes

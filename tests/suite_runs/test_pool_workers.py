@@ -13,7 +13,7 @@ from app.core.command_suites import command_tier
 from app.core.db import Database
 from app.jobs import START_SUITE, bench_queue
 from app.runs.models import Run
-from app.runs.service import list_run_results
+from app.runs.reads import list_run_results
 from app.suite_runs.models import SuiteRun
 from tests.suite_runs.test_workers import benchwatch, environment, finished, wait_for
 

@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import func, select
 
 from app.core.db import Database, utcnow
-from app.runs import service as runs_service
+from app.runs.ingest import ingest_run
 from app.runs.models import Result, Run
 from app.runs.schemas import RunIn
 from app.suite_runs import service
@@ -197,7 +197,7 @@ def test_a_run_that_cannot_be_ingested_fails_the_suite_run_with_the_reason(
                 "results": measured("other", 1.0),
             }
         )
-        runs_service.ingest_run(session, taken, source="someone else")
+        ingest_run(session, taken, source="someone else")
     for shard_id in (first, second):
         with database.session_scope() as session:
             lease = service.claim_shard(session, shard_id, "w1", 30).lease

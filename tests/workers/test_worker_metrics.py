@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from app.core.db import Database
 from app.jobs import DEFAULT_QUEUE, DETECT_RUN
-from app.runs import service as runs_service
+from app.runs.ingest import ingest_run
 from app.runs.schemas import RunIn
 from tests.anomalies.test_detection_faults import free_port
 from tests.factories import example_run
@@ -38,7 +38,7 @@ def store_undetected(database: Database) -> int:
     """A run stored as an upload stores it, its detection task left unpublished."""
     with database.sessionmaker() as session:
         run_in = RunIn.model_validate(example_run(key="metrics-worker"))
-        run_id = runs_service.ingest_run(session, run_in, source="test").run.id
+        run_id = ingest_run(session, run_in, source="test").run.id
         session.commit()  # a plain commit: the queued detection task is dropped
     return run_id
 
