@@ -6,12 +6,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from app.benchmarks import vocabulary as vocab
 from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
 from app.core.errors import NotFound
+from app.core.pagination import count_and_page
 
 
 class SeriesNotFound(NotFound):
@@ -128,9 +129,8 @@ def list_benchmarks(
             Series.benchmark_id == Benchmark.id, Series.project == where.project
         )
         query = query.where(in_project.exists())
-    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
-    page = query.order_by(Benchmark.suite, Benchmark.model, Benchmark.id)
-    return list(session.scalars(page.offset(offset).limit(limit))), total
+    order = [Benchmark.suite, Benchmark.model, Benchmark.id]
+    return count_and_page(session, query, order, offset, limit)
 
 
 def search_series(
@@ -146,9 +146,8 @@ def search_series(
         query = query.where(Series.channel == where.channel)
     if where.project is not None:
         query = query.where(Series.project == where.project)
-    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
-    page = query.order_by(Benchmark.suite, Benchmark.model, Series.id).offset(offset).limit(limit)
-    return list(session.scalars(page)), total
+    order = [Benchmark.suite, Benchmark.model, Series.id]
+    return count_and_page(session, query, order, offset, limit)
 
 
 def get_series(session: Session, series_id: int) -> Series:

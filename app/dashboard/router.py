@@ -27,11 +27,11 @@ from app.api.validation import refuse_nul_in_query
 from app.audit import service as audit
 from app.core import queue
 from app.core.bounds import INT32_MAX, RowId, in_id_range
-from app.core.errors import DomainError, Forbidden, NotFound
+from app.core.errors import DomainError, NotFound
 from app.core.names import is_project_name
 from app.core.urls import safe_href
 from app.corrections import service as corrections
-from app.dashboard import annotations_page
+from app.dashboard import access, annotations_page
 from app.dashboard import format as fmt
 from app.dashboard import subscriptions as subs
 from app.dashboard.alerts import AlertQuery, inbox
@@ -44,7 +44,6 @@ from app.dashboard.series import GROUPINGS, RANGES, SeriesQuery, series_page
 from app.dashboard.sign_in import (
     forget,
     from_this_site,
-    page_access,
     remember,
     safe_next,
     sign_in_failures,
@@ -60,7 +59,6 @@ from app.tokens.auth import (
     MAX_SECRET_LENGTH,
     csrf_matches,
     csrf_token,
-    live_session,
     live_token,
     request_pepper,
     session_secret,
@@ -92,25 +90,6 @@ class FormTooLarge(DomainError):
     """A dashboard form's body is over ``FORM_MAX_BYTES``."""
 
     status_code = 413
-
-
-async def _signed_in_poster(request: Request) -> None:
-    """The 403 page for a form posted by another site or without a live sign-in session.
-
-    Checked from the headers and the cookie alone, before the body is read: FastAPI reads and
-    parses a route's form before its dependencies run (``subs.form_actor`` checks again, with
-    the form's CSRF value), so an anonymous client could otherwise make the server take in a
-    body as large as ``BENCHWATCH_MAX_BODY_BYTES`` for a form it was always going to refuse.
-    """
-    if not from_this_site(request):
-        raise Forbidden("Post this form from this server's own page: another site posted it.")
-
-    def alive() -> bool:
-        with request.app.state.database.sessionmaker() as session:
-            return live_session(request, session) is not None
-
-    if not await run_in_threadpool(alive):
-        raise Forbidden("Sign in with a token first: nothing was changed.")
 
 
 async def _bounded_form(request: Request) -> Request:
@@ -158,7 +137,7 @@ class PageRoute(APIRoute):
             try:
                 if takes_form:
                     if self.signed_in_forms:
-                        await _signed_in_poster(request)
+                        await access.signed_in_poster(request)
                     request = await _bounded_form(request)
                 return await handler(request)
             except DomainError as error:
@@ -176,7 +155,7 @@ class OpenFormRoute(PageRoute):
 # Postgres cannot compare text with a NUL character: a query holding one is a 422, not a 500.
 pages = APIRouter(
     include_in_schema=False,
-    dependencies=[Depends(page_access), Depends(refuse_nul_in_query)],
+    dependencies=[Depends(access.page_access), Depends(refuse_nul_in_query)],
     route_class=PageRoute,
 )
 # Open to all: plotly.js and signing in.
@@ -385,9 +364,9 @@ def run_view(
     Its results ``size`` a page (``page``, from 1): a run may hold 100,000 of them.
     """
     context = run_page(session, run_id, page, size)
-    scopes = subs.scopes_of(request, session)
+    may_correct = access.may(request, session, "admin")
     said = RUN_DONE.get(done or "")
-    return render(request, session, "run.html", may_correct="admin" in scopes, done=said, **context)
+    return render(request, session, "run.html", may_correct=may_correct, done=said, **context)
 
 
 @pages.get("/runs/{run_id}/verdicts", response_class=HTMLResponse)
@@ -479,7 +458,7 @@ def compare_view(
 
 @pages.get("/subscriptions", response_class=HTMLResponse)
 def subscriptions_view(
-    request: Request, session: SessionDep, actor: subs.AdminPage, done: str | None = None
+    request: Request, session: SessionDep, actor: access.AdminPage, done: str | None = None
 ) -> HTMLResponse:
     """Subscriptions (scope ``admin``): who is told of which findings, where and when."""
     context = subs.list_context(session, actor.token, done=done)
@@ -488,7 +467,7 @@ def subscriptions_view(
 
 @pages.post("/subscriptions", response_class=HTMLResponse, response_model=None)
 def create_subscription_form(
-    request: Request, session: SessionDep, actor: subs.AdminForm, form: subs.SubscriptionFields
+    request: Request, session: SessionDep, actor: access.AdminForm, form: subs.SubscriptionFields
 ) -> Response:
     """Create a subscription from the page's form; refused, the form again with why.
 
@@ -515,7 +494,7 @@ def create_subscription_form(
 def subscription_view(
     request: Request,
     session: SessionDep,
-    actor: subs.AdminPage,
+    actor: access.AdminPage,
     subscription_id: RowId,
     notice: str | None = None,
     delivery: str | None = None,
@@ -538,7 +517,7 @@ def subscription_view(
 def update_subscription_form(
     request: Request,
     session: SessionDep,
-    actor: subs.AdminForm,
+    actor: access.AdminForm,
     subscription_id: RowId,
     form: subs.SubscriptionFields,
 ) -> Response:
@@ -558,7 +537,7 @@ def update_subscription_form(
 def pause_subscription_form(
     request: Request,
     session: SessionDep,
-    actor: subs.AdminForm,
+    actor: access.AdminForm,
     subscription_id: RowId,
     paused: Annotated[bool, Form()],
 ) -> RedirectResponse:
@@ -578,7 +557,7 @@ def pause_subscription_form(
 def delete_subscription_form(
     request: Request,
     session: SessionDep,
-    actor: subs.AdminForm,
+    actor: access.AdminForm,
     subscription_id: RowId,
     confirm: Annotated[str, Form(max_length=10)] = "",
 ) -> Response:
@@ -599,7 +578,7 @@ def delete_subscription_form(
 
 @pages.post("/subscriptions/{subscription_id}/test")
 def send_test_notice_form(
-    request: Request, session: SessionDep, actor: subs.AdminForm, subscription_id: RowId
+    request: Request, session: SessionDep, actor: access.AdminForm, subscription_id: RowId
 ) -> RedirectResponse:
     """Send a made-up notice to every receiver now; the page then follows its deliveries."""
     settings = request.app.state.settings
@@ -612,7 +591,7 @@ def send_test_notice_form(
 
 @pages.post("/subscriptions/{subscription_id}/deliveries/{delivery_id}/redeliver")
 def redeliver_form(
-    session: SessionDep, actor: subs.AdminForm, subscription_id: RowId, delivery_id: RowId
+    session: SessionDep, actor: access.AdminForm, subscription_id: RowId, delivery_id: RowId
 ) -> RedirectResponse:
     """Send a delivery again now (the same notice, the same webhook-id)."""
     found = notifications_service.subscription_of_delivery(session, delivery_id, actor.token)
@@ -627,8 +606,8 @@ def redeliver_form(
 @pages.get("/silences", response_class=HTMLResponse)
 def silences_view(request: Request, session: SessionDep, done: str | None = None) -> HTMLResponse:
     """Silences in force or to come, and those that ended last; triage adds and ends them."""
-    scopes = subs.scopes_of(request, session)
-    context = subs.silences_context(session, scopes, "/silences")
+    may_silence = access.may(request, session, "triage")
+    context = subs.silences_context(session, may_silence, "/silences")
     return render(request, session, "silences.html", done=subs.DONE.get(done or ""), **context)
 
 
@@ -636,15 +615,14 @@ def silences_view(request: Request, session: SessionDep, done: str | None = None
 def create_silence_form(
     request: Request,
     session: SessionDep,
-    actor: subs.TriageForm,
+    actor: access.TriageForm,
     form: subs.SilenceFields,
     back: Annotated[str, Form(max_length=200)] = "/silences",
 ) -> Response:
     """Hold back notices of the findings the matchers select, for the hours given."""
     silence, errors = subs.parse_silence(form)
     if silence is None:
-        scopes = subs.scopes_of(request, session)
-        context = subs.silences_context(session, scopes, safe_next(back), form, errors)
+        context = subs.silences_context(session, True, safe_next(back), form, errors)
         return render(request, session, "silences.html", **context)
     matchers = silences.scoped(
         actor.token, silence.matchers.model_dump(mode="json", exclude_none=True), "project"
@@ -657,7 +635,7 @@ def create_silence_form(
 @pages.post("/silences/{silence_id}/expire")
 def expire_silence_form(
     session: SessionDep,
-    actor: subs.TriageForm,
+    actor: access.TriageForm,
     silence_id: RowId,
     back: Annotated[str, Form(max_length=200)] = "/silences",
 ) -> RedirectResponse:
@@ -672,8 +650,8 @@ def annotations_view(
     request: Request, session: SessionDep, done: str | None = None
 ) -> HTMLResponse:
     """The newest annotations; triage adds and deletes them."""
-    scopes = subs.scopes_of(request, session)
-    context = annotations_page.page_context(session, scopes, done=done)
+    may_annotate = access.may(request, session, "triage")
+    context = annotations_page.page_context(session, may_annotate, done=done)
     return render(request, session, "annotations.html", **context)
 
 
@@ -681,14 +659,13 @@ def annotations_view(
 def create_annotation_form(
     request: Request,
     session: SessionDep,
-    actor: subs.TriageForm,
+    actor: access.TriageForm,
     form: Annotated[annotations_page.AnnotationForm, Depends(annotations_page.annotation_form)],
 ) -> Response:
     """Add an annotation from the page's form; refused, the form again with why."""
     body, errors = annotations_page.parse_annotation(form)
     if body is None:
-        scopes = subs.scopes_of(request, session)
-        context = annotations_page.page_context(session, scopes, form, errors)
+        context = annotations_page.page_context(session, True, form, errors)
         return render(request, session, "annotations.html", **context)
     annotations_service.create_annotation(
         session,
@@ -709,7 +686,7 @@ def create_annotation_form(
 
 @pages.post("/annotations/{annotation_id}/delete")
 def delete_annotation_form(
-    session: SessionDep, actor: subs.TriageForm, annotation_id: RowId
+    session: SessionDep, actor: access.TriageForm, annotation_id: RowId
 ) -> RedirectResponse:
     """Delete an annotation."""
     annotations_service.delete_annotation(session, annotation_id, by=actor.label, token=actor.token)
@@ -721,7 +698,7 @@ def delete_annotation_form(
 def invalidate_run_form(
     request: Request,
     session: SessionDep,
-    actor: subs.AdminForm,
+    actor: access.AdminForm,
     run_id: RowId,
     reason: Annotated[str, Form(min_length=1, max_length=corrections.MAX_REASON)],
 ) -> RedirectResponse:
@@ -737,7 +714,7 @@ def invalidate_run_form(
 def delete_run_form(
     request: Request,
     session: SessionDep,
-    actor: subs.AdminForm,
+    actor: access.AdminForm,
     run_id: RowId,
     reason: Annotated[str, Form(min_length=1, max_length=corrections.MAX_REASON)],
     confirm: Annotated[str, Form(max_length=10)] = "",
@@ -756,7 +733,7 @@ def delete_run_form(
 def audit_view(
     request: Request,
     session: SessionDep,
-    actor: subs.AdminPage,
+    actor: access.AdminPage,
     action: Annotated[str | None, Query(max_length=64)] = None,
     target: Annotated[str | None, Query(max_length=128)] = None,
     by: Annotated[str | None, Query(max_length=200)] = None,

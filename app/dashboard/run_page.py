@@ -6,12 +6,13 @@ from collections import defaultdict
 from typing import Any
 from urllib.parse import urlencode
 
-from sqlalchemy import JSON, case, func, or_, select, type_coerce
+from sqlalchemy import JSON, case, or_, select, type_coerce
 from sqlalchemy.orm import Session
 
 from app.benchmarks.models import Benchmark, CompilerConfig, Metric, Series
 from app.benchmarks.vocabulary import PASSING_ACCURACY
 from app.core.errors import NotFound
+from app.core.pagination import count_of
 from app.dashboard import figures
 from app.runs.branches import base_channel, is_branch_channel
 from app.runs.models import Result
@@ -67,8 +68,7 @@ def run_page(session: Session, run_id: int, page: int = 1, size: int = PAGE_SIZE
 
 def result_count(session: Session, run_id: int) -> int:
     """How many results the run holds (its shards' included)."""
-    counted = select(func.count()).select_from(Result).where(Result.run_id == run_id)
-    return int(session.scalar(counted) or 0)
+    return count_of(session, select(Result.run_id).where(Result.run_id == run_id))
 
 
 def _paging(

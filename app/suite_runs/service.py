@@ -19,12 +19,13 @@ from typing import Any, Literal
 
 from prometheus_client import Counter
 from pydantic import TypeAdapter, ValidationError
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session, selectinload
 
 from app.core.db import utcnow
 from app.core.errors import DomainError, NotFound
 from app.core.metrics import after_commit
+from app.core.pagination import count_and_page
 from app.runs.ingest import ingest_run
 from app.runs.models import Run
 from app.runs.schemas import ResultIn, RunIn
@@ -277,9 +278,8 @@ def list_suite_runs(
         query = query.where(SuiteRun.machine == machine)
     if status is not None:
         query = query.where(SuiteRun.status == status)
-    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
-    page = query.options(selectinload(SuiteRun.shards)).order_by(SuiteRun.id.desc())
-    return list(session.scalars(page.offset(offset).limit(limit))), total
+    page = query.options(selectinload(SuiteRun.shards))
+    return count_and_page(session, page, [SuiteRun.id.desc()], offset, limit)
 
 
 def _locked_shard(session: Session, shard_id: int) -> SuiteShard:
