@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from app.core.config import Settings
 from app.core.db import Database
-from app.dashboard.router import FORM_MAX_BYTES
+from app.dashboard.shell import FORM_MAX_BYTES
 from app.main import create_app
 from app.tokens.auth import SECURE_SIGN_IN_COOKIE, SIGN_IN_COOKIE
 from app.tokens.models import WebSession
