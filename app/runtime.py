@@ -15,17 +15,26 @@ from app.core.db import Database
 from app.jobs import TASKS, Sweeper
 from app.notifications import planning
 from app.notifications.guard import AllowList
+from app.uploads.formats import AUTO, BY_NAME
 
 
 def check_settings(config: Settings) -> None:
     """Refuse, before anything starts, a setting a domain reads too late to refuse in time.
 
     Raises:
-        ValueError: the detector thresholds name a key or field no detector knows, or the
-            receiver allow-list holds a bad entry.
+        ValueError: the detector thresholds name a key or field no detector knows, the
+            receiver allow-list holds a bad entry, or a command suite names a format no
+            upload parser reads.
     """
     read_thresholds(config.DETECTOR_THRESHOLDS)
     AllowList.parse(config.RECEIVER_ALLOW)
+    readable = (AUTO, *BY_NAME)
+    for name, suite in config.COMMAND_SUITES.items():
+        if suite.format not in readable:
+            raise ValueError(
+                f"BENCHWATCH_COMMAND_SUITES[{name!r}].format {suite.format!r}: "
+                f"one of {', '.join(readable)}"
+            )
 
 
 def install_listeners() -> None:

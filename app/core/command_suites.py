@@ -18,10 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 COMMAND_PREFIX = "command:"  # a suite run's tier: "command:<name>" (SuiteRun.tier is 32 long)
 NAME_PATTERN = r"^[A-Za-z0-9_.+-]{1,24}$"
-# The upload parsers a command's files may be read with (app.uploads.service.PARSERS).
-CommandFormat = Literal[
-    "auto", "torchbench-csv", "pytorch-v3", "pytest-benchmark", "google-benchmark"
-]
+# The upload format a command's files are read with: "auto" or one of app.uploads.formats,
+# which core cannot name (checked at start, app.runtime.check_settings).
+FORMAT_PATTERN = r"^[a-z0-9][a-z0-9-]{0,31}$"
 
 
 class CommandHints(BaseModel):
@@ -47,7 +46,7 @@ class CommandSuite(BaseModel):
     timeout_s: float | None = Field(default=None, gt=0)  # None: BENCHWATCH_SHARD_TIMEOUT_S
     # Globs, relative to $BENCHWATCH_OUTPUT_DIR, of the files to read back.
     outputs: list[str] = Field(default_factory=lambda: ["**/*"], min_length=1)
-    format: CommandFormat = "auto"
+    format: str = Field(default="auto", pattern=FORMAT_PATTERN)
     hints: CommandHints = Field(default_factory=CommandHints)
     # How many shards: each runs the command once, with $BENCHWATCH_SHARD_INDEX and _COUNT.
     shards: int = Field(default=1, ge=1, le=256)

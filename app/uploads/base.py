@@ -6,6 +6,7 @@ environment and the run, if anything. A bad row is an ``UploadError`` that names
 line (or record index) and the field: the whole upload is rejected, nothing is stored.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,3 +96,17 @@ class UploadError(ValueError):
 
 class OverLimit(UploadError):
     """A file over one of the caps of ``app.uploads.limits``, or past the parse deadline: 413."""
+
+
+@dataclass(frozen=True)
+class UploadFormat:
+    """One upload format, declared once by its module (``FORMAT``) and found by the registry.
+
+    ``recognises(name, head)``: whether a file is of this format, from its lower-cased name
+    and its first 64 KiB as text (None: never told by content, only named).
+    """
+
+    name: str
+    parse: Callable[[UploadFile, Hints], Parsed]
+    recognises: Callable[[str, str], bool] | None
+    summary: str  # one line of what it reads, for the API's description and errors

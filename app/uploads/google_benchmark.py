@@ -34,7 +34,7 @@ from typing import Any
 
 from app.benchmarks import vocabulary as vocab
 from app.uploads import limits
-from app.uploads.base import Hints, Origin, OverLimit, Parsed, UploadError, UploadFile
+from app.uploads.base import Hints, Origin, OverLimit, Parsed, UploadError, UploadFile, UploadFormat
 from app.uploads.benchmarks_json import at, benchmark_entries, json_safe, load_document, moment
 
 TIME_UNITS = ("ns", "us", "ms", "s")
@@ -488,3 +488,15 @@ def _string(file: UploadFile, index: int, entry: dict[str, Any], key: str) -> st
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _recognises(_name: str, head: str) -> bool:
+    return '"context"' in head and '"benchmarks"' in head
+
+
+FORMAT = UploadFormat(
+    "google-benchmark",
+    parse_google_benchmark,
+    _recognises,
+    "Google Benchmark's --benchmark_format=json output",
+)

@@ -32,7 +32,7 @@ from typing import Any
 
 from app.benchmarks import vocabulary as vocab
 from app.uploads import limits
-from app.uploads.base import Hints, Origin, Parsed, UploadError, UploadFile
+from app.uploads.base import Hints, Origin, Parsed, UploadError, UploadFile, UploadFormat
 from app.uploads.benchmarks_json import at, benchmark_entries, json_safe, load_document, moment
 
 TIME_METRIC = "latency"
@@ -371,3 +371,15 @@ def _count(file: UploadFile, index: int, field: str, value: Any) -> int:
             file.name, f"expected a whole number >= 0, got {value!r:.40}", record=index, field=field
         )
     return value
+
+
+def _recognises(_name: str, head: str) -> bool:
+    return '"machine_info"' in head and '"benchmarks"' in head
+
+
+FORMAT = UploadFormat(
+    "pytest-benchmark",
+    parse_pytest_benchmark,
+    _recognises,
+    "pytest-benchmark's --benchmark-json files",
+)

@@ -21,7 +21,7 @@ from typing import Any
 from app.benchmarks import vocabulary as vocab
 from app.core import bounds
 from app.uploads import limits
-from app.uploads.base import Hints, OverLimit, Parsed, UploadError, UploadFile
+from app.uploads.base import Hints, OverLimit, Parsed, UploadError, UploadFile, UploadFormat
 from app.uploads.pytorch_ci import (
     FAILURE_METRICS,
     RUN_KEYS,
@@ -442,3 +442,15 @@ def _reject_duplicates(records: list[Located], results: list[dict[str, Any]]) ->
             raise located.error(
                 f"duplicates record {seen}: same benchmark and metric", "metric.name"
             )
+
+
+def _recognises(_name: str, head: str) -> bool:
+    return '"benchmark"' in head and '"metric"' in head
+
+
+FORMAT = UploadFormat(
+    "pytorch-v3",
+    parse_pytorch_v3,
+    _recognises,
+    "PyTorch's v3 benchmark records (the HUD's JSON, one record a line or a list)",
+)

@@ -7,9 +7,7 @@ the line or record, and the field.
 """
 
 import hashlib
-import importlib
 import json
-from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
@@ -18,16 +16,9 @@ from app.core.errors import InvalidInput, describe
 from app.runs.schemas import RunIn
 from app.uploads import limits, provenance
 from app.uploads.base import Hints, OverLimit, Parsed, UploadError, UploadFile
+from app.uploads.formats import AUTO, BY_NAME, NATIVE, REGISTERED
 
-Parser = Callable[[UploadFile, Hints], Parsed]
-# Format name -> its parser's module and function (imported when a file of it arrives).
-PARSERS = {
-    "torchbench-csv": ("app.uploads.torchbench", "parse_torchbench"),
-    "pytorch-v3": ("app.uploads.pytorch_v3", "parse_pytorch_v3"),
-    "pytest-benchmark": ("app.uploads.pytest_benchmark", "parse_pytest_benchmark"),
-    "google-benchmark": ("app.uploads.google_benchmark", "parse_google_benchmark"),
-}
-FORMATS = (*PARSERS, "native", "auto")
+FORMATS = (*BY_NAME, NATIVE, AUTO)
 # Run fields an upload may set (form fields or query parameters), and where they go.
 RUN_FIELDS = (
     "key",
@@ -85,34 +76,19 @@ class UploadTooLarge(BadUpload):
     status_code = 413
 
 
-def parser(fmt: str) -> Parser:
-    """The parser of a format."""
-    module, function = PARSERS[fmt]
-    found: Parser = getattr(importlib.import_module(module), function)
-    return found
-
-
 def sniff(file: UploadFile) -> str:
-    """The format of a file, from its name and its first bytes."""
+    """The format of a file, from its name and its first bytes (the registry's order)."""
     name = file.name.lower()
     head = file.content[:65536].decode("utf-8", errors="replace").lstrip()
-    if name.endswith(".csv") or (head[:1] not in ("[", "{") and "," in head.split("\n", 1)[0]):
-        return "torchbench-csv"
-    if '"machine_info"' in head and '"benchmarks"' in head:
-        return "pytest-benchmark"
-    if '"context"' in head and '"benchmarks"' in head:
-        return "google-benchmark"
-    if '"benchmark"' in head and '"metric"' in head:
-        return "pytorch-v3"
+    for known in REGISTERED:
+        if known.recognises is not None and known.recognises(name, head):
+            return known.name
     if '"results"' in head and '"key"' in head:
-        return "native"
+        return NATIVE
     if head[:1] in ("[", "{"):
         _check_json(file)
-    raise UploadError(
-        file.name,
-        "cannot tell the format; give format= (torchbench-csv, pytorch-v3, "
-        "pytest-benchmark, google-benchmark or native)",
-    )
+    named = ", ".join(BY_NAME)
+    raise UploadError(file.name, f"cannot tell the format; give format= ({named} or {NATIVE})")
 
 
 def _check_json(file: UploadFile) -> None:
@@ -140,11 +116,11 @@ def build_run(
     try:
         with limits.parse_deadline(timeout_s):
             _check_metadata(files, fields)
-            formats = [sniff(f) if fmt == "auto" else fmt for f in files]
-            if "native" in formats:
+            formats = [sniff(f) if fmt == AUTO else fmt for f in files]
+            if NATIVE in formats:
                 return _native(files, fields)
             hints = Hints(**{k: fields[k] for k in HINT_FIELDS if fields.get(k)})
-            parsed = [parser(f)(file, hints) for f, file in zip(formats, files, strict=True)]
+            parsed = [BY_NAME[f].parse(file, hints) for f, file in zip(formats, files, strict=True)]
             payload = _payload(files, formats, parsed, fields)
             limits.check_deadline(files[-1].name)
     except OverLimit as error:

@@ -28,7 +28,7 @@ from typing import Any
 
 from app.benchmarks import vocabulary as vocab
 from app.uploads import limits
-from app.uploads.base import Hints, OverLimit, Parsed, UploadError, UploadFile
+from app.uploads.base import Hints, OverLimit, Parsed, UploadError, UploadFile, UploadFormat
 from app.uploads.pytorch_ci import (
     DEVICES,
     FAILURE_METRICS,
@@ -315,3 +315,16 @@ def _number(file: str, line: int, column: str, cell: str) -> float:
         message = f"{cell:.24} is out of range (overflows to infinity)"
         raise UploadError(file, message, line=line, field=column)
     return value
+
+
+def _recognises(name: str, head: str) -> bool:
+    """A CSV by its name, or a first line of commas that is not JSON."""
+    return name.endswith(".csv") or (head[:1] not in ("[", "{") and "," in head.split("\n", 1)[0])
+
+
+FORMAT = UploadFormat(
+    "torchbench-csv",
+    parse_torchbench,
+    _recognises,
+    "PyTorch benchmarks/dynamo CSVs (performance, accuracy, compile time, memory)",
+)

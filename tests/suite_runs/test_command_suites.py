@@ -20,8 +20,9 @@ from app.core.config import Schedule, Settings
 from app.core.db import Database
 from app.main import create_app
 from app.runs.models import Run
+from app.runtime import check_settings
 from app.suite_runs.models import SuiteRun
-from app.uploads.service import PARSERS
+from app.uploads.formats import BY_NAME
 from tests.conftest import PEPPER
 from tests.suite_runs.test_triggers import queued
 from tests.suite_runs.test_workers import benchwatch, environment, finished, wait_for
@@ -200,7 +201,7 @@ def test_settings_refuse_a_bad_command_suite() -> None:
         {"s": {"command": [""]}},
         {"s": {**good, "outputs": ["/tmp/*.csv"]}},
         {"s": {**good, "outputs": ["../*.csv"]}},
-        {"s": {**good, "format": "native"}},
+        {"s": {**good, "format": "Not A Format"}},
         {"s": {**good, "timeout_s": 0}},
         {"s": {**good, "shell": True}},  # no such field: refused, not ignored
         {"s": {**good, "env": {"BENCHWATCH_OUTPUT_DIR": "/tmp"}}},
@@ -243,8 +244,13 @@ def test_tier_names_and_formats() -> None:
     assert command_name(command_tier("dynamo")) == "dynamo"
     assert command_name("daily") is None
     assert Schedule(machine="m", command="x").suite_tier == "command:x"
-    formats = CommandSuite.model_fields["format"].annotation.__args__  # type: ignore[union-attr]
-    assert set(formats) == {"auto", *PARSERS}  # every upload parser, no other
+    # Every upload parser, no other: a format no parser reads stops the process at start.
+    for name in ("auto", *BY_NAME):
+        check_settings(Settings(COMMAND_SUITES={"s": {"command": ["x"], "format": name}}))
+    for name in ("native", "csv"):
+        unread = Settings(COMMAND_SUITES={"s": {"command": ["x"], "format": name}})
+        with pytest.raises(ValueError, match=rf"\['s'\]\.format '{name}': one of auto, torchbench"):
+            check_settings(unread)
 
 
 def test_a_worker_whose_settings_lack_the_suite_refuses_to_start_it(

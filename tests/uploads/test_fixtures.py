@@ -12,7 +12,8 @@ from app.benchmarks import vocabulary as vocab
 from app.core.db import Database
 from app.runs.schemas import ResultIn
 from app.uploads.base import Hints, UploadFile
-from app.uploads.service import parser, sniff
+from app.uploads.formats import BY_NAME
+from app.uploads.service import sniff
 from tests.conftest import make_token
 from workers.cli import main
 
@@ -66,7 +67,7 @@ def parsed_rows(path: Path) -> list[ResultIn]:
         for k, v in fields(path).items()
         if k in ("suite", "config", "precision", "mode", "device")
     }
-    parsed = parser(sniff(file))(file, Hints(**hint_fields))
+    parsed = BY_NAME[sniff(file)].parse(file, Hints(**hint_fields))
     return [ResultIn.model_validate(row) for row in parsed.results]
 
 
