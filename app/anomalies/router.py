@@ -48,6 +48,21 @@ def _own(
     tokens_service.check_project(actor.token, triage.project_of(session, finding), loc)
 
 
+def _triage(
+    session: SessionDep,
+    actor: Actor,
+    kind: triage.TriageKind[triage.Row],
+    row_id: int,
+    update: TriageUpdate,
+    loc: str,
+) -> triage.Row:
+    """Triage one row of a kind, committed: a 403 first for a token of another project."""
+    _own(session, actor, triage.find(session, kind, row_id), loc)
+    row = triage.triage(session, kind, row_id, update, actor.label)
+    queue.commit(session)
+    return row
+
+
 def regression_filter(
     status: Status | None = None,
     machine: str | None = None,
@@ -94,7 +109,7 @@ def list_regressions(session: SessionDep, where: Filter, paging: Paging) -> Page
 @reads.get("/regressions/{regression_id}", response_model=RegressionRead, responses=errors(404))
 def get_regression(regression_id: RowId, session: SessionDep) -> Regression:
     """One regression."""
-    return triage.get_regression(session, regression_id)
+    return triage.find(session, triage.REGRESSION, regression_id)
 
 
 @writes.patch("/regressions/{regression_id}", response_model=RegressionRead)
@@ -102,10 +117,7 @@ def update_regression(
     regression_id: RowId, update: TriageUpdate, session: SessionDep, actor: TriageActor
 ) -> Regression:
     """Triage a regression: status, assignee, note, bug link (scope `triage`)."""
-    _own(session, actor, triage.get_regression(session, regression_id), "path.regression_id")
-    regression = triage.triage_regression(session, regression_id, update, actor.label)
-    queue.commit(session)
-    return regression
+    return _triage(session, actor, triage.REGRESSION, regression_id, update, "path.regression_id")
 
 
 def failure_filter(
@@ -145,7 +157,7 @@ def list_failures(
 @reads.get("/failures/{failure_id}", response_model=CaseFailureRead, responses=errors(404))
 def get_failure(failure_id: RowId, session: SessionDep) -> CaseFailureRead:
     """One case failure."""
-    return _failure(triage.get_failure(session, failure_id))
+    return _failure(triage.find(session, triage.FAILURE, failure_id))
 
 
 @writes.patch("/failures/{failure_id}", response_model=CaseFailureRead)
@@ -153,9 +165,7 @@ def update_failure(
     failure_id: RowId, update: TriageUpdate, session: SessionDep, actor: TriageActor
 ) -> CaseFailureRead:
     """Triage a case failure: status, assignee, note, bug link (scope `triage`)."""
-    _own(session, actor, triage.get_failure(session, failure_id), "path.failure_id")
-    failure = triage.triage_failure(session, failure_id, update, actor.label)
-    queue.commit(session)
+    failure = _triage(session, actor, triage.FAILURE, failure_id, update, "path.failure_id")
     return _failure(failure)
 
 
@@ -200,7 +210,7 @@ def list_aggregate_findings(
 )
 def get_aggregate_finding(finding_id: RowId, session: SessionDep) -> AggregateFindingRead:
     """One aggregate finding."""
-    return _aggregate(triage.get_aggregate(session, finding_id))
+    return _aggregate(triage.find(session, triage.AGGREGATE, finding_id))
 
 
 @writes.patch("/aggregate-findings/{finding_id}", response_model=AggregateFindingRead)
@@ -208,9 +218,7 @@ def update_aggregate_finding(
     finding_id: RowId, update: TriageUpdate, session: SessionDep, actor: TriageActor
 ) -> AggregateFindingRead:
     """Triage an aggregate finding: status, assignee, note, bug link (scope `triage`)."""
-    _own(session, actor, triage.get_aggregate(session, finding_id), "path.finding_id")
-    finding = triage.triage_aggregate(session, finding_id, update, actor.label)
-    queue.commit(session)
+    finding = _triage(session, actor, triage.AGGREGATE, finding_id, update, "path.finding_id")
     return _aggregate(finding)
 
 
@@ -257,9 +265,7 @@ def update_alert_group(
     group_id: RowId, update: TriageUpdate, session: SessionDep, actor: TriageActor
 ) -> AlertGroupDetail:
     """Triage a whole group: the status and fields apply to every member (scope `triage`)."""
-    _own(session, actor, triage.get_group(session, group_id), "path.group_id")
-    group = triage.triage_group(session, group_id, update, actor.label)
-    queue.commit(session)
+    group = _triage(session, actor, triage.GROUP, group_id, update, "path.group_id")
     return _detail(session, group)
 
 

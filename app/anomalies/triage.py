@@ -1,12 +1,13 @@
 """List and triage regressions, case failures, aggregate findings and alert groups."""
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from sqlalchemy import ColumnElement, Select, and_, exists, or_, select
 from sqlalchemy.orm import InstrumentedAttribute, Session, lazyload
+from sqlalchemy.orm.interfaces import ORMOption
 from sqlalchemy.orm.util import identity_key
 
 from app.anomalies import step_summary
@@ -156,48 +157,6 @@ def list_regressions(
     return count_and_page(session, query, [Regression.id.desc()], offset, limit)
 
 
-def get_regression(session: Session, regression_id: int) -> Regression:
-    """One regression by id."""
-    if (regression := session.get(Regression, regression_id)) is None:
-        raise RegressionNotFound(regression_id)
-    return regression
-
-
-def _apply(target: Triaged, update: TriageUpdate, by: str) -> None:
-    for field in ("assignee", "note", "bug_url"):
-        if (value := getattr(update, field)) is not None:
-            setattr(target, field, value)
-    target.triaged_by = by[:200]
-    target.triaged_at = utcnow()
-
-
-def _apply_with_status(target: Member, update: TriageUpdate, by: str) -> None:
-    _apply(target, update, by)
-    if update.status is not None:
-        target.status = update.status
-
-
-_AUDITED = ("status", "assignee", "note", "bug_url")
-
-
-def _audit(session: Session, by: str, kind: str, row: Any, before: dict[str, Any]) -> None:
-    """The triage in the audit log: the fields it changed, before and after."""
-    after = audit.fields(row, _AUDITED)
-    audit.record(session, by, f"{kind}.triage", f"{kind}:{row.id}", before, after)
-
-
-def triage_regression(
-    session: Session, regression_id: int, update: TriageUpdate, by: str
-) -> Regression:
-    """Change a regression's status, assignee, note or bug link; ``by`` names who did it."""
-    regression = get_regression(session, regression_id)
-    before = audit.fields(regression, _AUDITED)
-    _apply_with_status(regression, update, by)
-    _audit(session, by, "regression", regression, before)
-    session.flush()
-    return regression
-
-
 @dataclass(frozen=True)
 class FailureFilter:
     """Filters of the failure listing; None means any."""
@@ -241,23 +200,6 @@ def list_failures(
         coverage = CaseFailure.failure.in_(CaseFailure.COVERAGE)
         query = query.where(coverage if where.severity == "low" else ~coverage)
     return count_and_page(session, query, [CaseFailure.id.desc()], offset, limit)
-
-
-def get_failure(session: Session, failure_id: int) -> CaseFailure:
-    """One case failure by id."""
-    if (failure := session.get(CaseFailure, failure_id)) is None:
-        raise FailureNotFound(failure_id)
-    return failure
-
-
-def triage_failure(session: Session, failure_id: int, update: TriageUpdate, by: str) -> CaseFailure:
-    """Change a failure's status, assignee, note or bug link; ``by`` names who did it."""
-    failure = get_failure(session, failure_id)
-    before = audit.fields(failure, _AUDITED)
-    _apply_with_status(failure, update, by)
-    _audit(session, by, "failure", failure, before)
-    session.flush()
-    return failure
 
 
 def describe_failure(failure: CaseFailure) -> dict[str, Any]:
@@ -333,25 +275,6 @@ def list_aggregates(
     return count_and_page(session, query, [AggregateFinding.id.desc()], offset, limit)
 
 
-def get_aggregate(session: Session, finding_id: int) -> AggregateFinding:
-    """One aggregate finding by id."""
-    if (finding := session.get(AggregateFinding, finding_id)) is None:
-        raise AggregateFindingNotFound(finding_id)
-    return finding
-
-
-def triage_aggregate(
-    session: Session, finding_id: int, update: TriageUpdate, by: str
-) -> AggregateFinding:
-    """Change an aggregate finding's status, assignee, note or bug link."""
-    finding = get_aggregate(session, finding_id)
-    before = audit.fields(finding, _AUDITED)
-    _apply_with_status(finding, update, by)
-    _audit(session, by, "aggregate", finding, before)
-    session.flush()
-    return finding
-
-
 def describe_aggregate(finding: AggregateFinding) -> dict[str, Any]:
     """An aggregate finding's fields with its machine's name, for the read model."""
     fields = (
@@ -363,18 +286,45 @@ def describe_aggregate(finding: AggregateFinding) -> dict[str, Any]:
     return {"machine": finding.machine.name, **{f: getattr(finding, f) for f in fields}}
 
 
-def get_group(session: Session, group_id: int, with_steps: bool = True) -> AlertGroup:
-    """One alert group by id; ``with_steps=False``: its steps are not read with it."""
-    options = [] if with_steps else [lazyload(AlertGroup.regressions)]
-    if (group := session.get(AlertGroup, group_id, options=options)) is None:
-        raise AlertGroupNotFound(group_id)
-    return group
+# --- Triage: one path for every kind, each kind a row of the table below ---
+
+Row = TypeVar("Row", Regression, CaseFailure, AggregateFinding, AlertGroup)
+_AUDITED = ("status", "assignee", "note", "bug_url")
 
 
-def triage_group(session: Session, group_id: int, update: TriageUpdate, by: str) -> AlertGroup:
-    """Triage a group: its status (and assignee, note, link) apply to every member."""
-    group = get_group(session, group_id)
-    before = {**audit.fields(group, _AUDITED[1:]), "status": group_status(group)}
+@dataclass(frozen=True)
+class TriageKind(Generic[Row]):
+    """A kind of finding people triage, and what triage does to one.
+
+    ``name``: the kind in the audit log (``<name>.triage`` of ``<name>:<id>``); ``missing``:
+    the 404 of an id it lacks; ``change``: what a triage sets on the row; ``audited``: what
+    the audit log compares before and after. Every kind takes the same statuses
+    (``STATUSES``, as ``TriageUpdate`` checks them).
+    """
+
+    name: str
+    model: type[Row]
+    missing: Callable[[int], NotFound]
+    change: Callable[[Row, TriageUpdate, str], None]
+    audited: Callable[[Row], dict[str, Any]]
+
+
+def _apply(target: Triaged, update: TriageUpdate, by: str) -> None:
+    for field in ("assignee", "note", "bug_url"):
+        if (value := getattr(update, field)) is not None:
+            setattr(target, field, value)
+    target.triaged_by = by[:200]
+    target.triaged_at = utcnow()
+
+
+def _apply_with_status(target: Member, update: TriageUpdate, by: str) -> None:
+    _apply(target, update, by)
+    if update.status is not None:
+        target.status = update.status
+
+
+def _apply_to_group(group: AlertGroup, update: TriageUpdate, by: str) -> None:
+    """A group has no status of its own (``group_status``): its members take the one given."""
     _apply(group, update, by)
     members: list[Member] = [
         *group.regressions,
@@ -384,10 +334,54 @@ def triage_group(session: Session, group_id: int, update: TriageUpdate, by: str)
     ]
     for member in members:
         _apply_with_status(member, update, by)
-    after = {**audit.fields(group, _AUDITED[1:]), "status": group_status(group)}
-    audit.record(session, by, "group.triage", f"group:{group.id}", before, after)
+
+
+def _finding_fields(finding: Member) -> dict[str, Any]:
+    return audit.fields(finding, _AUDITED)
+
+
+def _group_fields(group: AlertGroup) -> dict[str, Any]:
+    return {**audit.fields(group, _AUDITED[1:]), "status": group_status(group)}
+
+
+REGRESSION = TriageKind(
+    "regression", Regression, RegressionNotFound, _apply_with_status, _finding_fields
+)
+FAILURE = TriageKind("failure", CaseFailure, FailureNotFound, _apply_with_status, _finding_fields)
+AGGREGATE = TriageKind(
+    "aggregate", AggregateFinding, AggregateFindingNotFound, _apply_with_status, _finding_fields
+)
+GROUP = TriageKind("group", AlertGroup, AlertGroupNotFound, _apply_to_group, _group_fields)
+
+
+def find(
+    session: Session, kind: TriageKind[Row], row_id: int, options: Sequence[ORMOption] = ()
+) -> Row:
+    """One row of a kind by id; the kind's 404 without."""
+    if (row := session.get(kind.model, row_id, options=options)) is None:
+        raise kind.missing(row_id)
+    return row
+
+
+def triage(
+    session: Session, kind: TriageKind[Row], row_id: int, update: TriageUpdate, by: str
+) -> Row:
+    """Change a row's status, assignee, note or bug link; ``by`` names who did it.
+
+    The audit log keeps the fields it changed, before and after.
+    """
+    row = find(session, kind, row_id)
+    before = kind.audited(row)
+    kind.change(row, update, by)
+    target = f"{kind.name}:{row.id}"
+    audit.record(session, by, f"{kind.name}.triage", target, before, kind.audited(row))
     session.flush()
-    return group
+    return row
+
+
+def get_group(session: Session, group_id: int, with_steps: bool = True) -> AlertGroup:
+    """One alert group by id; ``with_steps=False``: its steps are not read with it."""
+    return find(session, GROUP, group_id, [] if with_steps else [lazyload(AlertGroup.regressions)])
 
 
 def group_status(group: AlertGroup, steps: StepSummary | None = None) -> str:
