@@ -18,7 +18,7 @@ from app.core.names import DEFAULT_PROJECT, PROJECT_LENGTH
 
 # What a localization is doing or found (docs/localize.md says what each means).
 State = Literal["queued", "running", "culprit_found", "not_reproduced", "inconclusive", "failed"]
-QUEUED, RUNNING = "queued", "running"
+QUEUED, RUNNING, FAILED = "queued", "running", "failed"
 UNFINISHED = (QUEUED, RUNNING)
 STATES: tuple[State, ...] = get_args(State)
 
@@ -58,6 +58,11 @@ class Localization(Base):
     bad_environment: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     state: Mapped[str] = mapped_column(String(16), default=QUEUED, index=True)
     started_by: Mapped[str] = mapped_column(String(128), default="")  # "auto" or who asked
+    # The worker running it and its attempt's lease, renewed while it measures: once the
+    # lease lapses (its worker died) another attempt may take it over.
+    worker: Mapped[str] = mapped_column(String(256), default="")
+    lease_id: Mapped[str] = mapped_column(String(32), default="")
+    lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
     reason: Mapped[str] = mapped_column(Text, default="")
     # The answer: strategy, culprit (kind, names, versions, commit title, author, link),
     # the pre-flight's figures, the commits still suspected of an inconclusive bisection.

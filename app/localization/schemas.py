@@ -69,6 +69,7 @@ class LocalizationRead(BaseModel):
         description="queued, running, culprit_found, not_reproduced, inconclusive or failed"
     )
     started_by: str
+    worker: str = Field(description="The worker node that runs (or ran) it; empty while queued.")
     reason: str
     answer: dict[str, Any] = Field(
         description="The environment diff; when finished: the strategy, the culprit (kind, "

@@ -7,7 +7,9 @@ finding's machine: only a case a benchwatch worker can measure there, a built-in
 worker's run or a suite the operator maps to a command suite (``LOCALIZE_SUITES``).
 
 A finding has one unfinished localization at a time (asking again answers it), and a
-machine runs at most ``LOCALIZE_BUDGET`` in 24 hours, however they were started.
+machine runs at most ``LOCALIZE_BUDGET`` in 24 hours, however they were started. A new one
+comes with its suite run of trigger ``localize`` (queued, no shards, never ingested: it shows
+the work on the machine's queue); ``lifecycle`` is what the machine's worker does with it.
 """
 
 from collections.abc import Mapping, Sequence
@@ -24,8 +26,9 @@ from app.benchmarks.models import Benchmark, Metric
 from app.core.command_suites import command_tier
 from app.core.db import utcnow
 from app.core.errors import Conflict, NotFound
-from app.localization.models import UNFINISHED, Localization
+from app.localization.models import QUEUED, UNFINISHED, Localization
 from app.runs.models import Environment, Run
+from app.suite_runs.models import LOCALIZE_TRIGGER, SuiteRun
 from app.tokens.models import ApiToken
 from app.tokens.service import check_project
 
@@ -229,7 +232,33 @@ def request_localization(
     )
     session.add(localization)
     session.flush()
+    localization.suite_run_id = _suite_run(session, localization, target).id
     return localization, True
+
+
+def _suite_run(session: Session, localization: Localization, target: Target) -> SuiteRun:
+    """The localization's suite run: queued on its machine until the worker starts it."""
+    suite_run = SuiteRun(
+        key=f"localize-{localization.id}",
+        machine=localization.machine,
+        tier=localization.case["tier"],
+        trigger=LOCALIZE_TRIGGER,
+        status=QUEUED,
+        description={
+            "commit": target.bad_run.commit or "",
+            "environment": {"channel": target.bad_run.channel},
+            "extra": {
+                "localization": {
+                    "id": localization.id,
+                    "finding": {"kind": localization.finding_kind, "id": localization.finding_id},
+                }
+            },
+        },
+    )
+    suite_run.shards = []
+    session.add(suite_run)
+    session.flush()
+    return suite_run
 
 
 def _of_finding(kind: FindingKind, finding_id: int) -> Any:
@@ -246,6 +275,7 @@ def _case(target: Target, tier: str) -> dict[str, Any]:
         "precision": benchmark.precision,
         "config": benchmark.config,
         "batch_size": benchmark.batch_size,
+        "params": benchmark.params or {},
         "tier": tier,
         "channel": target.bad_run.channel,
     }

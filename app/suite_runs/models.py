@@ -12,6 +12,10 @@ SHARD_STATES = ("pending", "running", "done", "failed")
 # A confirmation re-run of suspected cases: its samples are pooled into the suspect run
 # (``app.anomalies.confirmation``), never ingested as a run of their own.
 RERUN_TRIGGER = "confirm"
+# A localization's measurements (``app.localization``): its probes are kept beside the
+# finding, the suite run only shows the work on the machine's queue; it has no shards and is
+# never ingested.
+LOCALIZE_TRIGGER = "localize"
 
 
 class SuiteRun(Base):

@@ -51,17 +51,6 @@ def _regression(client: TestClient, model: str = "resnet50") -> dict[str, Any]:
     return found[0]
 
 
-@pytest.fixture
-def worker_headers(database: Database) -> dict[str, str]:
-    """A token named as benchwatch's workers upload: its runs are a worker's."""
-    return {"Authorization": f"Bearer {make_token(database, 'ingest', name='worker')}"}
-
-
-@pytest.fixture
-def triage_headers(database: Database) -> dict[str, str]:
-    return {"Authorization": f"Bearer {make_token(database, 'triage', name='on-call')}"}
-
-
 def test_a_worker_measured_regression_is_queued_once_and_read_back(
     client: TestClient, worker_headers: dict[str, str], triage_headers: dict[str, str]
 ) -> None:
