@@ -56,6 +56,14 @@ class Ingested:
     created: bool
 
 
+@dataclass(frozen=True)
+class NewRun:
+    """What a new run's row holds beyond its payload: where it came from, why it is apart."""
+
+    source: str
+    branch_reason: str
+
+
 SOURCE_LENGTH = 128  # of the column Run.source
 # Built once: every upload runs them, and building a statement costs more than running it.
 _RUN_ID_BY_KEY = select(Run.id).where(
@@ -169,32 +177,7 @@ def ingest_run(
     if (existing := _run_by_key(session, run_in.project, run_in.key)) is not None:
         ingested = _again(session, existing, run_in, digest)
     else:
-        cases = cases_of(run_in.results)
-        _reject_duplicates(run_in.results, cases)
-        coverage = _coverage(run_in.results, cases)
-        resolved = resolve_catalog(
-            session,
-            _machine(run_in),
-            run_in.environment.channel,
-            run_in.results,
-            cases,
-            run_in.project,
-        )
-        run = _insert_run(
-            session, run_in, resolved.machine, digest, source, coverage, branch_reason
-        )
-        if run is None:  # a concurrent upload of the key committed first
-            stored = _run_by_key(session, run_in.project, run_in.key)
-            if stored is None:
-                raise RuntimeError(f"run key {run_in.key!r} conflicted, yet no run has it")
-            ingested = _again(session, stored, run_in, digest)
-        else:
-            rows = _rows(resolved.series_ids, run_in.results, resolved.factors)
-            write_results(session, run.id, run.started_at, rows)
-            if run_in.shard is not None:
-                shards.record_shard(session, run, run_in, digest, len(rows), 0)
-            session.flush()
-            ingested = Ingested(run, created=True)
+        ingested = _store(session, run_in, digest, NewRun(source, branch_reason))
     # A retry of a run still undetected asks again: the first task may be the one a broker
     # outage lost (detection is idempotent; the sweep would catch it later anyway).
     run = ingested.run
@@ -237,20 +220,47 @@ def _again(session: Session, run: Run, run_in: RunIn, digest: str) -> Ingested:
         return Ingested(run, created=False)
     if run.status == INVALID:
         raise ShardOfInvalidRun(run.id)
-    cases = cases_of(run_in.results)
-    _reject_duplicates(run_in.results, cases)
+    return _store(session, run_in, digest, run)
+
+
+def _store(session: Session, run_in: RunIn, digest: str, into: Run | NewRun) -> Ingested:
+    """The one path of an upload's results into a run: a new one, or the run a shard joins.
+
+    The results are checked (a case's metric once) and resolved into the catalog's series,
+    then written. A new run's row is inserted first, with the results' coverage; a further
+    shard adds only the series its run holds no result of yet (the others count as its
+    duplicates), and widens the run's times and counts by what it added.
+    """
+    results = run_in.results
+    cases = cases_of(results)
+    _reject_duplicates(results, cases)
     resolved = resolve_catalog(
-        session, _machine(run_in), run_in.environment.channel, run_in.results, cases, run.project
+        session, _machine(run_in), run_in.environment.channel, results, cases, run_in.project
     )
-    held = _series_held(session, run.id, resolved.series_ids)
-    kept = [i for i, series_id in enumerate(resolved.series_ids) if series_id not in held]
-    results = [run_in.results[i] for i in kept]
-    rows = _rows(
-        [resolved.series_ids[i] for i in kept], results, [resolved.factors[i] for i in kept]
-    )
+    series_ids, factors = resolved.series_ids, resolved.factors
+    if isinstance(into, NewRun):
+        coverage = _coverage(results, cases)
+        run = _insert_run(
+            session, run_in, resolved.machine, digest, into.source, coverage, into.branch_reason
+        )
+        if run is None:  # a concurrent upload of the key committed first
+            stored = _run_by_key(session, run_in.project, run_in.key)
+            if stored is None:
+                raise RuntimeError(f"run key {run_in.key!r} conflicted, yet no run has it")
+            return _again(session, stored, run_in, digest)
+    else:
+        run = into
+        held = _series_held(session, run.id, series_ids)
+        kept = [i for i, series_id in enumerate(series_ids) if series_id not in held]
+        results = [results[i] for i in kept]
+        series_ids, factors = [series_ids[i] for i in kept], [factors[i] for i in kept]
+    rows = _rows(series_ids, results, factors)
     write_results(session, run.id, run.started_at, rows)
-    shards.widen(run, run_in, _coverage(results, cases_of(results)) if results else {})
-    shards.record_shard(session, run, run_in, digest, len(rows), len(run_in.results) - len(rows))
+    if run is into:  # a further shard
+        shards.widen(run, run_in, _coverage(results, cases_of(results)) if results else {})
+    if run_in.shard is not None:
+        duplicates = len(run_in.results) - len(rows)
+        shards.record_shard(session, run, run_in, digest, len(rows), duplicates)
     session.flush()
     return Ingested(run, created=True)
 
