@@ -134,8 +134,12 @@ START_SUITE = TASKS.add("bench.start_suite", machine_queue, acks_late=True)
 RUN_SHARD = TASKS.add(  # routed by the machine its sender names (its kwargs hold the shard)
     "bench.run_shard", machine_queue, acks_late=True, reject_on_worker_lost=True, max_retries=None
 )
-# Without a machine, every machine's unfinished shards (scheduled or triggered runs'): it only
-# publishes, so the service worker runs it, and each shard goes to its own machine's queue.
+# A localization, on its finding's machine (workers/tasks/localize.py): its kwargs name the
+# machine. Acknowledged when done; a message lost or a worker dead is found by the sweep below.
+LOCALIZE = TASKS.add("bench.localize", machine_queue, acks_late=True, reject_on_worker_lost=True)
+# Without a machine, every machine's unfinished shards (scheduled or triggered runs'), and its
+# localizations waiting for a worker: it only publishes, so the service worker runs it, and
+# each shard or localization goes to its own machine's queue.
 REQUEUE_EVERY_S = 300.0
 REQUEUE_SHARDS = TASKS.add(
     "bench.requeue_shards",

@@ -20,6 +20,7 @@ from app.jobs import (
     DETECT_RUN,
     DISPATCH_NOTICES,
     KEEP_UP_PARTITIONS,
+    LOCALIZE,
     NOTIFY_QUEUE,
     REQUEUE_SHARDS,
     RUN_SHARD,
@@ -42,6 +43,7 @@ ON_THE_WIRE = {
     "bench.start_suite",
     "bench.run_shard",
     "bench.requeue_shards",
+    "bench.localize",
     "notifications.dispatch",
     "notifications.deliver",
     "runs.keep_up_partitions",
@@ -76,6 +78,7 @@ def test_celery_registers_every_task_with_its_declared_options() -> None:
         (START_SUITE, {"machine": "h100-a", "tier": "daily"}, "bench.h100-a"),
         (REQUEUE_SHARDS, {}, DEFAULT_QUEUE),  # every machine's shards: the service's worker
         (REQUEUE_SHARDS, {"machine": "h100-a"}, "bench.h100-a"),
+        (LOCALIZE, {"localization_id": 1, "machine": "h100-a"}, "bench.h100-a"),
     ],
 )
 def test_celery_routes_each_call_to_its_declared_queue(

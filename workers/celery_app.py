@@ -93,7 +93,7 @@ def cron(schedule: Schedule) -> crontab:
 celery_app = Celery(
     "benchwatch",
     broker=settings.BROKER_URL or "memory://",
-    include=["workers.tasks.jobs", "workers.tasks.suite"],
+    include=["workers.tasks.jobs", "workers.tasks.suite", "workers.tasks.localize"],
 )
 celery_app.conf.update(
     task_default_queue=DEFAULT_QUEUE,

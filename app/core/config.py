@@ -1,5 +1,6 @@
 """Settings, read once from ``BENCHWATCH_*`` environment variables (or a ``.env`` file)."""
 
+import re
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -11,7 +12,12 @@ from app.core.command_suites import CommandSuite, check_names, command_tier
 from app.core.cpu_cores import parse_pin_cores
 from app.core.cron import parse_cron
 from app.core.names import NAME_PATTERN
-from app.core.providers import Provider, check_provider_names
+from app.core.providers import (
+    BUILTIN_PROVIDER,
+    COMPONENT_PATTERN,
+    Provider,
+    check_provider_names,
+)
 
 
 def default_database_url() -> str:
@@ -123,6 +129,11 @@ class Settings(BaseSettings):
     LOCALIZE: Literal["off", "confirmed", "suspected"] = "off"
     LOCALIZE_BUDGET: int = Field(default=3, ge=0)
     LOCALIZE_SUITES: dict[str, str] = Field(default_factory=dict)
+    # On the machine's worker: the provider that prepares every probe's environment ("pip" or
+    # one of PROVIDERS), and the local git clone of each component whose commits are bisected,
+    # JSON: {"torch": "/srv/pytorch"} (a component's recorded versions must name commits there).
+    LOCALIZE_PROVIDER: str = "pip"
+    LOCALIZE_SOURCES: dict[str, str] = Field(default_factory=dict)
     # A run whose detection has not finished this long after it was stored is queued again
     # (its task was lost: broker down, worker killed); the sweep looks every DETECTION_SWEEP_S.
     DETECTION_OVERDUE_S: float = 600.0
@@ -204,7 +215,20 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"LOCALIZE_SUITES names command suites not in COMMAND_SUITES: {unknown}"
             )
+        if self.LOCALIZE_PROVIDER not in (BUILTIN_PROVIDER, *self.PROVIDERS):
+            known = ", ".join([BUILTIN_PROVIDER, *self.PROVIDERS])
+            raise ValueError(f"LOCALIZE_PROVIDER {self.LOCALIZE_PROVIDER!r}: one of {known}")
         return self
+
+    @field_validator("LOCALIZE_SOURCES")
+    @classmethod
+    def _sources_are_clones(cls, sources: dict[str, str]) -> dict[str, str]:
+        for name, path in sources.items():
+            if not re.match(COMPONENT_PATTERN, name):
+                raise ValueError(f"LOCALIZE_SOURCES: component name {name!r} is not valid")
+            if not path.startswith("/") or "\x00" in path:
+                raise ValueError(f"LOCALIZE_SOURCES[{name!r}]: {path!r} is not an absolute path")
+        return sources
 
     @field_validator("PIN_CORES")
     @classmethod

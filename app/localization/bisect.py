@@ -17,18 +17,22 @@ probe that cannot be told from either level would be a wrong answer as often as 
 
 from collections.abc import Iterator, Sequence
 
-from app.localization.probing import Localization, Measure, Prober, start
+from app.localization.probing import Localization, Measure, OnProbe, Prober, start
 
 STRATEGY = "commit_bisection"
 
 
 def bisect_commits(
-    commits: Sequence[str], measure: Measure[str], *, higher_is_better: bool | None
+    commits: Sequence[str],
+    measure: Measure[str],
+    *,
+    higher_is_better: bool | None,
+    on_probe: OnProbe | None = None,
 ) -> Localization:
     """Bisect ``commits`` (last good first, first bad last) with the oracle ``measure``."""
     if len(commits) < 2 or len(set(commits)) != len(commits):
         raise ValueError("a range is at least two distinct commits, the good one first")
-    prober: Prober[str] = Prober(measure, str, higher_is_better)
+    prober: Prober[str] = Prober(measure, str, higher_is_better, on_probe=on_probe)
     started = start(prober, STRATEGY, commits[0], commits[-1])
     if isinstance(started, Localization):
         return started

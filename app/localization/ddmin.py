@@ -16,7 +16,7 @@ Probes: ``log2`` of the differences for one culprit setting, at most ``n^2 + 3n`
 
 from collections.abc import Callable, Mapping, Sequence
 
-from app.localization.probing import Localization, Measure, Prober, start
+from app.localization.probing import Localization, Measure, OnProbe, Prober, start
 
 STRATEGY = "setting_bisection"
 Settings = Mapping[str, object]
@@ -32,13 +32,18 @@ def _key(settings: Settings) -> tuple[tuple[str, str], ...]:
 
 
 def bisect_settings(
-    good: Settings, bad: Settings, measure: Measure[Settings], *, higher_is_better: bool | None
+    good: Settings,
+    bad: Settings,
+    measure: Measure[Settings],
+    *,
+    higher_is_better: bool | None,
+    on_probe: OnProbe | None = None,
 ) -> Localization:
     """Delta-debug the differing settings down to the minimal set that makes good bad."""
     changed = differing_settings(good, bad)
     if not changed:
         raise ValueError("the two sides' settings are the same")
-    prober: Prober[Settings] = Prober(measure, _key, higher_is_better)
+    prober: Prober[Settings] = Prober(measure, _key, higher_is_better, on_probe=on_probe)
     started = start(prober, STRATEGY, good, bad)
     if isinstance(started, Localization):
         return started

@@ -15,7 +15,7 @@ a guess. Probes: two per changed component, then up to two per pair (``MAX_PAIRS
 from collections.abc import Mapping, Sequence
 from itertools import combinations
 
-from app.localization.probing import Localization, Measure, Prober, start
+from app.localization.probing import Localization, Measure, OnProbe, Prober, start
 
 STRATEGY = "component_isolation"
 MAX_PAIRS = 28  # the pairs of 8 changed components
@@ -44,12 +44,13 @@ def isolate_components(
     measure: Measure[Environment],
     *,
     higher_is_better: bool | None,
+    on_probe: OnProbe | None = None,
 ) -> Localization:
     """Name the component (or pair) of the environment diff that moves the case."""
     changed = environment_diff(good, bad)
     if not changed:
         raise ValueError("the two environments are the same")
-    prober: Prober[Environment] = Prober(measure, _key, higher_is_better)
+    prober: Prober[Environment] = Prober(measure, _key, higher_is_better, on_probe=on_probe)
     started = start(prober, STRATEGY, good, bad)
     if isinstance(started, Localization):
         return started

@@ -54,6 +54,9 @@ class ProbeRecord:
     reason: str
 
 
+OnProbe = Callable[[ProbeRecord], None]
+
+
 @dataclass(frozen=True)
 class Localization:
     """What a strategy found, with every probe and what it cost.
@@ -95,8 +98,13 @@ class Prober(Generic[Spec]):
         key: Callable[[Spec], Hashable],
         higher_is_better: bool | None,
         schedule: Sequence[int] = SCHEDULE,
+        on_probe: OnProbe | None = None,
     ) -> None:
-        """Probe through ``measure``; ``key`` tells which specs are the same environment."""
+        """Probe through ``measure``; ``key`` tells which specs are the same environment.
+
+        ``on_probe`` is told of each probe as it is judged (a worker stores it at once, so
+        that a long search shows its progress).
+        """
         if not schedule or list(schedule) != sorted(set(schedule)) or schedule[0] < 1:
             raise ValueError("the schedule is a rising list of sample counts")
         self._measure, self._key = measure, key
@@ -106,6 +114,7 @@ class Prober(Generic[Spec]):
         self._records: dict[Hashable, ProbeRecord] = {}
         self._order: list[ProbeRecord] = []
         self._references: tuple[Spec, Spec] | None = None
+        self._on_probe = on_probe
 
     @property
     def records(self) -> tuple[ProbeRecord, ...]:
@@ -172,6 +181,8 @@ class Prober(Generic[Spec]):
             )
         self._records[self._key(spec)] = record
         self._order.append(record)
+        if self._on_probe is not None:
+            self._on_probe(record)
         return record
 
     def result(

@@ -9,7 +9,8 @@ worker's run or a suite the operator maps to a command suite (``LOCALIZE_SUITES`
 A finding has one unfinished localization at a time (asking again answers it), and a
 machine runs at most ``LOCALIZE_BUDGET`` in 24 hours, however they were started. A new one
 comes with its suite run of trigger ``localize`` (queued, no shards, never ingested: it shows
-the work on the machine's queue); ``lifecycle`` is what the machine's worker does with it.
+the work on the machine's queue), and ``bench.localize`` is sent to the machine's worker after
+the commit (``lifecycle`` is what the worker does with it).
 """
 
 from collections.abc import Mapping, Sequence
@@ -26,6 +27,8 @@ from app.benchmarks.models import Benchmark, Metric
 from app.core.command_suites import command_tier
 from app.core.db import utcnow
 from app.core.errors import Conflict, NotFound
+from app.core.queue import enqueue_after_commit
+from app.jobs import LOCALIZE
 from app.localization.models import QUEUED, UNFINISHED, Localization
 from app.runs.models import Environment, Run
 from app.suite_runs.models import LOCALIZE_TRIGGER, SuiteRun
@@ -233,6 +236,9 @@ def request_localization(
     session.add(localization)
     session.flush()
     localization.suite_run_id = _suite_run(session, localization, target).id
+    enqueue_after_commit(
+        session, LOCALIZE, localization_id=localization.id, machine=localization.machine
+    )
     return localization, True
 
 

@@ -124,7 +124,12 @@ def run_shard(self: Task[Any, Any], *, shard_id: int) -> None:
 
 @declared(REQUEUE_SHARDS)
 def requeue_shards(*, machine: str | None = None) -> int:
-    """Queue again every unfinished shard, for when the lease it waits on lapses."""
+    """Queue again every unfinished shard, for when the lease it waits on lapses.
+
+    Unfinished localizations are found again the same way (``workers.tasks.localize``).
+    """
+    from workers.tasks.localize import requeue_localizations  # it imports this module
+
     with worker_database().session_scope() as session:
         stale = [
             (shard.id, shard.suite_run.machine, wait)
@@ -132,7 +137,7 @@ def requeue_shards(*, machine: str | None = None) -> int:
         ]
     for shard_id, shard_machine, wait in stale:
         queue_shard(shard_id, shard_machine, countdown=wait + 1)
-    return len(stale)
+    return len(stale) + requeue_localizations(machine)
 
 
 def node_name(hostname: str | None) -> str:
