@@ -13,6 +13,7 @@ from app.core import queue
 from app.core.config import Settings
 from app.core.db import Database
 from app.jobs import TASKS, Sweeper
+from app.localization import auto as auto_localize
 from app.notifications import planning
 from app.notifications.guard import AllowList
 from app.uploads.formats import AUTO, BY_NAME
@@ -52,9 +53,15 @@ def install_listeners() -> None:
 def connect(settings: Settings) -> tuple[Database, queue.Publisher]:
     """The database, with its listeners, and where its sessions publish tasks.
 
-    Celery when a broker is configured, else a runner in this process.
+    Celery when a broker is configured, else a runner in this process. Localizations start
+    by themselves as the settings say (``BENCHWATCH_LOCALIZE``), in this process's sessions.
     """
     install_listeners()
+    auto_localize.install(
+        auto_localize.Policy(
+            settings.LOCALIZE, settings.LOCALIZE_BUDGET, dict(settings.LOCALIZE_SUITES)
+        )
+    )
     database = Database(settings.DATABASE_URL)
     publisher: queue.Publisher
     if settings.BROKER_URL:
