@@ -133,7 +133,7 @@ def _labelled(row: dict[str, Any], labels: dict[str, Any]) -> dict[str, Any]:
 
 
 def identity(case: Case, config: str, precision: str, mode: Mode) -> dict[str, Any]:
-    """The fields that name one measured benchmark in the native payload."""
+    """The fields that name one measured benchmark in the native payload (CASE_IDENTITY)."""
     return {
         "suite": case.suite,
         "model": case.model,

@@ -32,7 +32,7 @@ from app.anomalies.history import load_histories, load_samples
 from app.anomalies.locks import hold_machine_channel
 from app.anomalies.models import Regression
 from app.benchmarks import vocabulary as vocab
-from app.benchmarks.models import Benchmark
+from app.benchmarks.models import CASE_IDENTITY
 from app.core.db import utcnow
 from app.core.queue import enqueue_after_commit
 from app.jobs import REQUEUE_SHARDS
@@ -43,7 +43,6 @@ from app.suite_runs.service import UNFINISHED, ShardPlan, SuiteRunNotFound, open
 MAX_CASES = 8  # cases per re-run: the largest suspected steps first
 # The stack a re-run must share with the suspect run for its samples to be comparable.
 COMPARED = ("torch", "torch_git_sha", "triton", "cuda", "hip", "driver", "python")
-IDENTITY = ("suite", "model", "category", "mode", "precision", "config", "batch_size")
 ENVIRONMENT_CHANGED = "environment changed since the suspect run; not re-run"
 MIN_POINTS_BEFORE = 3
 DEFAULTS = DetectorConfig()
@@ -197,7 +196,7 @@ def _fit(
     over: list[Regression] = []
     added: list[dict[str, Any]] = []
     for regression in sorted(regressions, key=lambda r: (-abs(r.rel_change), r.id)):
-        case = case_of(regression.series.benchmark)
+        case = regression.series.benchmark.identity()
         if case not in cases and len(cases) + len(added) >= MAX_CASES:
             over.append(regression)
             continue
@@ -239,19 +238,6 @@ def _extend(
     target.description = {**target.description, "confirm": merged}
     session.flush()
     return target
-
-
-def case_of(benchmark: Benchmark) -> dict[str, Any]:
-    """The result identity a worker measures a benchmark under (``workers.harness.identity``)."""
-    return {
-        "suite": benchmark.suite,
-        "model": benchmark.model,
-        "category": benchmark.category,
-        "mode": benchmark.mode,
-        "precision": benchmark.precision,
-        "config": benchmark.config,
-        "batch_size": benchmark.batch_size,
-    }
 
 
 def _plans(cases: Iterable[dict[str, Any]]) -> list[ShardPlan]:
@@ -358,7 +344,7 @@ Rows = dict[tuple[CaseKey, str], dict[str, Any]]
 
 
 def _key(case: Mapping[str, Any]) -> CaseKey:
-    return json.dumps({name: case.get(name) for name in IDENTITY}, sort_keys=True)
+    return json.dumps({name: case.get(name) for name in CASE_IDENTITY}, sort_keys=True)
 
 
 def _measured(suite_run: SuiteRun) -> tuple[Rows, dict[CaseKey, str]]:
@@ -382,7 +368,7 @@ def _conclude(
 ) -> bool:
     """Pool and judge one regression; False when its case was not measured again."""
     series, now = regression.series, utcnow().isoformat()
-    case = _key(case_of(series.benchmark))
+    case = _key(series.benchmark.identity())
     row = rows.get((case, series.metric.name))
     added = _numbers(row, series.metric.unit) if row is not None else []
     result = session.get(Result, (regression.first_bad_run_id, series.id))

@@ -39,6 +39,12 @@ class CompilerConfig(Base):
     options: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
 
 
+# The fields that name a measured case in a result row (``params`` aside): what a worker
+# writes for each case it measures (``workers.harness.identity``) and what a re-run or a
+# localization asks it to measure again.
+CASE_IDENTITY = ("suite", "model", "category", "mode", "precision", "config", "batch_size")
+
+
 class Benchmark(Base):
     """One measured case: a model in a suite, run one way (mode, precision, config, batch)."""
 
@@ -61,6 +67,10 @@ class Benchmark(Base):
     def config(self) -> str:
         """The compiler config's canonical name."""
         return self.compiler_config.name
+
+    def identity(self) -> dict[str, Any]:
+        """The case as a result row names it (``CASE_IDENTITY``)."""
+        return {name: getattr(self, name) for name in CASE_IDENTITY}
 
 
 class Metric(Base):
