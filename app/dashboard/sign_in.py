@@ -1,12 +1,12 @@
 """Signing in to the dashboard: for a private server's pages, and for triage on any server.
 
 A page of a private server (``BENCHWATCH_PUBLIC_READ=false``) asked for without a live token
-redirects to ``/login?next=<the page>``. The form takes any live API token, checks it and opens
-a sign-in session (``app.tokens.service.open_session``): the browser keeps only the session's
-random id, in an HttpOnly, SameSite=Strict cookie; when the request came over https (behind a
-proxy: ``--proxy-headers --forwarded-allow-ips``) it is Secure and named ``__Host-...``
-(``app.tokens.auth.sign_in_cookie``). Signing in ends the token's earlier session; ``/logout``
-closes it.
+redirects to ``/login?next=<the page>``. The form (its routes: ``app.dashboard.login``) takes
+any live API token, checks it and opens a sign-in session (``app.tokens.service.open_session``):
+the browser keeps only the session's random id, in an HttpOnly, SameSite=Strict cookie; when the
+request came over https (behind a proxy: ``--proxy-headers --forwarded-allow-ips``) it is Secure
+and named ``__Host-...`` (``app.tokens.auth.sign_in_cookie``). Signing in ends the token's
+earlier session; ``/logout`` closes it.
 
 The form is refused when another site posts it (``from_this_site``).
 
