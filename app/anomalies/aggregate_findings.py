@@ -30,8 +30,8 @@ from app.anomalies.aggregate_rules import (
 from app.anomalies.models import AggregateFinding, AggregatePoint, CaseFailure, Regression
 from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
 from app.core.bulk import chunks
-from app.runs.history import earlier_runs
-from app.runs.models import INVALID, Run
+from app.runs.history import earlier_runs, place_runs
+from app.runs.models import Run
 from app.runs.reads import list_projects
 from app.summaries import service as summaries_service
 from app.summaries.aggregates import GroupKey, ModelRecord
@@ -226,18 +226,7 @@ def _rescan_place(
     session: Session, machine_id: int, channel: str, project: str, judged: AggregateChanges
 ) -> None:
     """One machine, channel and project's runs, oldest first (results read once per run)."""
-    runs = list(
-        session.scalars(
-            select(Run)
-            .where(
-                Run.machine_id == machine_id,
-                Run.channel == channel,
-                Run.project == project,
-                Run.status != INVALID,
-            )
-            .order_by(Run.started_at, Run.id)
-        )
-    )
+    runs = list(session.scalars(place_runs(machine_id, channel, project)))
     recorded = session.scalars(
         select(AggregateFinding)
         .join(Run, AggregateFinding.first_bad_run_id == Run.id)

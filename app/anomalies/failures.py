@@ -48,8 +48,8 @@ from app.anomalies.models import CaseFailure
 from app.benchmarks.models import Benchmark, Metric, Series
 from app.benchmarks.vocabulary import PASSING_ACCURACY
 from app.core.bulk import member_of
-from app.runs.history import earlier_runs
-from app.runs.models import INVALID, Result, Run
+from app.runs.history import earlier_runs, place_runs
+from app.runs.models import Result, Run
 from app.runs.reads import list_projects
 
 HISTORY_RUNS = 10  # earlier runs of the machine and channel a case is compared with
@@ -285,18 +285,7 @@ def _rescan_project(
     session: Session, machine_id: int, channel: str, project: str
 ) -> Iterator[tuple[Run, FailureChanges]]:
     """``rescan_runs`` of one project's runs on the machine and channel."""
-    runs = list(
-        session.scalars(
-            select(Run)
-            .where(
-                Run.machine_id == machine_id,
-                Run.channel == channel,
-                Run.project == project,
-                Run.status != INVALID,
-            )
-            .order_by(Run.started_at, Run.id)
-        )
-    )
+    runs = list(session.scalars(place_runs(machine_id, channel, project)))
     known = _findings(session, machine_id, channel, project)
     window: list[tuple[int, Mapping[int, Outcome]]] = []  # newest first
     last_of_tier: dict[str, tuple[int, Mapping[int, Case]]] = {}  # each tier's newest run's cases

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from app.anomalies.history import History
 from app.anomalies.models import RunAnomaly
+from app.runs.history import place_runs
 from app.runs.models import Run
 
 FEATURES = ("mean_abs_z", "p95_abs_z", "share_over_3", "share_failed")
@@ -79,16 +80,16 @@ def record_score(session: Session, run: Run, histories: Mapping[int, History]) -
             z_scores.append(z)
     features = run_features(z_scores, failed, total)
     previous = session.scalars(
-        select(RunAnomaly.features)
-        .join(Run, RunAnomaly.run_id == Run.id)
-        .where(
-            Run.machine_id == run.machine_id,
-            Run.channel == run.channel,
-            Run.project == run.project,
-            Run.started_at < run.started_at,
+        place_runs(
+            run.machine_id,
+            run.channel,
+            run.project,
+            RunAnomaly.features,
+            newest_first=True,
+            limit=ANOMALY_HISTORY_RUNS,
         )
-        .order_by(Run.started_at.desc())
-        .limit(ANOMALY_HISTORY_RUNS)
+        .join(Run, RunAnomaly.run_id == Run.id)
+        .where(Run.started_at < run.started_at)
     ).all()
     scored = score_run(features, list(previous))
     anomaly = session.scalar(select(RunAnomaly).where(RunAnomaly.run_id == run.id))

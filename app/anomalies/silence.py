@@ -41,7 +41,8 @@ from app.core.config import Schedule
 from app.core.cron import Cron, fire_times, parse_cron
 from app.core.db import utcnow
 from app.runs.branches import is_branch_channel
-from app.runs.models import INVALID, Run
+from app.runs.history import place_runs
+from app.runs.models import Run
 
 CADENCE_RUNS = 10  # the newest runs whose intervals give the cadence
 MIN_RUNS = 4  # fewer runs: no cadence, no silence
@@ -94,10 +95,15 @@ def cadences(session: Session, schedules: Sequence[Schedule] = ()) -> list[Caden
         if is_branch_channel(channel):
             continue  # a branch's runs come when people push, on no cadence
         newest = session.execute(
-            select(Run.id, Run.started_at)
-            .where(Run.machine_id == machine_id, Run.channel == channel, Run.status != INVALID)
-            .order_by(Run.started_at.desc(), Run.id.desc())
-            .limit(CADENCE_RUNS)
+            place_runs(
+                machine_id,
+                channel,
+                None,
+                Run.id,
+                Run.started_at,
+                newest_first=True,
+                limit=CADENCE_RUNS,
+            )
         ).all()
         runs = [(r.id, r.started_at) for r in newest]
         crons = planned.get((machine_id, channel))

@@ -9,7 +9,8 @@ from sqlalchemy.orm import Session
 from app.benchmarks import comparison
 from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
 from app.core.errors import InvalidInput, NotFound
-from app.runs.models import INVALID, Result, Run
+from app.runs.history import place_runs
+from app.runs.models import Result, Run
 from app.runs.reads import get_run
 from app.summaries import aggregates
 from app.summaries.aggregates import ModelRecord
@@ -32,12 +33,9 @@ def latest_run(
     session: Session, machine: str, channel: str | None, project: str | None = None
 ) -> Run:
     """The newest run of a machine (on a channel and of a project, if given)."""
-    query = select(Run).join(Machine).where(Machine.name == machine, Run.status != INVALID)
-    if channel is not None:
-        query = query.where(Run.channel == channel)
-    if project is not None:
-        query = query.where(Run.project == project)
-    run = session.scalar(query.order_by(Run.started_at.desc(), Run.id.desc()).limit(1))
+    machine_id = select(Machine.id).where(Machine.name == machine).scalar_subquery()
+    newest = place_runs(machine_id, channel, project, newest_first=True, limit=1)
+    run: Run | None = session.scalar(newest)
     if run is None:
         raise NoRuns(
             f"machine {machine!r} has no runs"

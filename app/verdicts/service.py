@@ -26,6 +26,7 @@ from app.core.bulk import member_of
 from app.core.errors import DomainError
 from app.core.names import DEFAULT_PROJECT
 from app.runs.branches import base_channel, is_branch_channel
+from app.runs.history import place_runs
 from app.runs.models import Run
 from app.runs.reads import get_run, list_run_results
 from app.runs.shards import COMPLETED
@@ -126,19 +127,14 @@ def _verdicts(
 
 def _fork_point(session: Session, run: Run) -> tuple[Run | None, str]:
     """The default branch's run at the fork point, and how it was chosen."""
-    query = select(Run).where(
-        Run.machine_id == run.machine_id,
-        Run.channel == base_channel(run.channel),
-        Run.project == run.project,
-        Run.status == COMPLETED,
-        Run.id != run.id,
-    )
-    newest = (Run.started_at.desc(), Run.id.desc())
+    query = place_runs(
+        run.machine_id, base_channel(run.channel), run.project, newest_first=True, limit=1
+    ).where(Run.status == COMPLETED, Run.id != run.id)
     if run.base_commit:
-        found = session.scalar(query.where(Run.commit == run.base_commit).order_by(*newest))
+        found: Run | None = session.scalar(query.where(Run.commit == run.base_commit))
         if found is not None:
             return found, "merge-base"
-    found = session.scalar(query.where(Run.started_at <= run.started_at).order_by(*newest))
+    found = session.scalar(query.where(Run.started_at <= run.started_at))
     return (found, "nearest-earlier") if found is not None else (None, "none")
 
 
