@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from prometheus_client import Counter
-from sqlalchemy import bindparam, select
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -213,8 +213,15 @@ def _again(session: Session, run: Run, run_in: RunIn, digest: str) -> Ingested:
     """A (project, key) stored already: a retry, or a further shard of the run."""
     if run_in.shard is None:
         return Ingested(_same_payload(run, run_in, digest), created=False)
-    # Shards of one run take turns (their completion check counts the others).
-    session.execute(select(Run.id).where(Run.id == run.id).with_for_update())
+    # Shards of one run take turns (their completion check counts the others): a row lock on
+    # Postgres. SQLite's reads run outside a transaction until its first write, so there a
+    # write to the run's row takes the database's write lock before the run is read again;
+    # else two shards read the same counts and the second's update loses the first's.
+    if session.get_bind().dialect.name == "sqlite":
+        touch = update(Run).where(Run.id == run.id).values(id=Run.id)
+        session.execute(touch.execution_options(synchronize_session=False))
+    else:
+        session.execute(select(Run.id).where(Run.id == run.id).with_for_update())
     run = session.get_one(Run, run.id, populate_existing=True)
     if shards.known_shard(session, run, run_in, digest):
         return Ingested(run, created=False)

@@ -1,6 +1,7 @@
 """Sharded runs: the jobs of one workflow make one run; branches are kept apart."""
 
 import itertools
+import threading
 from datetime import timedelta
 from typing import Any
 
@@ -154,6 +155,46 @@ def test_shards_uploaded_at_once_make_one_run(database: Database) -> None:
     with database.session_scope() as session:
         run = session.get_one(Run, outcomes[0])
         assert (run.status, run.result_count, run.cases_attempted) == ("completed", 6, 6)
+
+
+def test_a_shard_reading_the_run_holds_off_the_others_until_it_commits(
+    database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Shard B has read its run and is stopped before writing; shard A comes meanwhile. A must
+    # wait for B (it takes its turn after B's commit); on SQLite, whose reads run outside the
+    # transaction, A used to commit at once and B's counts then overwrote A's: 2 of 3 results.
+    from app.runs import ingest
+    from app.runs.schemas import RunIn
+
+    def upload(i: int) -> None:
+        payload = shard(f"job-{i}", (f"model_{i}",), expected=3)
+        with database.session_scope() as session:
+            ingest.ingest_run(session, RunIn.model_validate(payload), source="t")
+
+    upload(0)
+    b_read, go_on = threading.Event(), threading.Event()
+    resolve = ingest.resolve_catalog
+
+    def paused(*args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread().name == "B":
+            b_read.set()
+            go_on.wait(10)
+        return resolve(*args, **kwargs)
+
+    monkeypatch.setattr(ingest, "resolve_catalog", paused)
+    b = threading.Thread(target=upload, args=(2,), name="B")
+    b.start()
+    assert b_read.wait(10)
+    a = threading.Thread(target=upload, args=(1,), name="A")
+    a.start()
+    a.join(timeout=2)
+    assert a.is_alive()  # waiting for B's turn, not past it
+    go_on.set()
+    b.join(timeout=60)
+    a.join(timeout=60)
+    with database.session_scope() as session:
+        run = session.scalars(select(Run)).one()
+        assert (run.status, run.result_count, run.cases_attempted) == ("completed", 3, 3)
 
 
 def test_a_branch_never_feeds_the_default_branch(
