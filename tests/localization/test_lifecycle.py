@@ -14,6 +14,7 @@ from app.localization import lifecycle
 from app.localization.lifecycle import Costs, ProbeRow
 from app.localization.models import Localization
 from app.runs.models import Result, Run
+from app.suite_runs import service as suite_runs
 from app.suite_runs.models import SuiteRun
 from tests.localization.test_requests import _nightlies, _regression
 
@@ -82,6 +83,10 @@ def test_a_localization_is_started_recorded_and_finished_once(
     assert running["started_at"] is not None
     suite_run = client.get(f"/api/v1/suite-runs/{made['suite_run_id']}").json()
     assert suite_run["status"] == "running"
+    with database.session_scope() as session:  # running, no shard left to run: still no run
+        assert suite_runs.finalize(session, made["suite_run_id"]) is None
+    left = client.get(f"/api/v1/suite-runs/{made['suite_run_id']}").json()
+    assert (left["status"], left["reason"], left["run_id"]) == ("running", "", None)
 
     costs = Costs(probe_count=1, repeats=0, builds=3, samples=30)
     with database.session_scope() as session:
