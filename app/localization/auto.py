@@ -76,7 +76,8 @@ def _start_before_commit(session: Session) -> None:
     if not session.info.get(NOTED):
         return
     session.flush()  # the steps' ids, and changes made since the last flush noted
-    for regression in sorted(session.info.pop(NOTED, set()), key=lambda r: r.id):
+    noted = [r for r in session.info.pop(NOTED, set()) if inspect(r).persistent]
+    for regression in sorted(noted, key=lambda r: r.id):
         if session.scalar(
             select(Localization.id).where(Localization.regression_id == regression.id).limit(1)
         ):
@@ -96,8 +97,9 @@ def _start_before_commit(session: Session) -> None:
             log.warning("regression %s: not localized: %s", regression.id, spent)
 
 
-def _forget(session: Session, _previous: Any) -> None:
-    session.info.pop(NOTED, None)
+def _forget(session: Session, previous: Any) -> None:
+    if not previous.nested:  # a savepoint's rollback leaves the transaction's steps noted
+        session.info.pop(NOTED, None)
 
 
 LISTENERS = (
