@@ -79,3 +79,15 @@ def test_a_slow_lane_does_not_hold_up_another() -> None:
     runner.drain()
     assert done == ["quick", "slow"]
     runner.close()
+
+
+def test_a_savepoint_rolled_back_keeps_what_the_transaction_queued(database: Database) -> None:
+    # after_soft_rollback fires for a savepoint too: the task queued before it must still go
+    # once the transaction commits (it was dropped, a refused ingest inside finalize lost it).
+    recorder = Recorder()
+    database.set_publisher(recorder)
+    with database.session_scope() as session:
+        enqueue_after_commit(session, "x.do", run_id=1)
+        savepoint = session.begin_nested()
+        savepoint.rollback()
+    assert recorder.sent == [("x.do", {"run_id": 1})]

@@ -122,7 +122,8 @@ def _count_committed(session: Session) -> None:
 
 @event.listens_for(Session, "after_soft_rollback")
 def _forget_uncommitted(session: Session, previous_transaction: Any) -> None:
-    session.info.pop(_PENDING, None)
+    if not previous_transaction.nested:  # a savepoint's rollback leaves the transaction's
+        session.info.pop(_PENDING, None)
 
 
 def multiprocess_mode() -> bool:

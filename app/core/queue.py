@@ -51,7 +51,10 @@ def commit(session: Session) -> None:
 
 @event.listens_for(Session, "after_soft_rollback")
 def _forget_pending(session: Session, previous_transaction: Any) -> None:
-    session.info.pop(PENDING, None)
+    # A savepoint's rollback (begin_nested) fires this too: the transaction around it goes on,
+    # and what it queued before the savepoint is still to be published when it commits.
+    if not previous_transaction.nested:
+        session.info.pop(PENDING, None)
 
 
 class CeleryPublisher:

@@ -110,7 +110,9 @@ def _plan_before_commit(session: Session) -> None:
         enqueue_after_commit(session, DISPATCH_NOTICES)
 
 
-def _forget_touched(session: Session, _previous: Any) -> None:
+def _forget_touched(session: Session, previous: Any) -> None:
+    if previous.nested:  # a savepoint's rollback: the groups touched before it still count
+        return
     session.info.pop(TOUCHED, None)
     session.info.pop(CONFIRMED, None)
 
