@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from app.benchmarks import vocabulary as vocab
+from app.benchmarks.models import CASE_IDENTITY
 from app.core.command_suites import CommandSuite
 from app.core.providers import BUILTIN_PROVIDER, COMMIT_PATTERN, Component, EnvSpec
 from app.localization import bisect, isolate
@@ -44,7 +45,6 @@ from workers.command_suite import command_environment, read_outputs
 from workers.providers import Environments, Prepared, PrepareStopped, probe_environment
 from workers.shard_runner import run_command_process
 
-IDENTITY = ("suite", "model", "category", "mode", "precision", "config", "batch_size")
 # Recorded beside a component: the commit it was built from (one component, not two).
 COMMIT_FIELDS = {"torch": "torch_git_sha"}
 # The machine's own: the built-in provider cannot swap them (an operator's may).
@@ -194,7 +194,7 @@ def case_samples(rows: Sequence[Mapping[str, Any]], case: Mapping[str, Any]) -> 
             parsed = ResultIn.model_validate(row)
         except ValidationError:
             continue
-        if any(getattr(parsed, name) != case.get(name) for name in IDENTITY):
+        if any(getattr(parsed, name) != case.get(name) for name in CASE_IDENTITY):
             continue
         if "params" in case and (parsed.params or {}) != (case["params"] or {}):
             continue

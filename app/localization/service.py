@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from app.anomalies.models import AggregateFinding, CaseFailure, Regression
@@ -27,6 +27,7 @@ from app.benchmarks.models import Benchmark, Metric
 from app.core.command_suites import command_tier
 from app.core.db import utcnow
 from app.core.errors import Conflict, NotFound
+from app.core.pagination import count_and_page
 from app.core.queue import enqueue_after_commit
 from app.jobs import LOCALIZE
 from app.localization.models import QUEUED, UNFINISHED, Localization
@@ -274,13 +275,7 @@ def _of_finding(kind: FindingKind, finding_id: int) -> Any:
 def _case(target: Target, tier: str) -> dict[str, Any]:
     benchmark, metric = target.benchmark, target.metric
     case: dict[str, Any] = {
-        "suite": benchmark.suite,
-        "model": benchmark.model,
-        "category": benchmark.category,
-        "mode": benchmark.mode,
-        "precision": benchmark.precision,
-        "config": benchmark.config,
-        "batch_size": benchmark.batch_size,
+        **benchmark.identity(),
         "params": benchmark.params or {},
         "tier": tier,
         "channel": target.bad_run.channel,
@@ -348,6 +343,5 @@ def list_localizations(
         query = query.where(Localization.group_id == group_id)
     if states:
         query = query.where(Localization.state.in_(states))
-    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
-    page = query.order_by(Localization.requested_at.desc(), Localization.id.desc())
-    return list(session.scalars(page.offset(offset).limit(limit))), total
+    newest = (Localization.requested_at.desc(), Localization.id.desc())
+    return count_and_page(session, query, newest, offset, limit)
