@@ -42,7 +42,8 @@ from app.localization.lifecycle import Costs, ProbeRow
 from app.localization.probing import BuildFailed, Localization, Measure, ProbeRecord
 from app.runs.schemas import ResultIn
 from workers.command_suite import command_environment, read_outputs
-from workers.providers import Environments, Prepared, PrepareStopped, probe_environment
+from workers.provider_process import PrepareStopped
+from workers.providers import Environments, Prepared, probe_environment
 from workers.shard_runner import run_command_process
 
 # Recorded beside a component: the commit it was built from (one component, not two).

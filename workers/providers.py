@@ -17,25 +17,22 @@ until the cache is within ``BENCHWATCH_ENV_CACHE_BYTES``. An unbuildable answer 
 (a commit that does not build will not build next time), its build removed; an answer that
 may differ next time is not kept: a timeout, a provider that could not start or that broke
 the protocol, a version or clone the pip provider could not find.
+
+The built-in provider is ``workers.pip_provider``; the processes a build runs and what it
+comes to, ``workers.provider_process``.
 """
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
 import re
 import shutil
-import signal
-import site
-import subprocess
 import sys
-import tarfile
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -43,15 +40,27 @@ from platformdirs import user_cache_dir
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app.core.config import Settings, settings
-from app.core.providers import BUILTIN_PROVIDER, Component, EnvSpec, Provider
-from workers.shard_runner import _die_with_parent, worker_environment
+from app.core.providers import BUILTIN_PROVIDER, EnvSpec, Provider
+from workers.pip_provider import PipBuild
+from workers.provider_process import (
+    ENV,
+    Heartbeat,
+    Outcome,
+    PrepareStopped,
+    exited,
+    flock,
+    last_line,
+    run_process,
+    tail,
+    tree_size,
+    unbuildable,
+    write_whole,
+)
+from workers.shard_runner import worker_environment
 
 ANSWER = "answer.json"  # an entry's answer; written before the entry is published
-ENV = "env"  # the directory a provider builds into ($BENCHWATCH_ENV_DIR)
 KEY = re.compile(r"^[0-9a-f]{64}$")
 BUILD = re.compile(r"^([0-9a-f]{64})\.")  # an entry's build directory: <key>.<random>
-TAIL = 1500  # characters of a build's output kept in a reason
-LAST_LINE_BYTES = 65536  # how much of a provider's stdout is read for its answer
 POLL_S = 0.1  # how often a build waiting for another of the same spec looks again
 
 
@@ -76,10 +85,6 @@ class Unbuildable:
     built: bool = True  # False: the answer came from the cache, or no build was tried
 
 
-class PrepareStopped(Exception):
-    """The heartbeat said stop (the lease was lost); the build was killed, nothing kept."""
-
-
 class UnknownProvider(ValueError):
     """The spec names a provider this worker does not have: a setting to fix, not a probe."""
 
@@ -92,21 +97,6 @@ class _Answer(BaseModel):
     python: str | None = Field(default=None, min_length=1, max_length=4096)
     image: str | None = Field(default=None, min_length=1, max_length=512)
     unbuildable: str | None = Field(default=None, min_length=1, max_length=4096)
-
-
-@dataclass(frozen=True)
-class _Outcome:
-    """What a build came to; ``lasting``: the same spec would come to it again."""
-
-    answer: dict[str, str]
-    lasting: bool = True
-
-
-def _unbuildable(reason: str, *, lasting: bool = True) -> _Outcome:
-    return _Outcome({"unbuildable": reason}, lasting)
-
-
-Heartbeat = Callable[[], bool]
 
 
 @dataclass
@@ -137,7 +127,7 @@ class Environments:
         """
         beat = heartbeat or (lambda: True)
         identity = self._identity(provider, spec)
-        if isinstance(identity, _Outcome):
+        if isinstance(identity, Outcome):
             return Unbuildable("", identity.answer["unbuildable"], remembered=False, built=False)
         key = spec_key(provider, spec, identity)
         found = self._lookup(key)
@@ -158,7 +148,7 @@ class Environments:
                     return Unbuildable(key, reason, remembered=False)
                 if "unbuildable" in outcome.answer:
                     shutil.rmtree(entry / ENV, ignore_errors=True)
-                _write(entry / ANSWER, json.dumps(outcome.answer))
+                write_whole(entry / ANSWER, json.dumps(outcome.answer))
                 os.symlink(entry.name, self.root / key)
             except BaseException:
                 shutil.rmtree(entry, ignore_errors=True)
@@ -176,7 +166,7 @@ class Environments:
         if not self.root.is_dir():
             return []
         removed = []
-        with _flock(self.root / ".locks" / "evict.lock", wait=True):
+        with flock(self.root / ".locks" / "evict.lock", wait=True):
             entries, linked = [], set()
             for path in self.root.iterdir():
                 if KEY.match(path.name) and path.is_symlink():
@@ -190,7 +180,7 @@ class Environments:
                     with self._try_lock(match.group(1)) as free:
                         if free:
                             shutil.rmtree(path, ignore_errors=True)
-            sizes = {key: _size(target) for _, key, target in entries}
+            sizes = {key: tree_size(target) for _, key, target in entries}
             total = sum(sizes.values())
             for _, key, target in sorted(entries):
                 if total <= self.budget_bytes:
@@ -206,7 +196,7 @@ class Environments:
                 removed.append(key)
         return removed
 
-    def _identity(self, provider: str, spec: EnvSpec) -> dict[str, Any] | _Outcome:
+    def _identity(self, provider: str, spec: EnvSpec) -> dict[str, Any] | Outcome:
         """What besides the spec decides what the provider builds, hashed into the key.
 
         For pip: the worker's interpreter (the environment is layered on it), the wheel
@@ -226,7 +216,7 @@ class Environments:
                 try:
                     stat = Path(component.wheel).stat()
                 except OSError as error:
-                    return _unbuildable(f"{name}: wheel {component.wheel}: {error.strerror}")
+                    return unbuildable(f"{name}: wheel {component.wheel}: {error.strerror}")
                 wheels[name] = [stat.st_size, stat.st_mtime_ns]
         return {
             "python": sys.executable,
@@ -260,11 +250,13 @@ class Environments:
 
     def _build(
         self, provider: str, spec: EnvSpec, key: str, entry: Path, beat: Heartbeat, every_s: float
-    ) -> _Outcome:
+    ) -> Outcome:
         (entry / ENV).mkdir()
-        _write(entry / "spec.json", spec.canonical())
+        write_whole(entry / "spec.json", spec.canonical())
         if provider == BUILTIN_PROVIDER:
-            return PipBuild(self, spec, entry, beat, every_s).run()
+            return PipBuild(
+                spec, entry, beat, every_s, find_links=self.find_links, timeout_s=self.pip_timeout_s
+            ).run()
         return _run_provider(provider, self.providers[provider], key, entry, beat, every_s)
 
     @contextlib.contextmanager
@@ -284,7 +276,7 @@ class Environments:
 
     def _try_lock(self, key: str) -> contextlib.AbstractContextManager[bool]:
         """The key's build lock if free now (True), else nothing (False)."""
-        return _flock(self.root / ".locks" / f"{key}.lock", wait=False)
+        return flock(self.root / ".locks" / f"{key}.lock", wait=False)
 
 
 def environments(config: Settings = settings) -> Environments:
@@ -341,13 +333,13 @@ def _result(
 
 def _run_provider(
     name: str, provider: Provider, key: str, entry: Path, beat: Heartbeat, every_s: float
-) -> _Outcome:
+) -> Outcome:
     """Run an operator's provider: the spec on stdin, its answer its last stdout line."""
     out, err = entry / "stdout.txt", entry / "stderr.txt"
     env = worker_environment() | provider.env
     env |= {"BENCHWATCH_ENV_DIR": str(entry / ENV), "BENCHWATCH_ENV_KEY": key}
     try:
-        code = _run(
+        code = run_process(
             provider.command,
             env=env,
             stdin=entry / "spec.json",
@@ -358,20 +350,20 @@ def _run_provider(
             every_s=every_s,
         )
     except OSError as error:
-        return _unbuildable(f"provider {name!r} could not be started: {error}", lasting=False)
-    output = _tail(err) if err.stat().st_size else _tail(out)
+        return unbuildable(f"provider {name!r} could not be started: {error}", lasting=False)
+    output = tail(err) if err.stat().st_size else tail(out)
     if code is None:
-        return _unbuildable(
+        return unbuildable(
             f"provider {name!r} did not finish within {provider.timeout_s:g} s and was killed; "
             f"output: {output}",
             lasting=False,
         )
     if code != 0:
-        return _unbuildable(f"provider {name!r} {_exited(code)}; output: {output}")
-    return _read_answer(name, _last_line(out))
+        return unbuildable(f"provider {name!r} {exited(code)}; output: {output}")
+    return _read_answer(name, last_line(out))
 
 
-def _read_answer(name: str, line: str) -> _Outcome:
+def _read_answer(name: str, line: str) -> Outcome:
     """The provider's answer, or why it is not one (not kept: the provider is to be fixed)."""
     try:
         answer = _Answer.model_validate_json(line)
@@ -379,7 +371,7 @@ def _read_answer(name: str, line: str) -> _Outcome:
         answer = None
     given = {k: v for k, v in (answer.model_dump() if answer else {}).items() if v is not None}
     if len(given) != 1:
-        return _unbuildable(
+        return unbuildable(
             f"provider {name!r} answered {line[:300]!r}: its last stdout line is to be one JSON "
             'object, {"python": path}, {"image": tag} or {"unbuildable": reason}',
             lasting=False,
@@ -388,265 +380,8 @@ def _read_answer(name: str, line: str) -> _Outcome:
     if python is not None and not (
         os.path.isabs(python) and os.path.isfile(python) and os.access(python, os.X_OK)
     ):
-        return _unbuildable(
+        return unbuildable(
             f"provider {name!r} answered python {python!r}, not an executable file's absolute path",
             lasting=False,
         )
-    return _Outcome(given)
-
-
-class PipBuild:
-    """The built-in provider: a virtual environment on the worker's own interpreter.
-
-    Made with ``--system-site-packages`` and, where the worker itself runs in a virtual
-    environment, that environment's site-packages after its own, so that every component the
-    spec does not name is the worker's; each one it names is installed on top
-    (``pip install --no-deps --ignore-installed``, nothing of the worker's touched): a version
-    (from the find-links directories only, where the operator gives some), a wheel file, or a
-    commit of a local git clone (``git archive``, built with ``--no-build-isolation``).
-    """
-
-    def __init__(
-        self,
-        environments: Environments,
-        spec: EnvSpec,
-        entry: Path,
-        beat: Heartbeat,
-        every_s: float,
-    ) -> None:
-        self.spec, self.entry, self.beat, self.every_s = spec, entry, beat, every_s
-        self.find_links = environments.find_links
-        self.deadline = time.monotonic() + environments.pip_timeout_s
-        self.timeout_s = environments.pip_timeout_s
-        self.venv = entry / ENV
-        self.python = self.venv / "bin" / "python"
-        self.env = worker_environment() | {
-            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-            "PIP_NO_INPUT": "1",
-            "PIP_NO_WARN_SCRIPT_LOCATION": "1",
-        }
-
-    def run(self) -> _Outcome:
-        """Make the environment; its python, or why it could not be made."""
-        # The worker's own pip serves the environment (it sees the worker's packages): a
-        # virtual environment without one is made in a quarter of a second, with one in ~10.
-        without_pip = ["--without-pip"] if find_spec("pip") is not None else []
-        made = self._step(
-            "making the virtual environment",
-            [sys.executable, "-m", "venv", "--system-site-packages", *without_pip, str(self.venv)],
-            lasting=False,
-        )
-        if made is not None:
-            return made
-        self._layer_on_worker()
-        for name, component in sorted(self.spec.components.items()):
-            failed = self._install(name, component)
-            if failed is not None:
-                return failed
-        return _Outcome({"python": str(self.python)})
-
-    def _layer_on_worker(self) -> None:
-        """Put the worker's virtual environment's packages after the new one's own."""
-        if sys.prefix == sys.base_prefix:
-            return  # --system-site-packages already gives the worker's interpreter's own
-        # A .pth line that imports runs at start-up: addsitedir reads the worker's own .pth
-        # files too (its editable installs), where a plain path line would not.
-        worker = [path for path in site.getsitepackages() if path.startswith(sys.prefix)]
-        lines = [f"import site; site.addsitedir({path!r})\n" for path in worker]
-        version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-        _write(
-            self.venv / "lib" / version / "site-packages" / "_benchwatch_worker.pth", "".join(lines)
-        )
-
-    def _install(self, name: str, component: Component) -> _Outcome | None:
-        pip = [str(self.python), "-m", "pip", "install", "--no-deps", "--ignore-installed"]
-        index = ["--no-index"] if self.find_links else []
-        for folder in self.find_links:
-            index += ["--find-links", folder]
-        if component.version is not None:
-            # Not kept when it fails: the version may reach the index or folders later.
-            argv = [*pip, *index, f"{name}=={component.version}"]
-            return self._step(f"{name}: pip install {name}=={component.version}", argv, False)
-        if component.wheel is not None:
-            return self._install_wheel(name, component.wheel, [*pip, *index])
-        if component.commit is not None:
-            return self._install_commit(name, component, [*pip, *index, "--no-build-isolation"])
-        return _unbuildable(
-            f"{name}: the pip provider installs versions, wheels and commits, not images; "
-            "an operator's provider (BENCHWATCH_PROVIDERS) prepares images"
-        )
-
-    def _install_wheel(self, name: str, wheel: str, pip: list[str]) -> _Outcome | None:
-        distribution = Path(wheel).name.split("-")[0]
-        if not wheel.endswith(".whl") or _normal(distribution) != _normal(name):
-            return _unbuildable(f"{name}: {wheel} is not a wheel of {name}")
-        return self._step(f"{name}: pip install {wheel}", [*pip, wheel], lasting=True)
-
-    def _install_commit(self, name: str, component: Component, pip: list[str]) -> _Outcome | None:
-        commit, source = component.commit, component.source
-        if source is None:
-            return _unbuildable(
-                f"{name}: commit {commit} without a source (the local git clone to take it from)",
-                lasting=False,
-            )
-        archive, tree = self.entry / f"{name}.tar", self.entry / f"{name}-source"
-        # Not kept when it fails: the clone may be fetched (or mounted) later.
-        failed = self._step(
-            f"{name}: git archive {commit}",
-            ["git", "-C", source, "archive", "--format=tar", "-o", str(archive), f"{commit}"],
-            lasting=False,
-        )
-        if failed is not None:
-            return failed
-        with tarfile.open(archive) as tar:
-            tar.extractall(tree, filter="data")
-        archive.unlink()
-        try:
-            return self._step(
-                f"{name}: building and installing commit {commit}", [*pip, str(tree)], True
-            )
-        finally:
-            shutil.rmtree(tree, ignore_errors=True)
-
-    def _step(self, what: str, argv: list[str], lasting: bool) -> _Outcome | None:
-        """Run one step (its output appended to the entry's log); None when it succeeded."""
-        out = self.entry / "step.txt"
-        try:
-            code = _run(
-                argv,
-                env=self.env,
-                stdin=None,
-                stdout=out,
-                stderr=None,
-                timeout_s=self.deadline - time.monotonic(),
-                beat=self.beat,
-                every_s=self.every_s,
-            )
-        except OSError as error:
-            return _unbuildable(f"{what} could not be started: {error}", lasting=False)
-        with (self.entry / "log.txt").open("a") as log:
-            log.write(f"$ {' '.join(argv)}\n{out.read_text(errors='replace')}\n")
-        if code is None:
-            return _unbuildable(
-                f"{what}: the pip provider did not finish within {self.timeout_s:g} s "
-                f"(BENCHWATCH_PIP_TIMEOUT_S); output: {_tail(out)}",
-                lasting=False,
-            )
-        if code != 0:
-            return _unbuildable(f"{what} {_exited(code)}; output: {_tail(out)}", lasting=lasting)
-        return None
-
-
-def _run(
-    argv: list[str],
-    *,
-    env: dict[str, str],
-    stdin: Path | None,
-    stdout: Path,
-    stderr: Path | None,
-    timeout_s: float,
-    beat: Heartbeat,
-    every_s: float,
-) -> int | None:
-    """Run ``argv`` (no shell) in a process group of its own: its status, None if timed out.
-
-    Killed (the whole group) at ``timeout_s``; ``stderr`` None: into ``stdout``.
-
-    Raises:
-        OSError: it could not be started.
-        PrepareStopped: the heartbeat said stop (the group was killed).
-    """
-    with contextlib.ExitStack() as files:
-        given = files.enter_context(stdin.open("rb")) if stdin else subprocess.DEVNULL
-        out = files.enter_context(stdout.open("wb"))
-        err = files.enter_context(stderr.open("wb")) if stderr else subprocess.STDOUT
-        child = subprocess.Popen(
-            argv,
-            env=env,
-            stdin=given,
-            stdout=out,
-            stderr=err,
-            start_new_session=True,
-            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
-        )
-    deadline = time.monotonic() + timeout_s
-    try:
-        while True:
-            try:
-                return child.wait(timeout=max(min(every_s, deadline - time.monotonic()), 0.01))
-            except subprocess.TimeoutExpired:
-                if time.monotonic() >= deadline:
-                    _kill(child)
-                    return None
-                if not beat():
-                    raise PrepareStopped("the lease was lost during the build") from None
-    except BaseException:
-        _kill(child)
-        raise
-
-
-@contextlib.contextmanager
-def _flock(path: Path, *, wait: bool) -> Iterator[bool]:
-    """An exclusive lock on ``path`` (made if need be), between processes and threads alike.
-
-    True while held; False at once when ``wait`` is False and another holds it.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except BlockingIOError:
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _kill(child: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(child.pid, signal.SIGKILL)
-    child.wait()
-
-
-def _exited(code: int) -> str:
-    if code < 0:
-        return f"was killed by {signal.Signals(-code).name}"
-    return f"exited with status {code}"
-
-
-def _tail(path: Path) -> str:
-    with path.open("rb") as file:
-        file.seek(max(path.stat().st_size - 4 * TAIL, 0))
-        text = file.read().decode(errors="replace").strip()
-    return text[-TAIL:] or "(empty)"
-
-
-def _last_line(path: Path) -> str:
-    with path.open("rb") as file:
-        file.seek(max(path.stat().st_size - LAST_LINE_BYTES, 0))
-        lines = file.read().decode(errors="replace").splitlines()
-    return next((line.strip() for line in reversed(lines) if line.strip()), "")
-
-
-def _normal(name: str) -> str:
-    """A distribution's name as packaging compares them (PEP 503)."""
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def _write(path: Path, text: str) -> None:
-    """Write ``path`` whole or not at all."""
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(text)
-    partial.replace(path)
-
-
-def _size(directory: Path) -> int:
-    """Bytes of the files under ``directory`` (links counted as themselves, not followed)."""
-    total = 0
-    for folder, _, files in os.walk(directory):
-        for name in files:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(folder, name)).st_size
-    return total
+    return Outcome(given)

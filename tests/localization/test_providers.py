@@ -16,10 +16,10 @@ from pydantic import ValidationError
 
 from app.core.config import Settings
 from app.core.providers import Component, EnvSpec, Provider, check_provider_names
+from workers.provider_process import PrepareStopped
 from workers.providers import (
     Environments,
     Prepared,
-    PrepareStopped,
     Unbuildable,
     UnknownProvider,
     environments,
