@@ -33,6 +33,7 @@ from app.dashboard.queries import (
     machine_names,
     recent_runs,
 )
+from app.runs.history import place_runs
 from app.runs.models import Run
 from app.runs.reads import get_run
 from app.summaries.service import compared_results
@@ -245,12 +246,11 @@ def _rollback_targets(session: Session, chosen: list[Side]) -> list[dict[str, An
             .order_by(Run.started_at)
             .limit(1)
         )
-        query = select(Run).where(
-            Run.machine_id == machine_id, Run.channel == channel, Run.project == project
-        )
+        # The newest run of the place before the first open step: never an invalidated one.
+        query = place_runs(machine_id, channel, project, newest_first=True, limit=1)
         if open_since is not None:
             query = query.where(Run.started_at < open_since)
-        good = session.scalar(query.order_by(Run.started_at.desc()).limit(1))
+        good = session.scalar(query)
         if good is not None:
             targets.append({"run": good, "open_regressions": open_since is not None})
     return targets

@@ -6,7 +6,8 @@ from sqlalchemy.orm import Session
 from app.benchmarks.models import Machine
 from app.benchmarks.service import list_machines
 from app.runs.branches import is_branch_channel
-from app.runs.models import INVALID, Run
+from app.runs.history import place_runs
+from app.runs.models import Run
 
 
 def machine_names(session: Session, project: str | None = None) -> list[str]:
@@ -39,15 +40,10 @@ def recent_runs(
 
     Invalidated runs are left out.
     """
-    query = (
-        select(Run)
-        .join(Machine)
-        .where(Machine.name == machine, Run.channel == channel, Run.status != INVALID)
+    machine_id = select(Machine.id).where(Machine.name == machine).scalar_subquery()
+    return list(
+        session.scalars(place_runs(machine_id, channel, project, newest_first=True, limit=limit))
     )
-    if project is not None:
-        query = query.where(Run.project == project)
-    query = query.order_by(Run.started_at.desc(), Run.id.desc()).limit(limit)
-    return list(session.scalars(query))
 
 
 def has_demo_data(session: Session) -> bool:

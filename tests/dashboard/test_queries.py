@@ -11,6 +11,7 @@ from app.core.db import Database
 from app.dashboard import compare, queries, run_page, series
 from app.dashboard.compare import CompareQuery
 from app.dashboard.series import SeriesQuery
+from app.runs.models import INVALID, Run
 from tests.anomalies.test_service import BAD, dynamic_bert_slower, post_history
 from tests.factories import result, run_payload
 
@@ -128,6 +129,19 @@ def test_the_compare_page_holds_its_scatter_as_values(
     assert dynamic["model"] == "bert"
     assert diagonal["name"] == "no change"
     assert page["rollback"][0]["run"].id == history[BAD - 1]  # before the open regression
+
+
+def test_an_invalidated_run_is_never_the_rollback_target(
+    database: Database, history: list[int]
+) -> None:
+    # The last good run before the open step is invalidated: the one before it is the target
+    # (the old query named the invalidated run).
+    with database.session_scope() as session:
+        session.get_one(Run, history[BAD - 1]).status = INVALID
+    query = CompareQuery(kind="runs", base_run=history[BAD - 2], new_run=history[BAD])
+    with database.sessionmaker() as session:
+        page = compare.compare_page(session, query)
+    assert page["rollback"][0]["run"].id == history[BAD - 2]
 
 
 def test_the_series_lines_and_their_steps(database: Database, history: list[int]) -> None:
