@@ -30,7 +30,7 @@ from app.core.queue import Publisher
 from app.core.ratelimit import AnonymousRateLimit
 from app.core.request_id import RequestId
 from app.dashboard import router as dashboard
-from app.dashboard.router import FRONTEND
+from app.dashboard.shell import FRONTEND
 from app.dashboard.sign_in import SignInRequired, to_sign_in
 from app.health.router import router as health_router
 from app.notifications import config_file

@@ -228,7 +228,7 @@ def test_the_api_docs_run_under_the_policy(client: TestClient) -> None:
 
 
 def test_the_dashboard_keeps_no_token_in_page_storage() -> None:
-    from app.dashboard.router import FRONTEND
+    from app.dashboard.shell import FRONTEND
 
     script = (FRONTEND / "static" / "app.js").read_text()
     assert "localStorage.setItem" not in script

@@ -9,7 +9,6 @@ from fastapi.responses import FileResponse
 
 from app.dashboard import forms, login
 from app.dashboard import pages as views
-from app.dashboard.shell import FRONTEND as FRONTEND  # app.main serves frontend/static from it
 from app.dashboard.shell import PLOTLY_JS, OpenFormRoute
 
 assets = APIRouter(include_in_schema=False, route_class=OpenFormRoute)
