@@ -20,7 +20,7 @@ from starlette.routing import Match, Mount
 from starlette.types import Receive, Scope
 
 from app.api.responses import UNAVAILABLE
-from app.core.bounds import MAX_JSON_DEPTH
+from app.core.bounds import MAX_JSON_DEPTH, NUL_FREE
 from app.core.db import Database
 from app.core.errors import InvalidInput, describe, error_body
 from app.tokens.auth import bearer, check_caller
@@ -84,11 +84,8 @@ def refuse_nul_in_query(request: Request) -> None:
         )
 
 
-# What the schema says of a query string with no pattern of its own: no NUL. A pattern,
-# an enum or a format given already says more (none of them takes a NUL).
-NUL_FREE = r"^[^\x00]*$"
-
-
+# A query string with no pattern of its own is declared NUL_FREE. A pattern, an enum or a
+# format given already says more (none of them takes a NUL).
 def _nul_free(schema: dict[str, Any]) -> None:
     for part in schema.get("anyOf", []) + schema.get("oneOf", []):
         _nul_free(part)

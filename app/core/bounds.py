@@ -8,11 +8,20 @@ fail in the database; these types refuse it first, with a 422 that says where.
 import hashlib
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import annotated_types
-from pydantic import AfterValidator, BaseModel, BeforeValidator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import core_schema
 
 INT32_MAX = 2**31 - 1
 # Nesting of JSON objects and arrays, in an upload or an API body: real files and payloads nest
@@ -62,10 +71,26 @@ def _iso_text(value: Any) -> Any:
 _ISO_DATE = re.compile(r"\d{4}-\d\d-\d\d")
 ISO_TEXT = BeforeValidator(_iso_text)
 """Refuses a number for a time: ``Annotated[datetime, ISO_TEXT]``."""
+
 QueryTime = Annotated[datetime, ISO_TEXT, AfterValidator(_utc_representable)]
 """A time in a query (``since``, ``until``): any that has a UTC equivalent."""
 RunTime = Annotated[datetime, AfterValidator(_utc_representable), AfterValidator(_run_time)]
 """A time stored with a run: from 1970 to 2999 (a naive one is refused by its model)."""
+
+
+def _json_number(value: Any) -> Any:
+    # pydantic reads "0.5" and true as the numbers 0.5 and 1; the OpenAPI schema says a number.
+    if isinstance(value, str | bool):
+        raise ValueError("must be a number, not a string or a boolean")
+    return value
+
+
+JSON_NUMBER = BeforeValidator(_json_number)
+"""Refuses a string or a boolean for a number: ``Annotated[float, JSON_NUMBER]``."""
+
+
+NUL_FREE = r"^[^\x00]*$"
+"""What the OpenAPI schema says of text that Postgres can store: no NUL character."""
 
 
 def _no_nul(value: str) -> str:
@@ -74,7 +99,28 @@ def _no_nul(value: str) -> str:
     return value
 
 
-NulFree = AfterValidator(_no_nul)
+@dataclass(frozen=True)
+class _NulFree:
+    """Refuses text with NUL characters, and its schema says so (``NUL_FREE``).
+
+    Without the pattern the schema calls a string with a NUL valid, and the API answers 422.
+    A type with a pattern of its own keeps it, and spells NUL out of it instead.
+    """
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_after_validator_function(_no_nul, handler(source))
+
+    def __get_pydantic_json_schema__(
+        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        json_schema = handler(schema)
+        json_schema.setdefault("pattern", NUL_FREE)
+        return json_schema
+
+
+NulFree = _NulFree()
 """Refuses text with NUL characters (Postgres cannot store them): ``Annotated[str, NulFree]``."""
 
 

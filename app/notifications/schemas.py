@@ -1,6 +1,6 @@
 """What a subscription holds: rules, receivers and timing, validated; and how it is read."""
 
-import base64
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
@@ -12,11 +12,12 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
+    StrictBool,
     Tag,
     model_validator,
 )
 
-from app.core.bounds import NulFree
+from app.core.bounds import JSON_NUMBER, NulFree
 from app.core.urls import HttpUrlText
 
 
@@ -24,17 +25,30 @@ def _one_as_list(value: object) -> object:
     return [value] if isinstance(value, str) else value
 
 
-OneOrMore = BeforeValidator(_one_as_list)
-"""A rule field's one value is stored as the list of it, so that errors say ``[0]``."""
+def _one_or_more(value: Any) -> BeforeValidator:
+    """A rule field's input: one ``value`` or a list, as the request's schema says.
+
+    The one value is stored as the list of it, so that errors say ``[0]``.
+    """
+    return BeforeValidator(_one_as_list, json_schema_input_type=value)
+
+
 Text = Annotated[str, NulFree, Field(min_length=1, max_length=256)]
-TextRule = Annotated[list[Text], OneOrMore, Field(min_length=1, max_length=100)]
+Texts = Annotated[list[Text], Field(min_length=1, max_length=100)]
+TextRule = Annotated[Texts, _one_or_more(Text | Texts)]
 Direction = Literal["regression", "improvement", "change"]
+Directions = Annotated[list[Direction], Field(min_length=1, max_length=3)]
 Kind = Literal["regression", "improvement", "failure", "coverage", "machine_silent", "aggregate"]
+Kinds = Annotated[list[Kind], Field(min_length=1, max_length=6)]
 StepState = Literal["suspected", "confirmed"]
+StepStates = Annotated[list[StepState], Field(min_length=1, max_length=2)]
 Name = Annotated[str, NulFree, Field(min_length=1, max_length=128)]
 Owner = Annotated[str, NulFree, Field(max_length=256)]
 Url = Annotated[HttpUrlText, Field(min_length=1)]
-EMAIL = r"^[^@\s\x00]+@[^@\s\x00]+\.[^@\s\x00]+$"
+# Not @, a control character or white space, spelt out: the meaning of \s differs between
+# the schema's regex (ECMA 262: U+0085 is not space) and pydantic's (Rust: it is).
+_ADDRESS = r"[^@\x00-\x20\x7f-\xa0\u1680\u2000-\u200b\u2028\u2029\u202f\u205f\u3000\ufeff]+"
+EMAIL = rf"^{_ADDRESS}@{_ADDRESS}\.{_ADDRESS}$"
 Email = Annotated[str, Field(max_length=254, pattern=EMAIL)]
 
 
@@ -59,18 +73,16 @@ class Rules(BaseModel):
     precision: TextRule | None = None
     mode: TextRule | None = None
     metric: TextRule | None = None
-    direction: Annotated[list[Direction], OneOrMore, Field(min_length=1, max_length=3)] | None = (
-        None
-    )
-    kind: Annotated[list[Kind], OneOrMore, Field(min_length=1, max_length=6)] | None = None
-    state: Annotated[list[StepState], OneOrMore, Field(min_length=1, max_length=2)] | None = Field(
+    direction: Annotated[Directions, _one_or_more(Direction | Directions)] | None = None
+    kind: Annotated[Kinds, _one_or_more(Kind | Kinds)] | None = None
+    state: Annotated[StepStates, _one_or_more(StepState | StepStates)] | None = Field(
         default=None,
         description="suspected: steps reported before the test confirms them; absent "
         "in `match`: confirmed only",
     )
-    min_rel_change: Annotated[float, Field(ge=0, le=1_000_000, allow_inf_nan=False)] | None = Field(
-        default=None, description="The least absolute relative change: 0.05 is 5%"
-    )
+    min_rel_change: (
+        Annotated[float, Field(ge=0, le=1_000_000, allow_inf_nan=False), JSON_NUMBER] | None
+    ) = Field(default=None, description="The least absolute relative change: 0.05 is 5%")
 
 
 def _not_empty(rules: Rules) -> Rules:
@@ -79,23 +91,27 @@ def _not_empty(rules: Rules) -> Rules:
     return rules
 
 
-ExcludeRules = Annotated[Rules, AfterValidator(_not_empty)]
+# The schema's "not every field given is null" is what _not_empty refuses: {} and all-null.
+SOME_FIELD: dict[str, Any] = {"not": {"additionalProperties": {"type": "null"}}}
+ExcludeRules = Annotated[Rules, AfterValidator(_not_empty), Field(json_schema_extra=SOME_FIELD)]
 
 
 SECRET_PREFIX = "whsec_"
-
-
-def _signing_secret(value: str) -> str:
-    try:
-        key = base64.b64decode(value.removeprefix(SECRET_PREFIX), validate=True)
-    except ValueError:
-        key = b""
-    if not value.startswith(SECRET_PREFIX) or not 24 <= len(key) <= 64:
-        raise ValueError(f"a signing secret is {SECRET_PREFIX!r} and 24 to 64 bytes in base64")
-    return value
-
-
-Secret = Annotated[str, Field(max_length=100), AfterValidator(_signing_secret)]
+_B64 = "[A-Za-z0-9+/]"
+# 24 to 64 bytes in padded base64: 8 to 21 groups of 4 characters, then 1 or 2 bytes more
+# (a group ending == or =) where that stays within 64.
+SIGNING_SECRET = (
+    f"^{SECRET_PREFIX}(?:(?:{_B64}{{4}}){{8,20}}(?:{_B64}{{2}}==|{_B64}{{3}}=)?"
+    f"|(?:{_B64}{{4}}){{21}}(?:{_B64}{{2}}==)?)$"
+)
+Secret = Annotated[
+    str,
+    Field(
+        max_length=100,
+        pattern=SIGNING_SECRET,
+        description=f"{SECRET_PREFIX} and 24 to 64 bytes in base64",
+    ),
+]
 
 
 class ReceiverBase(BaseModel):
@@ -106,7 +122,7 @@ class ReceiverBase(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    disabled: bool = False
+    disabled: StrictBool = False
     disabled_reason: Annotated[str, NulFree, Field(max_length=500)] = ""
 
 
@@ -138,7 +154,7 @@ class SlackReceiver(ReceiverBase):
 
 
 AppriseUrl = Annotated[
-    str, NulFree, Field(min_length=4, max_length=2_000, pattern=r"^[a-z0-9]+://")
+    str, Field(min_length=4, max_length=2_000, pattern=r"^[a-z0-9]+://[^\x00]*$")
 ]
 
 
@@ -189,10 +205,34 @@ def _one_feed(receivers: list[Receiver]) -> list[Receiver]:
     return receivers
 
 
-Receivers = Annotated[list[Receiver], Field(min_length=1, max_length=20), AfterValidator(_one_feed)]
+# The schema's "at most one item of kind feed" is what _one_feed refuses.
+ONE_FEED: dict[str, Any] = {
+    "contains": {"properties": {"kind": {"const": "feed"}}, "required": ["kind"]},
+    "minContains": 0,
+    "maxContains": 1,
+}
+Receivers = Annotated[
+    list[Receiver],
+    Field(min_length=1, max_length=20, json_schema_extra=ONE_FEED),
+    AfterValidator(_one_feed),
+]
 
 
-Hour = Annotated[int, Field(ge=0, le=23)]
+HOUR_TEXT = r"^(?:[01]?[0-9]|2[0-3])$"
+
+
+def _hour(value: object) -> object:
+    # The dashboard's form gives its hours as text: "9" is taken, and the schema says so.
+    if isinstance(value, bool) or (isinstance(value, str) and not re.fullmatch(HOUR_TEXT, value)):
+        raise ValueError("an hour is a whole number from 0 to 23")
+    return value
+
+
+Hours = Annotated[int, Field(ge=0, le=23)]
+Hour = Annotated[
+    Hours,
+    BeforeValidator(_hour, json_schema_input_type=Hours | Annotated[str, Field(pattern=HOUR_TEXT)]),
+]
 
 
 class Digest(BaseModel):
@@ -230,7 +270,7 @@ class SubscriptionCreate(BaseModel):
     exclude: ExcludeList = Field(default_factory=list)
     receivers: Receivers
     when: When = "immediate"
-    paused: bool = False
+    paused: StrictBool = False
 
 
 class SubscriptionUpdate(BaseModel):
@@ -244,7 +284,7 @@ class SubscriptionUpdate(BaseModel):
     exclude: ExcludeList | None = None
     receivers: Receivers | None = None
     when: When | None = None
-    paused: bool | None = None
+    paused: StrictBool | None = None
 
 
 class ReceiverRead(BaseModel):
