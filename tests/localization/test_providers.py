@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -94,6 +95,18 @@ def pip_envs(tmp_path_factory: pytest.TempPathFactory, wheels: Path) -> Environm
 
 def tiny(**component: str) -> EnvSpec:
     return EnvSpec(components={"tinypkg": Component.model_validate(component)})
+
+
+def test_the_pip_provider_works_where_distutils_was_imported(wheels: Path, tmp_path: Path) -> None:
+    # In the full suite an earlier test (torch's builds) had imported distutils, and asking
+    # the import system for pip made setuptools' shim warn: every pip build failed in CI.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import distutils.core  # noqa: F401
+    own = Environments(root=tmp_path / "cache", budget_bytes=GiB, find_links=(str(wheels),))
+    made = own.prepare("pip", tiny(version="1"))
+    assert isinstance(made, Prepared), made
+    assert made.built
 
 
 def test_pip_installs_each_version_into_its_own_environment(
