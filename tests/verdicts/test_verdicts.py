@@ -157,7 +157,10 @@ def test_verdicts_are_kept_for_the_run_as_it_stands_and_computed_a_few_at_a_time
     statements: list[str] = []
 
     def count(*args: Any) -> None:
-        statements.append(str(args[2]))
+        # The requests' own statements: the detection the uploads queued runs meanwhile on
+        # the in-process jobs' threads, on the same engine (a clean-clone run counted it).
+        if not threading.current_thread().name.startswith(("benchwatch-job", "sweep-")):
+            statements.append(str(args[2]))
 
     engine = client.app.state.database.engine  # type: ignore[attr-defined]
     event.listen(engine, "before_cursor_execute", count)
