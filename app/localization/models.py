@@ -57,7 +57,7 @@ class Localization(Base):
     good_environment: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     bad_environment: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     state: Mapped[str] = mapped_column(String(16), default=QUEUED, index=True)
-    started_by: Mapped[str] = mapped_column(String(128), default="")  # "auto" or who asked
+    started_by: Mapped[str] = mapped_column(String(200), default="")  # "auto" or who asked
     # The worker running it and its attempt's lease, renewed while it measures: once the
     # lease lapses (its worker died) another attempt may take it over.
     worker: Mapped[str] = mapped_column(String(256), default="")

@@ -35,7 +35,7 @@ def upgrade() -> None:
         sa.Column("good_environment", sa.JSON(), nullable=False),
         sa.Column("bad_environment", sa.JSON(), nullable=False),
         sa.Column("state", sa.String(length=16), nullable=False),
-        sa.Column("started_by", sa.String(length=128), nullable=False),
+        sa.Column("started_by", sa.String(length=200), nullable=False),
         sa.Column("reason", sa.Text(), nullable=False),
         sa.Column("answer", sa.JSON(), nullable=False),
         sa.Column("probe_count", sa.Integer(), nullable=False),

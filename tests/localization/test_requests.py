@@ -169,6 +169,13 @@ def test_bad_requests_and_other_projects_are_refused(
         "/api/v1/localizations", json=body, headers={"Authorization": f"Bearer {nlp}"}
     )
     assert refused.status_code == 403, refused.text
+    # A token of the longest name asks: its label (name, id, how) fits where it is kept.
+    longest = make_token(database, "triage", name="n" * 128)
+    asked = client.post(
+        "/api/v1/localizations", json=body, headers={"Authorization": f"Bearer {longest}"}
+    )
+    assert asked.status_code == 201, asked.text
+    assert asked.json()["started_by"].startswith("n" * 128)
     for bad, where in (
         ({"kind": "regression"}, "id"),
         ({"kind": "commit", "id": 1}, "kind"),
