@@ -56,6 +56,11 @@ def compile_options(config: str, device: torch.device) -> dict[str, Any]:
     return {"mode": mode, "dynamic": True if config == "dynamic" else None}
 
 
+def inductor_options(config: str) -> dict[str, Any]:
+    """The Inductor options a config compiles with, beyond its mode (``cpp_wrapper``...)."""
+    return dict(_INDUCTOR_OPTIONS.get(config, {}))
+
+
 def compiled(fn: Fn, config: str, device: torch.device) -> Fn:
     """``fn`` under a compiled config: torch.compile, or export / AOTInductor on first call."""
     if config not in EXPORTED:

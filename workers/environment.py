@@ -5,6 +5,7 @@ import platform
 import re
 import socket
 import sys
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import torch
 from app.benchmarks.vocabulary import Device, short_arch
 from app.core.cpu_cores import format_cores
 from app.runs.schemas import EnvironmentIn, MachineIn
+from workers.compiler_settings import recorded_settings
 
 CPU_SYSFS = Path("/sys/devices/system/cpu")
 CPU_DIR = re.compile(r"cpu(\d+)")
@@ -104,8 +106,13 @@ def _version(distribution: str) -> str:
         return ""
 
 
-def describe_environment(channel: str) -> EnvironmentIn:
-    """Torch (version and git sha), triton, CUDA/HIP, Python and every installed package."""
+def describe_environment(channel: str, env: Mapping[str, str] | None = None) -> EnvironmentIn:
+    """Torch (version and git sha), triton, CUDA/HIP, Python, every installed package.
+
+    And in ``compiler_options`` the compiler settings a compiled run here has that are not
+    torch's defaults (``workers.compiler_settings``): the variables of ``env`` (the run's
+    environment; this process's by default) and the config values this process changed.
+    """
     packages = {
         dist.metadata["Name"].lower(): dist.version
         for dist in metadata.distributions()
@@ -121,6 +128,7 @@ def describe_environment(channel: str) -> EnvironmentIn:
         cuda=torch.version.cuda or "",
         hip=torch.version.hip or "",
         packages=dict(sorted(packages.items())),
+        compiler_options=recorded_settings(env),
         extra={
             "python_implementation": platform.python_implementation(),
             "platform": sys.platform,

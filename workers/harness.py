@@ -5,9 +5,12 @@ device synchronisation around each timed call, medians. Figures: latency samples
 p50/p90/p99 (ms), throughput, speedup vs eager (median eager / median compiled), compile time
 (first compiled call minus first eager call, as ``benchmarks/dynamo`` defines
 ``compilation_latency``), accuracy against an fp32 eager reference (max error, NaN/Inf), and
-dynamo's graph counters, and peak memory with its compression ratio vs eager. Training
-runs a whole step (forward, loss, backward, SGD update; AMP with a GradScaler's loss scaling)
-and checks the first step's loss. Beside the timings: hardware samples taken while the timed
+dynamo's graph counters, and peak memory with its compression ratio vs eager; a compiled
+latency row keeps in ``extra.compiler_settings`` the compiler settings it compiled under
+that are not torch's defaults (``workers.compiler_settings``: the config's own options, the
+changed config values, the ``TORCHINDUCTOR_*`` variables). Training runs a whole step
+(forward, loss, backward, SGD update; AMP with a GradScaler's loss scaling) and checks the
+first step's loss. Beside the timings: hardware samples taken while the timed
 calls run (``workers.sampler``) and kernel figures from torch.profiler (``workers.profiling``).
 What cannot run here becomes a ``skipped`` row with the reason.
 """
@@ -23,7 +26,14 @@ import numpy as np
 import torch
 
 from app.suite_runs.rows import failed_rows, skipped_rows
-from workers.compile_configs import GPU_ONLY, INFERENCE_ONLY, compiled, graphs_label
+from workers.compile_configs import (
+    GPU_ONLY,
+    INFERENCE_ONLY,
+    compiled,
+    graphs_label,
+    inductor_options,
+)
+from workers.compiler_settings import recorded_settings
 from workers.memory import peak_memory_gb
 from workers.profiling import profile_rows
 from workers.quantize import QUANTIZED, has_torchao, method, quantized, unsupported
@@ -269,6 +279,8 @@ def _measure(
     counters.clear()
     compiled_fn, _ = setup.step(config)
     compiled_first, output = _timed(compiled_fn, args, device)
+    # What it compiled under, once compiled (the config modules imported): beside its latency.
+    settings = recorded_settings(options=inductor_options(config))
     output = output.detach().clone()  # CUDA graph replays reuse their output buffers
     if config == "dynamic":  # other batch sizes: a dynamic graph serves them all
         for variant in _batch_variants(args, case.batch_args):
@@ -293,7 +305,9 @@ def _measure(
         {"metric": "eager_peak_mem", "value": eager_peak},
         *([{"metric": "compression_ratio", "value": eager_peak / peak}] if peak > 0 else []),
         *_dynamo_rows(),
-        *_latency_rows(samples, case.batch_size),
+        *_latency_rows(
+            samples, case.batch_size, {"compiler_settings": settings} if settings else None
+        ),
         *_accuracy_rows(output, reference, precision, case.tolerance_scale),
         *sampler.rows(),
         *profile_rows(compiled_fn, args, device, precision=precision),
@@ -378,10 +392,13 @@ def _reference(setup: _Setup, args: tuple[torch.Tensor, ...]) -> torch.Tensor:
     return fn(*(a.float() if a.is_floating_point() else a for a in args)).float()
 
 
-def _latency_rows(samples: list[float], batch_size: int) -> list[dict[str, Any]]:
+def _latency_rows(
+    samples: list[float], batch_size: int, extra: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
     p50, p90, p99 = (float(np.percentile(samples, q)) for q in (50, 90, 99))
+    latency = {"metric": "latency", "unit": "ms", "samples": samples, "value": p50}
     return [
-        {"metric": "latency", "unit": "ms", "samples": samples, "value": p50},
+        {**latency, "extra": extra} if extra else latency,
         {"metric": "latency_p90", "value": p90},
         {"metric": "latency_p99", "value": p99},
         {"metric": "throughput", "value": batch_size / (p50 / 1000.0)},

@@ -24,7 +24,8 @@ from app.suite_runs import service, triggers
 from app.suite_runs.models import SuiteRun
 from workers.celery_app import declared
 from workers.command_suite import plan_command_shards, run_command_shard
-from workers.shard_runner import ShardOutcome, run_shard_process
+from workers.compiler_settings import recorded_settings
+from workers.shard_runner import ShardOutcome, run_shard_process, worker_environment
 from workers.tasks.jobs import worker_database
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,10 @@ def start_suite(
             raise
         shards = plan_command_shards(name, command)
         description["extra"] = {"command": {"name": name, **command.model_dump(exclude={"env"})}}
+        # The command's compiler settings are its environment's: the suite's variables too.
+        description["environment"]["compiler_options"] = recorded_settings(
+            worker_environment() | command.env
+        )
     else:
         from workers.tiers import plan_shards
 
