@@ -19,11 +19,11 @@ The search (``search``): the pre-flight and the component isolation over the env
 commits of its clone in ``BENCHWATCH_LOCALIZE_SOURCES``, the commit bisection between them
 (``git rev-list good..bad``, ``app.localization.bisect``). Each probe is reported as it is
 judged, the references once their pre-flight is done and again at the end with all their
-samples. Nothing here writes a run: probes are never results.
+samples. Where the two runs' compiler settings differ and no component explains the step,
+the compiler-setting bisection follows (``workers.settings_bisect``); until then every probe
+is measured under the good run's settings. Nothing here writes a run: probes are never results.
 """
 
-import re
-import subprocess
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -35,13 +35,16 @@ from pydantic import ValidationError
 from app.benchmarks import vocabulary as vocab
 from app.benchmarks.models import CASE_IDENTITY
 from app.core.command_suites import CommandSuite
-from app.core.providers import BUILTIN_PROVIDER, COMMIT_PATTERN, Component, EnvSpec
+from app.core.providers import BUILTIN_PROVIDER, Component, EnvSpec
 from app.localization import bisect, isolate
 from app.localization.judge import Reproduction
 from app.localization.lifecycle import Costs, ProbeRow
 from app.localization.probing import BuildFailed, Localization, Measure, ProbeRecord
 from app.runs.schemas import ResultIn
+from workers import settings_bisect
+from workers.clones import Clone
 from workers.command_suite import command_environment, read_outputs
+from workers.compiler_settings import Configured, settings_environment
 from workers.provider_process import PrepareStopped
 from workers.providers import Environments, Prepared, probe_environment
 from workers.shard_runner import run_command_process
@@ -50,10 +53,11 @@ from workers.shard_runner import run_command_process
 COMMIT_FIELDS = {"torch": "torch_git_sha"}
 # The machine's own: the built-in provider cannot swap them (an operator's may).
 MACHINE_COMPONENTS = ("python", "cuda", "hip", "driver")
-# A version that names its commit: setuptools-scm's 1.2.dev3+g1a2b3c4, torch's 2.6.0a0+git1a2b3c4.
-VERSION_COMMIT = re.compile(r"(?:^|[+.])g(?:it)?([0-9a-f]{7,40})(?:$|[.+])")
 Report = Callable[[ProbeRow, Costs], None]
 S = TypeVar("S")
+Measured = EnvSpec | Configured  # an environment, or one under compiler settings
+# Where a localization's environment keeps the run's compiler settings (app.localization).
+SETTINGS = "compiler_options"
 
 
 class Stopped(Exception):
@@ -78,6 +82,7 @@ class Measuring:
 
 @dataclass
 class _Environment:
+    build: str  # the environment prepared (the same under other settings: one build)
     samples: list[float] = field(default_factory=list)
     rounds: int = 0
     failure: str | None = None
@@ -96,19 +101,20 @@ class Oracle:
         return Costs(
             probe_count=probe_count,
             repeats=sum(max(m.rounds - 1, 0) for m in self.measured.values()),
-            builds=len(self.measured),
+            builds=len({m.build for m in self.measured.values()}),
             samples=sum(len(m.samples) for m in self.measured.values()),
         )
 
-    def samples(self, spec: EnvSpec) -> list[float]:
+    def samples(self, spec: Measured) -> list[float]:
         """Every sample measured in ``spec``'s environment so far."""
         found = self.measured.get(spec.canonical())
         return list(found.samples) if found else []
 
-    def strategy(self, to_spec: Callable[[S], EnvSpec | str]) -> Measure[S]:
+    def strategy(self, to_spec: Callable[[S], Measured | str]) -> Measure[S]:
         """The oracle one strategy sees, samples another strategy measured given first.
 
-        ``to_spec`` makes the strategy's spec an environment (a str: why it cannot be one).
+        ``to_spec`` makes the strategy's spec an environment, under compiler settings or not
+        (a str: why it cannot be one).
         """
         given: dict[str, int] = {}
 
@@ -126,16 +132,17 @@ class Oracle:
 
         return measure
 
-    def _grow(self, spec: EnvSpec, total: int) -> _Environment:
-        found = self.measured.setdefault(spec.canonical(), _Environment())
+    def _grow(self, spec: Measured, total: int) -> _Environment:
+        made = spec if isinstance(spec, Configured) else Configured(spec)
+        found = self.measured.setdefault(made.canonical(), _Environment(made.spec.canonical()))
         if found.failure is not None or len(found.samples) >= total:
             return found
-        prepared = self._prepare(spec)
+        prepared = self._prepare(made.spec)
         if isinstance(prepared, str):
             found.failure = prepared
             return found
         while len(found.samples) < total:
-            got = self._run(prepared)
+            got = self._run(prepared, made.settings)
             found.rounds += 1
             if isinstance(got, str):
                 found.failure = got
@@ -155,13 +162,17 @@ class Oracle:
             return made
         return f"does not build: {made.reason}"
 
-    def _run(self, prepared: Prepared) -> list[float] | str:
-        """One run of the command suite in the environment: the case's samples, or why none."""
+    def _run(self, prepared: Prepared, settings: Mapping[str, Any]) -> list[float] | str:
+        """One run of the command suite in the environment, under ``settings``.
+
+        The case's samples, or why there are none.
+        """
         measuring, suite = self.measuring, self.measuring.suite
         with tempfile.TemporaryDirectory(prefix="benchwatch-probe-") as folder:
             output = Path(folder) / "output"
             output.mkdir()
             env = probe_environment(prepared, command_environment(suite, output, 0, 1))
+            env = settings_environment(env, settings)
             failed = run_command_process(
                 suite.command,
                 cwd=suite.cwd,
@@ -214,59 +225,6 @@ def case_samples(rows: Sequence[Mapping[str, Any]], case: Mapping[str, Any]) -> 
     return f"the command measured no {what} ({len(rows)} rows)"
 
 
-class Clone:
-    """A component's local git clone: its recorded versions as commits, and commits' titles."""
-
-    def __init__(self, path: str) -> None:
-        """The clone at ``path`` (``BENCHWATCH_LOCALIZE_SOURCES``)."""
-        self.path = path
-
-    def git(self, *args: str) -> str | None:
-        """A git command's output in the clone, or None when it failed."""
-        done = subprocess.run(
-            ["git", "-C", self.path, *args], capture_output=True, text=True, timeout=120
-        )
-        return done.stdout.strip() if done.returncode == 0 else None
-
-    def commit_of(self, recorded: str) -> str | None:
-        """The full commit a recorded version (or commit) names in this clone, or None."""
-        names = [recorded] if re.match(COMMIT_PATTERN, recorded) else []
-        if match := VERSION_COMMIT.search(recorded):
-            names.append(match.group(1))
-        for name in names:
-            if found := self.git("rev-parse", "--verify", "--quiet", f"{name}^{{commit}}"):
-                return found
-        return None
-
-    def between(self, good: str, bad: str) -> list[str] | str:
-        """The commits from ``good`` to ``bad``, both ends included, oldest first; or why not."""
-        listed = self.git("rev-list", "--reverse", f"{good}..{bad}")
-        if listed is None:
-            return f"git rev-list {good}..{bad} failed in {self.path}"
-        commits = listed.split()
-        if not commits or commits[-1] != bad:
-            return f"{bad} does not descend from {good} in {self.path}"
-        return [good, *commits]
-
-    def describe(self, commit: str) -> dict[str, str]:
-        """A commit's title, author and date; its link where the clone's origin is a forge."""
-        shown = self.git("log", "-1", "--format=%s%x1f%an <%ae>%x1f%cI", commit) or ""
-        title, author, date = ([*shown.split("\x1f"), "", "", ""])[:3]
-        found = {"commit": commit, "title": title, "author": author, "date": date}
-        if (origin := self.git("remote", "get-url", "origin")) and (web := _web(origin)):
-            found["link"] = f"{web}/commit/{commit}"
-        return found
-
-
-def _web(origin: str) -> str | None:
-    """A clone's origin as its web address (https or scp-like git@host:owner/repo)."""
-    if match := re.match(r"^git@([\w.-]+):(.+?)(?:\.git)?$", origin):
-        return f"https://{match.group(1)}/{match.group(2)}"
-    if match := re.match(r"^https?://(?:[^@/]+@)?([\w.-]+/.+?)(?:\.git)?/?$", origin):
-        return f"https://{match.group(1)}"
-    return None
-
-
 @dataclass(frozen=True)
 class Found:
     """What the search found, as the localization stores it."""
@@ -283,16 +241,21 @@ class Search:
     def __init__(
         self,
         oracle: Oracle,
-        good: Mapping[str, str],
-        bad: Mapping[str, str],
+        good: Mapping[str, Any],
+        bad: Mapping[str, Any],
         sources: Mapping[str, str],
         report: Report,
     ) -> None:
-        """Search between the recorded ``good`` and ``bad`` components; ``report`` each probe."""
+        """Search between the recorded ``good`` and ``bad`` components; ``report`` each probe.
+
+        Their compiler settings, where recorded, are the mapping under ``SETTINGS``.
+        """
         self.oracle, self.report = oracle, report
         self.sources = {name: Clone(path) for name, path in sources.items()}
-        self.good, self.good_commits = _folded(good)
-        self.bad, self.bad_commits = _folded(bad)
+        self.good_settings = _recorded_settings(good)
+        self.bad_settings = _recorded_settings(bad)
+        self.good, self.good_commits = _folded({k: v for k, v in good.items() if k != SETTINGS})
+        self.bad, self.bad_commits = _folded({k: v for k, v in bad.items() if k != SETTINGS})
         self.higher_is_better: bool | None = oracle.case.get("higher_is_better")
         self.probe_count = 0
         self._reference_of: dict[str, tuple[str, str]] = {}  # environment -> who reports it
@@ -301,24 +264,44 @@ class Search:
     def run(self) -> Found:
         """The search, strategy by strategy, to what it found."""
         changed = isolate.environment_diff(self.good, self.bad)
-        if not changed:
+        settings, unapplied = settings_bisect.differing(self.good_settings, self.bad_settings)
+        notes = [f"compiler settings no probe can apply differ: {', '.join(unapplied)}"]
+        notes = notes if unapplied else []
+        if not changed and not settings:
             reason = (
                 "the last good and first bad runs recorded the same components: "
                 "nothing to isolate (the change is in the case, the machine or unrecorded)"
             )
-            return self._found("inconclusive", reason, {})
+            return self._found("inconclusive", reason, {"notes": notes} if notes else {})
+        if not changed:
+            return self._settings({}, None, notes)
         good = {name: self.good.get(name) for name in changed}
         bad = {name: self.bad.get(name) for name in changed}
+
+        def held(environment: Mapping[str, str | None]) -> Measured | str:
+            return self._held(self._spec(environment))
+
         isolated = isolate.isolate_components(
             good,
             bad,
-            self.oracle.strategy(self._spec),
+            self.oracle.strategy(held),
             higher_is_better=self.higher_is_better,
-            on_probe=self._reporter("isolate", good, bad, self._spec),
+            on_probe=self._reporter("isolate", good, bad, held),
         )
-        self._references_of("isolate", good, bad, self._spec)
+        self._references_of("isolate", good, bad, held)
+        if settings and isolated.state in ("not_reproduced", "inconclusive"):
+            return self._settings(good, isolated, notes)
+        if settings:
+            notes.append(
+                f"compiler settings differ too ({', '.join(settings)}): not bisected, "
+                "the components decided"
+            )
         strategies = [_summary(isolated)]
-        summary = {"strategies": strategies, "preflight": _preflight(isolated.preflight)}
+        summary: dict[str, Any] = {
+            "strategies": strategies,
+            "preflight": _preflight(isolated.preflight),
+        }
+        summary |= {"notes": notes} if notes else {}
         if isolated.state != "culprit_found" or len(isolated.culprit) != 1:
             culprit = _components(isolated.culprit, self.good, self.bad)
             answer = summary | {"strategy": isolated.strategy} | culprit
@@ -327,12 +310,13 @@ class Search:
         component = _components((name,), self.good, self.bad)
         commits = self._commits(name)
         if isinstance(commits, str):
-            answer = summary | {"strategy": isolated.strategy, "notes": [commits]} | component
+            answer = summary | {"strategy": isolated.strategy, "notes": [*notes, commits]}
+            answer |= component
             return self._found("culprit_found", isolated.reason, answer)
         clone = self.sources[name]
 
-        def at(commit: str) -> EnvSpec | str:
-            return self._spec({**good, name: None}, {name: commit})
+        def at(commit: str) -> Measured | str:
+            return self._held(self._spec({**good, name: None}, {name: commit}))
 
         bisected = bisect.bisect_commits(
             commits,
@@ -356,6 +340,43 @@ class Search:
         answer |= component | {"remaining": list(bisected.remaining)}
         reason = f"{isolated.reason}; its commits: {bisected.reason}"
         return self._found("culprit_found", reason, answer)
+
+    def _settings(
+        self, environment: Mapping[str, str | None], isolated: Localization | None, notes: list[str]
+    ) -> Found:
+        """The compiler-setting bisection in ``environment`` (the good side's components).
+
+        After a component isolation that found none: its state stands unless the settings
+        name a culprit (both not reproduced: not reproduced; else inconclusive).
+        """
+        good, bad = self.good_settings, self.bad_settings
+        found, culprit = settings_bisect.bisect(
+            self._spec(environment),
+            good,
+            bad,
+            measure=self.oracle.strategy,
+            reporter=lambda to_spec: self._reporter("settings", good, bad, to_spec),
+            references=lambda to_spec: self._references_of("settings", good, bad, to_spec),
+            higher_is_better=self.higher_is_better,
+        )
+        strategies = [_summary(isolated)] if isolated is not None else []
+        answer: dict[str, Any] = {
+            "strategies": [*strategies, _summary(found)],
+            "preflight": _preflight(found.preflight),
+            "strategy": found.strategy,
+        }
+        answer |= culprit | ({"notes": [*notes, *found.notes]} if notes or found.notes else {})
+        state, reason = found.state, found.reason
+        if isolated is not None and state != "culprit_found":
+            both = isolated.state == state == "not_reproduced"
+            state = "not_reproduced" if both else "inconclusive"
+            reason = f"{isolated.reason}; compiler settings: {found.reason}"
+        return self._found(state, reason, answer)
+
+    def _held(self, made: EnvSpec | str) -> Measured | str:
+        """An environment under the good run's compiler settings (none where none recorded)."""
+        good = self.good_settings
+        return settings_bisect.configured(made, good, good, self.bad_settings)
 
     def _commits(self, name: str) -> list[str] | str:
         """The commits between the component's good and bad versions, or why there are none."""
@@ -422,7 +443,7 @@ class Search:
         strategy: str,
         good: Any,
         bad: Any,
-        to_spec: Callable[[Any], EnvSpec | str],
+        to_spec: Callable[[Any], Measured | str],
         clone: Clone | None = None,
     ) -> Callable[[ProbeRecord], None]:
         def report(record: ProbeRecord) -> None:
@@ -443,7 +464,7 @@ class Search:
         strategy: str,
         good: Any,
         bad: Any,
-        to_spec: Callable[[Any], EnvSpec | str],
+        to_spec: Callable[[Any], Measured | str],
         clone: Clone | None = None,
     ) -> None:
         """The strategy's two references as probes, with every sample they have so far.
@@ -471,6 +492,12 @@ class Search:
 
     def _found(self, state: str, reason: str, answer: dict[str, Any]) -> Found:
         return Found(state, reason, answer, self.oracle.costs(self.probe_count))
+
+
+def _recorded_settings(recorded: Mapping[str, Any]) -> dict[str, Any]:
+    """The compiler settings an environment recorded (``SETTINGS``), or none."""
+    found = recorded.get(SETTINGS)
+    return dict(found) if isinstance(found, Mapping) else {}
 
 
 def _folded(recorded: Mapping[str, str]) -> tuple[dict[str, str | None], dict[str, str]]:

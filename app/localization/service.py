@@ -40,6 +40,8 @@ FindingKind = Literal["regression", "failure", "aggregate"]
 BUDGET_WINDOW = timedelta(hours=24)
 # The environment's recorded components, as a probe's spec names them.
 COMPONENTS = ("torch", "torch_git_sha", "triton", "python", "cuda", "hip", "driver")
+# Beside them, the run's compiler settings (name -> value), as its environment recorded them.
+SETTINGS = "compiler_options"
 
 
 class LocalizationNotFound(NotFound):
@@ -79,16 +81,21 @@ class Target:
     bad_run: Run
 
 
-def components(environment: Environment) -> dict[str, str]:
+def components(environment: Environment) -> dict[str, Any]:
     """An environment as a probe's spec names it: recorded components and packages.
 
     Components not recorded (an empty string) are left out; a package named like a component
-    is the component.
+    is the component. The compiler settings, where the run recorded any, are ``SETTINGS``, a
+    mapping (a package's version is a string).
     """
-    found = {name: str(environment.packages[name]) for name in sorted(environment.packages or {})}
+    found: dict[str, Any] = {
+        name: str(environment.packages[name]) for name in sorted(environment.packages or {})
+    }
     for name in COMPONENTS:
         if value := getattr(environment, name):
             found[name] = value
+    if environment.compiler_options:
+        found[SETTINGS] = dict(environment.compiler_options)
     return found
 
 
