@@ -17,7 +17,7 @@ from app.anomalies.models import (
     Regression,
     RunAnomaly,
 )
-from app.dashboard import figures
+from app.dashboard import figures, localization_page
 from app.dashboard import format as fmt
 from app.dashboard.queries import machine_names
 from app.runs.models import Run
@@ -86,12 +86,34 @@ def inbox(session: Session, query: AlertQuery) -> dict[str, Any]:
     ]
     if query.direction:
         described = [g for g in described if query.direction in g["summary"]["counts"]]
+    _with_localizations(session, described)
     return {
         "query": query,
         "groups": described,
         "statuses": STATUSES,
         "machines": machine_names(session, query.project),
     }
+
+
+def _with_localizations(session: Session, groups: list[dict[str, Any]]) -> None:
+    """Each finding shown, and its group, with its newest localization (one statement).
+
+    A row's ``localization`` is None where it has none; a group's ``localizations`` are its
+    shown findings' that have one, as (the finding in words, the localization in brief).
+    """
+    kinds = {"regression": "regressions", "failure": "failures", "aggregate": "aggregates"}
+    rows = {kind: [row for g in groups for row in g[key]] for kind, key in kinds.items()}
+    newest = localization_page.newest_of(
+        session, {kind: [row["id"] for row in shown] for kind, shown in rows.items()}
+    )
+    for group in groups:
+        group["localizations"] = []
+        for kind, key in kinds.items():
+            for row in group[key]:
+                row["localization"] = found = newest.get((kind, row["id"]))
+                if found is not None:
+                    words = "aggregate finding" if kind == "aggregate" else kind
+                    group["localizations"].append((f"{words} {row['id']}", found))
 
 
 def _group(
@@ -287,6 +309,8 @@ def _aggregates(session: Session, findings: list[AggregateFinding]) -> list[dict
                 "first_bad_run_id": finding.first_bad_run_id,
                 "resolved_run_id": finding.resolved_run_id,
                 "explained_by": links[:EXPLAINING_SHOWN],
+                # Localized through the regression that explains most of it: it needs one.
+                "localizable": bool(finding.explained_by.get("regressions")),
                 "more_explaining": max(len(links) - EXPLAINING_SHOWN, 0),
                 "status": finding.status,
             }

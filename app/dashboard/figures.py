@@ -27,6 +27,7 @@ LAYOUT = {
     "template": "plotly_white",
 }
 REGRESSION, IMPROVEMENT, NEUTRAL = "#cf222e", "#1a7f37", "#57606a"
+OUTCOMES = {"good": IMPROVEMENT, "bad": REGRESSION, "halfway": "#ff7f0e", "reference": NEUTRAL}
 MARK = "#8250df"  # annotations: a dotted line at their time, a band over their span
 MARK_LABEL = 24  # characters of an annotation's text written above the chart
 RANGE_BUTTONS = [
@@ -394,7 +395,35 @@ def step_chart(
     return _built(traces, title, unit, height=240, showlegend=False)
 
 
-def _level(xs: list[datetime], level: float, name: str, color: str) -> dict[str, Any]:
+def probe_chart(
+    probes: Sequence[tuple[int, str, str, Sequence[float]]],
+    levels: tuple[float | None, float | None],
+    metric: str,
+    unit: str,
+) -> Figure:
+    """A localization's probes: (position, label, outcome, samples) each, in order.
+
+    A trace of points per outcome, each sample at its probe's position, then the good and bad
+    references' medians (``levels``; None: not measured) as dashed lines across.
+    """
+    traces = []
+    for outcome in dict.fromkeys(o for _, _, o, _ in probes):
+        mine = [(x, label, v) for x, label, o, s in probes if o == outcome for v in s]
+        marker = {"size": 6, "opacity": 0.7, "color": OUTCOMES.get(outcome, MARK)}
+        hover = [f"{text(label)}<br>{fmt.number(v, unit)}" for _, label, v in mine]
+        xs, ys = [x for x, _, _ in mine], [v for _, _, v in mine]
+        trace = {"x": xs, "y": ys, "mode": "markers", "name": text(outcome), "marker": marker}
+        traces.append(trace | {"hovertext": hover, "hoverinfo": "text"})
+    ends = [min(p[0] for p in probes) - 0.5, max(p[0] for p in probes) + 0.5] if probes else []
+    sides = (("good", IMPROVEMENT), ("bad", REGRESSION))
+    for (side, color), level in zip(sides, levels, strict=True):
+        if level is not None:
+            traces.append(_level(ends, level, f"{side} reference median", color))
+    axis = {"title": {"text": "probe"}, "dtick": 1}
+    return _built(traces, "Probes' samples", _axis_title(metric, unit), height=340, xaxis=axis)
+
+
+def _level(xs: Sequence[Any], level: float, name: str, color: str) -> dict[str, Any]:
     ends = [xs[0], xs[-1]] if xs else []
     return {
         "x": ends,

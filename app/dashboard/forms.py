@@ -4,7 +4,7 @@ A refused form comes back as its page, with the form as typed and why beside it.
 which: ``app.dashboard.access``.
 """
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import Depends, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -13,12 +13,14 @@ from app.annotations import service as annotations_service
 from app.api.deps import SessionDep
 from app.core import queue
 from app.core.bounds import RowId
-from app.core.errors import NotFound
+from app.core.errors import Conflict, NotFound
 from app.corrections import service as corrections
 from app.dashboard import access, annotations_page
 from app.dashboard import subscriptions as subs
+from app.dashboard.alerts import AlertQuery, inbox
 from app.dashboard.shell import page_router, render
 from app.dashboard.sign_in import safe_next
+from app.localization import service as localization_service
 from app.notifications import outbox, silences
 from app.notifications import service as notifications_service
 
@@ -246,3 +248,40 @@ def delete_run_form(
     corrections.delete_run(session, run_id, reason, actor.label, thresholds)
     queue.commit(session)
     return RedirectResponse(f"/audit?target=run:{run_id}", status_code=303)
+
+
+@router.post("/localizations", response_class=HTMLResponse, response_model=None)
+def localize_form(
+    request: Request,
+    session: SessionDep,
+    actor: access.TriageForm,
+    kind: Annotated[Literal["regression", "failure", "aggregate"], Form()],
+    finding: Annotated[RowId, Form()],
+    group: Annotated[RowId, Form()],
+) -> Response:
+    """Localize a finding from its alert group's page; its page is the answer.
+
+    Refused (its case no worker measures, its machine's budget spent): the group's page again,
+    why beside the finding's button. ``group`` is the group whose page posted it.
+    """
+    settings = request.app.state.settings
+    try:
+        localization, new = localization_service.request_localization(
+            session,
+            kind,
+            finding,
+            started_by=actor.label,
+            budget=settings.LOCALIZE_BUDGET,
+            command_suites=settings.LOCALIZE_SUITES,
+            token=actor.token,
+        )
+    except Conflict as refused:
+        session.rollback()
+        context = inbox(session, AlertQuery(group=group))
+        error = {"kind": kind, "id": finding, "message": refused.detail}
+        return render(
+            request, session, "alerts.html", may_localize=True, localize_error=error, **context
+        )
+    queue.commit(session)
+    done = "queued" if new else "unfinished"
+    return RedirectResponse(f"/localizations/{localization.id}?done={done}", status_code=303)

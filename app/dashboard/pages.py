@@ -20,6 +20,7 @@ from app.dashboard import access, annotations_page
 from app.dashboard import subscriptions as subs
 from app.dashboard.alerts import AlertQuery, inbox
 from app.dashboard.compare import KINDS, CompareQuery, compare_page, csv_page
+from app.dashboard.localization_page import localization_page
 from app.dashboard.overview import FAMILIES, overview
 from app.dashboard.run_page import MAX_PAGE_SIZE, PAGE_SIZE, run_page
 from app.dashboard.series import GROUPINGS, SeriesQuery, series_page
@@ -34,6 +35,10 @@ AUDIT_SHOWN = 200  # entries of the audit page, newest first
 RUN_DONE = {
     "invalidated": "Invalidated: the run left history; what it caused was withdrawn.",
     "unconfirmed": "Not deleted: tick the box to delete the run.",
+}
+LOCALIZATION_DONE = {
+    "queued": "Queued for the machine's worker.",
+    "unfinished": "Not asked again: this finding's localization is already queued or running.",
 }
 
 
@@ -85,7 +90,19 @@ def alerts_view(
     query = AlertQuery(
         status, machine or None, channel or None, direction or None, as_int(group), project
     )
-    return render(request, session, "alerts.html", **inbox(session, query))
+    may_localize = access.may(request, session, "triage")
+    context = inbox(session, query)
+    return render(request, session, "alerts.html", may_localize=may_localize, **context)
+
+
+@router.get("/localizations/{localization_id}", response_class=HTMLResponse)
+def localization_view(
+    request: Request, session: SessionDep, localization_id: RowId, done: str | None = None
+) -> HTMLResponse:
+    """One localization: its state, culprit, costs, and each probe's samples on a chart."""
+    context = localization_page(session, localization_id)
+    said = LOCALIZATION_DONE.get(done or "")
+    return render(request, session, "localization.html", done=said, **context)
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
