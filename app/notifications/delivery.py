@@ -14,7 +14,6 @@ import random
 import time
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from importlib import import_module
 from typing import Any
 
 from prometheus_client import Counter
@@ -26,20 +25,12 @@ from app.core.db import Database, utcnow
 from app.notifications.message import Message
 from app.notifications.models import Delivery, DeliveryAttempt, Notice, Subscription
 from app.notifications.receivers import Outcome, SendContext, Sender
+from app.notifications.receivers.registry import BY_NAME
 from app.notifications.render import notice_id
 from app.notifications.targets import receiver_key
 
 log = logging.getLogger(__name__)
 
-# Senders by receiver kind, imported when first used: Apprise loads in a worker only.
-SENDERS = {
-    "webhook": "app.notifications.receivers.webhook:send",
-    "slack": "app.notifications.receivers.slack:send",
-    "email": "app.notifications.receivers.email:send",
-    "apprise": "app.notifications.receivers.apprise_receiver:send",
-    "github_issue": "app.notifications.receivers.github_issue:send",
-    "feed": "app.notifications.receivers.feed:send",
-}
 MAX_DELAY_S = 7200.0  # between two attempts, however many failed
 ERROR_CHARS = 1000  # of an error kept in the log
 # Each attempt that reported back, by receiver kind and outcome: delivered (this attempt), retry
@@ -52,10 +43,12 @@ ATTEMPTS = Counter(
 
 
 def sender(kind: str) -> Sender:
-    """The send function of a receiver kind."""
-    module, _, function = SENDERS[kind].partition(":")
-    found: Sender = getattr(import_module(module), function)
-    return found
+    """The send function of a receiver kind (``receivers.registry``).
+
+    A sender whose library is slow to load (Apprise) imports it when it first sends, so it
+    loads in a worker only.
+    """
+    return BY_NAME[kind].send
 
 
 def context_of(settings: Settings, previous_receipt: Mapping[str, Any] | None) -> SendContext:

@@ -1,8 +1,9 @@
 """What a subscription holds: rules, receivers and timing, validated; and how it is read."""
 
 import re
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 from pydantic import (
     AfterValidator,
@@ -18,7 +19,8 @@ from pydantic import (
 )
 
 from app.core.bounds import JSON_NUMBER, NulFree
-from app.core.urls import HttpUrlText
+from app.notifications.receivers.base import ReceiverBase, ReceiverKind
+from app.notifications.receivers.registry import BY_NAME, REGISTERED
 
 
 def _one_as_list(value: object) -> object:
@@ -44,12 +46,6 @@ StepState = Literal["suspected", "confirmed"]
 StepStates = Annotated[list[StepState], Field(min_length=1, max_length=2)]
 Name = Annotated[str, NulFree, Field(min_length=1, max_length=128)]
 Owner = Annotated[str, NulFree, Field(max_length=256)]
-Url = Annotated[HttpUrlText, Field(min_length=1)]
-# Not @, a control character or white space, spelt out: the meaning of \s differs between
-# the schema's regex (ECMA 262: U+0085 is not space) and pydantic's (Rust: it is).
-_ADDRESS = r"[^@\x00-\x20\x7f-\xa0\u1680\u2000-\u200b\u2028\u2029\u202f\u205f\u3000\ufeff]+"
-EMAIL = rf"^{_ADDRESS}@{_ADDRESS}\.{_ADDRESS}$"
-Email = Annotated[str, Field(max_length=254, pattern=EMAIL)]
 
 
 class Rules(BaseModel):
@@ -96,107 +92,19 @@ SOME_FIELD: dict[str, Any] = {"not": {"additionalProperties": {"type": "null"}}}
 ExcludeRules = Annotated[Rules, AfterValidator(_not_empty), Field(json_schema_extra=SOME_FIELD)]
 
 
-SECRET_PREFIX = "whsec_"
-_B64 = "[A-Za-z0-9+/]"
-# 24 to 64 bytes in padded base64: 8 to 21 groups of 4 characters, then 1 or 2 bytes more
-# (a group ending == or =) where that stays within 64.
-SIGNING_SECRET = (
-    f"^{SECRET_PREFIX}(?:(?:{_B64}{{4}}){{8,20}}(?:{_B64}{{2}}==|{_B64}{{3}}=)?"
-    f"|(?:{_B64}{{4}}){{21}}(?:{_B64}{{2}}==)?)$"
-)
-Secret = Annotated[
-    str,
-    Field(
-        max_length=100,
-        pattern=SIGNING_SECRET,
-        description=f"{SECRET_PREFIX} and 24 to 64 bytes in base64",
-    ),
-]
+def receiver_union(kinds: Iterable[ReceiverKind]) -> Any:
+    """One receiver of ``kinds``: the union of their shapes, told apart by ``kind``."""
+    shapes = tuple(kind.schema for kind in kinds)
+    return Annotated[Union[shapes], Field(discriminator="kind")]  # noqa: UP007 (a tuple)
 
 
-class ReceiverBase(BaseModel):
-    """What every receiver has: whether delivery switched it off (an HTTP 410), and why.
-
-    Set ``disabled`` back to false to switch it on again.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    disabled: StrictBool = False
-    disabled_reason: Annotated[str, NulFree, Field(max_length=500)] = ""
-
-
-class WebhookReceiver(ReceiverBase):
-    """A URL that is sent each notice as signed JSON (Standard Webhooks, and GitHub's header).
-
-    ``secrets``: the signing secrets, newest first; every one signs each notice, so a
-    receiver can move to a new secret while the old one still verifies. Left out, the
-    receiver keeps the secrets it had (same URL), or gets a new one.
-    """
-
-    kind: Literal["webhook"]
-    url: Url
-    secrets: Annotated[list[Secret], Field(min_length=1, max_length=3)] | None = None
-
-
-class EmailReceiver(ReceiverBase):
-    """Addresses that are mailed each notice (the operator's SMTP server)."""
-
-    kind: Literal["email"]
-    to: Annotated[list[Email], Field(min_length=1, max_length=50)]
-
-
-class SlackReceiver(ReceiverBase):
-    """A Slack incoming webhook (Block Kit message)."""
-
-    kind: Literal["slack"]
-    url: Url
-
-
-AppriseUrl = Annotated[
-    str, Field(min_length=4, max_length=2_000, pattern=r"^[a-z0-9]+://[^\x00]*$")
-]
-
-
-class AppriseReceiver(ReceiverBase):
-    """Teams, Discord, Mattermost and others through Apprise: a URL of an allowed scheme."""
-
-    kind: Literal["apprise"]
-    url: AppriseUrl
-
-
-Repository = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$")]
-Label = Annotated[str, NulFree, Field(min_length=1, max_length=50)]
-
-
-class GitHubIssueReceiver(ReceiverBase):
-    """One GitHub issue per alert group in ``repository``, opened and then updated."""
-
-    kind: Literal["github_issue"]
-    repository: Repository
-    labels: Annotated[list[Label], Field(max_length=10)] = Field(default_factory=list)
-
-
-class FeedReceiver(ReceiverBase):
-    """An Atom feed of the subscription's notices at ``/feeds/<token>.atom``.
-
-    ``token`` is made when the receiver is (the feed needs no other credential: keep the URL
-    to yourself); left out on a change, the receiver keeps the one it had.
-    """
-
-    kind: Literal["feed"]
-    token: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{32,64}$")] | None = None
-
-
-Receiver = Annotated[
-    WebhookReceiver
-    | EmailReceiver
-    | SlackReceiver
-    | AppriseReceiver
-    | GitHubIssueReceiver
-    | FeedReceiver,
-    Field(discriminator="kind"),
-]
+# Every registered kind's shape (``receivers.registry``); mypy sees what they all have.
+if TYPE_CHECKING:
+    Receiver = ReceiverBase
+    ReceiverKindName = str
+else:
+    Receiver = receiver_union(REGISTERED)
+    ReceiverKindName = Literal[tuple(BY_NAME)]
 
 
 def _one_feed(receivers: list[Receiver]) -> list[Receiver]:
@@ -295,7 +203,7 @@ class ReceiverRead(BaseModel):
     secret or a feed's ``token`` gives it in full, that once: keep it.
     """
 
-    kind: Literal["webhook", "email", "slack", "apprise", "github_issue", "feed"]
+    kind: ReceiverKindName
     disabled: bool = False
     disabled_reason: str = ""
     url: str | None = None

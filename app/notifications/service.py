@@ -22,7 +22,7 @@ from app.core.pagination import count_and_page
 from app.notifications import guard
 from app.notifications.matching import Finding, compile_subscription
 from app.notifications.models import Delivery, Notice, Subscription
-from app.notifications.receivers import apprise_receiver
+from app.notifications.receivers.registry import BY_NAME
 from app.notifications.silences import scoped
 from app.notifications.targets import feed_token, stored, token_hash, with_credentials
 from app.runs.models import Run
@@ -309,6 +309,8 @@ def _check_owned_by(subscription: Subscription, source: str) -> None:
 def check_receivers(allow: str, apprise_schemes: str) -> TargetCheck:
     """A check of receivers: each URL passes the SSRF guard, each Apprise URL its scheme list.
 
+    Each receiver is checked by its kind (``ReceiverKind.check``), its errors at its ``url``.
+
     Run when a subscription is made or its receivers change, and again at every delivery
     (a name can change what it points to). A name that does not resolve yet passes here.
     """
@@ -318,12 +320,7 @@ def check_receivers(allow: str, apprise_schemes: str) -> TargetCheck:
         errors = []
         for index, receiver in enumerate(receivers):
             try:
-                if receiver["kind"] in ("webhook", "slack"):
-                    guard.check_target(receiver["url"], allowed, unresolved_ok=True)
-                elif receiver["kind"] == "apprise":
-                    apprise_receiver.check_scheme(receiver["url"], apprise_schemes)
-                    apprise_receiver.check_query(receiver["url"])
-                    apprise_receiver.check_host(receiver["url"], allowed)
+                BY_NAME[receiver["kind"]].check(receiver, allowed, apprise_schemes)
             except ValueError as exc:
                 errors.append(
                     {"loc": f"receivers[{index}].url", "field": "url", "message": str(exc)}

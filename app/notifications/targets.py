@@ -3,7 +3,8 @@
 A receiver is identified across a subscription's revisions by its kind and where it sends
 (``receiver_key``), so that a changed secret or label is used by the next attempt of a
 delivery planned before the change. The log shows a receiver by ``receiver_target``, which
-leaves out what is secret in it (a Slack webhook's path is its credential).
+leaves out what is secret in it (a Slack webhook's path is its credential). What a receiver
+sends to, and how it is shown, is its kind's to say (``receivers.registry``).
 """
 
 import base64
@@ -11,10 +12,11 @@ import hashlib
 import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
 from app.core.errors import InvalidInput
-from app.notifications.schemas import SECRET_PREFIX
+from app.notifications.receivers.base import MASK, TARGET_CHARS
+from app.notifications.receivers.registry import BY_NAME
+from app.notifications.receivers.webhook import SECRET_PREFIX
 
 SECRET_BYTES = 24  # of a signing secret made for a webhook
 FEED_TOKEN_BYTES = 24  # of a feed's token (32 characters in base64url)
@@ -22,14 +24,7 @@ FEED_TOKEN_BYTES = 24  # of a feed's token (32 characters in base64url)
 
 def where(receiver: Mapping[str, Any]) -> str:
     """What a receiver sends to, in full (credentials included): the basis of its key."""
-    kind = receiver["kind"]
-    if kind == "email":
-        return ",".join(sorted(receiver["to"]))
-    if kind == "github_issue":
-        return str(receiver["repository"])
-    if kind == "feed":
-        return ""  # one feed a subscription, its token never stored: the kind says which
-    return str(receiver["url"])
+    return BY_NAME[receiver["kind"]].where(receiver)
 
 
 def receiver_key(receiver: Mapping[str, Any]) -> str:
@@ -40,19 +35,7 @@ def receiver_key(receiver: Mapping[str, Any]) -> str:
 
 def receiver_target(receiver: Mapping[str, Any]) -> str:
     """Where it sends, for people: a URL as scheme, host and port only; at most 300 chars."""
-    kind = receiver["kind"]
-    if kind in ("webhook", "slack", "apprise"):
-        parts = urlsplit(str(receiver["url"]))
-        port = f":{parts.port}" if parts.port else ""
-        shown = f"{parts.scheme}://{parts.hostname or ''}{port}/…"
-    elif kind == "feed":
-        shown = "Atom feed"
-    else:
-        shown = where(receiver)
-    return shown[:300]
-
-
-MASK = "…"
+    return BY_NAME[receiver["kind"]].target(receiver)[:TARGET_CHARS]
 
 
 def _masked_secret(secret: str) -> str:
@@ -63,17 +46,14 @@ def _masked_secret(secret: str) -> str:
 def masked(receiver: Mapping[str, Any]) -> dict[str, Any]:
     """A receiver as every read answers it: its credentials masked, the rest as stored.
 
-    A webhook's or Slack URL keeps its scheme, host and port (its path and query may be the
-    credential); an Apprise URL only its scheme (some schemes carry the token as the host);
-    signing secrets their last 4 characters; a feed's token is left out. Only the answer
-    that makes a secret or token shows it, once.
+    Its kind masks its own fields (``ReceiverKind.masked``): a webhook's or Slack URL keeps
+    its scheme, host and port (its path and query may be the credential); an Apprise URL
+    only its scheme (some schemes carry the token as the host). Of every kind, signing
+    secrets keep their last 4 characters and a token is left out. Only the answer that makes
+    a secret or token shows it, once.
     """
-    shown = {k: v for k, v in receiver.items() if k != "token"}
-    kind = receiver["kind"]
-    if kind in ("webhook", "slack"):
-        shown["url"] = receiver_target(receiver)
-    elif kind == "apprise":
-        shown["url"] = f"{urlsplit(str(receiver['url'])).scheme}://{MASK}"
+    own = BY_NAME[receiver["kind"]].masked(receiver)
+    shown = {k: v for k, v in own.items() if k != "token"}
     if receiver.get("secrets"):
         shown["secrets"] = [_masked_secret(str(s)) for s in receiver["secrets"]]
     return shown

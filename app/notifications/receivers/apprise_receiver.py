@@ -19,13 +19,16 @@ import logging
 import re
 import time
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Annotated, Any, Literal
 from urllib.parse import parse_qsl, urlsplit
+
+from pydantic import Field
 
 from app.core.escape import markdown as escape_markdown
 from app.notifications import guard, outbound
 from app.notifications.message import Message
 from app.notifications.receivers import Outcome, SendContext
+from app.notifications.receivers.base import MASK, ReceiverBase, ReceiverKind
 from app.notifications.receivers.github_issue import markdown_body
 
 # Schemes whose plugin posts to a fixed vendor host, whatever the URL's "host" part holds
@@ -44,6 +47,16 @@ HOST_PARAMETERS = frozenset(
 # Apprise reads ?verify= with parse_bool: these turn certificate checks off.
 _FALSE = frozenset({"no", "false", "0", "off", "n", "f", "never", "disable", "disabled"})
 _HOST = re.compile(r"[A-Za-z0-9_.-]{1,253}|[0-9A-Fa-f:.]{2,45}")
+AppriseUrl = Annotated[
+    str, Field(min_length=4, max_length=2_000, pattern=r"^[a-z0-9]+://[^\x00]*$")
+]
+
+
+class AppriseReceiver(ReceiverBase):
+    """Teams, Discord, Mattermost and others through Apprise: a URL of an allowed scheme."""
+
+    kind: Literal["apprise"]
+    url: AppriseUrl
 
 
 def scheme_of(url: str) -> str:
@@ -332,3 +345,27 @@ def _send(receiver: Mapping[str, Any], message: Message, context: SendContext) -
         return Outcome(ok=True, latency_ms=latency_ms)
     error = _one_line(f"Apprise: {warning or 'the notice was not delivered'}", ERROR_CHARS)
     return Outcome(ok=False, latency_ms=latency_ms, error=error, retry=True)
+
+
+def masked(receiver: Mapping[str, Any]) -> dict[str, Any]:
+    """An Apprise receiver as reads show it: its URL's scheme only (some hold a token as host)."""
+    return {**receiver, "url": f"{urlsplit(str(receiver['url'])).scheme}://{MASK}"}
+
+
+def check(receiver: Mapping[str, Any], allow: guard.AllowList, apprise_schemes: str) -> None:
+    """Refuse an Apprise URL its ``send`` would refuse, when receivers are made or changed.
+
+    That is a scheme the operator does not allow, a query that turns TLS off or names the
+    host (``check_query``), or a host the SSRF guard refuses (``check_host``).
+
+    Raises:
+        ValueError: why, in a sentence for the URL's author.
+    """
+    url = str(receiver["url"])
+    check_scheme(url, apprise_schemes)
+    check_query(url)
+    check_host(url, allow)
+
+
+# Shown in the log by its host (the default); read back by its scheme only; checked as above.
+KIND = ReceiverKind("apprise", AppriseReceiver, send, masked=masked, check=check)

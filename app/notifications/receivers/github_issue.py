@@ -17,13 +17,22 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Annotated, Any, Literal
 
+from pydantic import Field
+
+from app.core.bounds import NulFree
 from app.core.escape import markdown as escape_markdown
 from app.core.escape import markdown_link, unmention
 from app.notifications import guard, outbound
 from app.notifications.message import Message, finding_line
 from app.notifications.receivers import Outcome, SendContext
+from app.notifications.receivers.base import (
+    ReceiverBase,
+    ReceiverKind,
+    as_stored,
+    nothing_to_check,
+)
 
 NO_TOKEN = "no GitHub token configured (BENCHWATCH_GITHUB_TOKEN)"
 API_VERSION = "2022-11-28"
@@ -32,6 +41,16 @@ MAX_ENV_ROWS = 12  # of the environment diff shown in a new issue
 RESPONSE_BYTES = 1024 * 1024  # GitHub echoes the issue back; its number must be readable
 _REPOSITORY = re.compile(r"([A-Za-z0-9_.-]{1,100})/([A-Za-z0-9_.-]{1,100})")
 _MARKER_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+Repository = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$")]
+Label = Annotated[str, NulFree, Field(min_length=1, max_length=50)]
+
+
+class GitHubIssueReceiver(ReceiverBase):
+    """One GitHub issue per alert group in ``repository``, opened and then updated."""
+
+    kind: Literal["github_issue"]
+    repository: Repository
+    labels: Annotated[list[Label], Field(max_length=10)] = Field(default_factory=list)
 
 
 def _finding_items(section: Mapping[str, Any]) -> list[str]:
@@ -249,3 +268,19 @@ def send(receiver: Mapping[str, Any], message: Message, context: SendContext) ->
         return api.open_issue(receiver, message)
     except (guard.Refused, guard.DeliveryError) as exc:
         return outbound.failed(exc, started)
+
+
+def _where(receiver: Mapping[str, Any]) -> str:
+    return str(receiver["repository"])
+
+
+# It sends to the operator's GitHub API (checked at each request): shown as it is.
+KIND = ReceiverKind(
+    "github_issue",
+    GitHubIssueReceiver,
+    send,
+    where=_where,
+    target=_where,
+    masked=as_stored,
+    check=nothing_to_check,
+)

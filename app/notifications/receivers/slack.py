@@ -9,7 +9,7 @@ every ``@`` broken: ``app.core.escape.slack``), and mrkdwn is sent ``verbatim``,
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from app.core.escape import slack as escape
 from app.core.escape import unmention
@@ -17,12 +17,20 @@ from app.core.urls import is_http_url
 from app.notifications.message import Message, finding_line
 from app.notifications.outbound import post_for_outcome
 from app.notifications.receivers import Outcome, SendContext
+from app.notifications.receivers.base import ReceiverBase, ReceiverKind, Url
 
 HEADER_CHARS = 150  # Slack's limit on a header block's text
 SECTION_CHARS = 3000  # Slack's limit on a section's text
 LINE_CHARS = 280  # one finding (after escaping), so that ten fit a section
 MAX_LISTED = 10  # findings shown; the rest are counted
 MAX_GROUPS = 10  # groups of a digest shown
+
+
+class SlackReceiver(ReceiverBase):
+    """A Slack incoming webhook (Block Kit message)."""
+
+    kind: Literal["slack"]
+    url: Url
 
 
 def _cut(text: str, limit: int) -> str:
@@ -115,3 +123,8 @@ def send(receiver: Mapping[str, Any], message: Message, context: SendContext) ->
     content = json.dumps(blocks(message), separators=(",", ":")).encode()
     headers = {"content-type": "application/json", "user-agent": "benchwatch"}
     return post_for_outcome(str(receiver["url"]), content=content, headers=headers, context=context)
+
+
+# An incoming webhook's path is its credential: reads and the log show its host only, and
+# its URL passes the SSRF guard (the defaults).
+KIND = ReceiverKind("slack", SlackReceiver, send)

@@ -15,13 +15,44 @@ import hmac
 import json
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
 
 from app.notifications.message import Message
 from app.notifications.outbound import post_for_outcome
 from app.notifications.receivers import Outcome, SendContext
+from app.notifications.receivers.base import ReceiverBase, ReceiverKind, Url
 
 SECRET_PREFIX = "whsec_"
+_B64 = "[A-Za-z0-9+/]"
+# 24 to 64 bytes in padded base64: 8 to 21 groups of 4 characters, then 1 or 2 bytes more
+# (a group ending == or =) where that stays within 64.
+SIGNING_SECRET = (
+    f"^{SECRET_PREFIX}(?:(?:{_B64}{{4}}){{8,20}}(?:{_B64}{{2}}==|{_B64}{{3}}=)?"
+    f"|(?:{_B64}{{4}}){{21}}(?:{_B64}{{2}}==)?)$"
+)
+Secret = Annotated[
+    str,
+    Field(
+        max_length=100,
+        pattern=SIGNING_SECRET,
+        description=f"{SECRET_PREFIX} and 24 to 64 bytes in base64",
+    ),
+]
+
+
+class WebhookReceiver(ReceiverBase):
+    """A URL that is sent each notice as signed JSON (Standard Webhooks, and GitHub's header).
+
+    ``secrets``: the signing secrets, newest first; every one signs each notice, so a
+    receiver can move to a new secret while the old one still verifies. Left out, the
+    receiver keeps the secrets it had (same URL), or gets a new one.
+    """
+
+    kind: Literal["webhook"]
+    url: Url
+    secrets: Annotated[list[Secret], Field(min_length=1, max_length=3)] | None = None
 
 
 def body_of(message: Message) -> bytes:
@@ -74,3 +105,8 @@ def send(receiver: Mapping[str, Any], message: Message, context: SendContext) ->
     except ValueError:
         return Outcome(ok=False, error="a signing secret of the webhook is not whsec_ and base64")
     return post_for_outcome(str(receiver["url"]), content=body, headers=headers, context=context)
+
+
+# Its URL shown as its host and checked by the SSRF guard (the defaults); its signing
+# secrets are masked as every kind's are (targets.masked).
+KIND = ReceiverKind("webhook", WebhookReceiver, send)
