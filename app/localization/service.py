@@ -214,13 +214,7 @@ def request_localization(
     )
     if unfinished is not None:
         return unfinished, False
-    tier = measured_by(target, command_suites)
-    if tier is None:
-        raise NotMeasurable(
-            f"no benchwatch worker measures {target.benchmark.suite}/{target.benchmark.model} "
-            f"on {target.machine}: its runs come from {target.bad_run.source or 'uploads'}, "
-            "and LOCALIZE_SUITES maps no command suite to its suite"
-        )
+    case = measured_case(target, command_suites)
     _check_budget(session, target.machine, budget)
     good = components(target.good_run.environment)
     bad = components(target.bad_run.environment)
@@ -235,7 +229,7 @@ def request_localization(
         project=target.project,
         good_run_id=target.good_run.id,
         bad_run_id=target.bad_run.id,
-        case=_case(target, tier),
+        case=case,
         good_environment=good,
         bad_environment=bad,
         started_by=started_by,
@@ -277,6 +271,24 @@ def _suite_run(session: Session, localization: Localization, target: Target) -> 
 
 def _of_finding(kind: FindingKind, finding_id: int) -> Any:
     return (Localization.finding_kind == kind) & (Localization.finding_id == finding_id)
+
+
+def measured_case(target: Target, command_suites: Mapping[str, str]) -> dict[str, Any]:
+    """The case a localization of ``target`` measures, its tier the worker's that measures it.
+
+    What a new localization stores, and what ``benchwatch repro`` measures by hand.
+
+    Raises:
+        NotMeasurable: no benchwatch worker measures the case (``measured_by``).
+    """
+    tier = measured_by(target, command_suites)
+    if tier is None:
+        raise NotMeasurable(
+            f"no benchwatch worker measures {target.benchmark.suite}/{target.benchmark.model} "
+            f"on {target.machine}: its runs come from {target.bad_run.source or 'uploads'}, "
+            "and LOCALIZE_SUITES maps no command suite to its suite"
+        )
+    return _case(target, tier)
 
 
 def _case(target: Target, tier: str) -> dict[str, Any]:

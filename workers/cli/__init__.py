@@ -1,18 +1,18 @@
 """The ``benchwatch`` command line: its parser and entry point.
 
 The commands live with what they serve: ``service`` (serve, migrate, copy, retention, detect,
-demo, token), ``benchmarks`` (run-suite, worker, beat, trigger) and ``upload``. Each command
-imports what it needs inside its own function, and the parser builds only the chosen command's
-options: the commands need very different stacks (torch, scikit-learn, the web app, the
-database), and ``benchwatch --help`` or ``benchwatch detect FILE`` should not wait for the ones
-they never use.
+demo, token), ``benchmarks`` (run-suite, worker, beat, trigger), ``upload`` and ``localize``
+(localize, repro, prepare). Each command imports what it needs inside its own function, and the
+parser builds only the chosen command's options: the commands need very different stacks
+(torch, scikit-learn, the web app, the database), and ``benchwatch --help`` or ``benchwatch
+detect FILE`` should not wait for the ones they never use.
 """
 
 import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from workers.cli import benchmarks, service, upload
+from workers.cli import benchmarks, localize, service, upload
 from workers.cli.common import Command
 
 DESCRIPTION = "benchwatch: a performance-regression dashboard for PyTorch stacks."
@@ -23,7 +23,12 @@ EPILOG = (
     "runs in the server). `benchwatch COMMAND --help` describes a command's options."
 )
 # Every command, the service's first: name -> (one-line help, what runs it, its options).
-COMMANDS: dict[str, Command] = {**service.COMMANDS, **benchmarks.COMMANDS, **upload.COMMANDS}
+COMMANDS: dict[str, Command] = {
+    **service.COMMANDS,
+    **benchmarks.COMMANDS,
+    **upload.COMMANDS,
+    **localize.COMMANDS,
+}
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

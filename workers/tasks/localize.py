@@ -19,17 +19,17 @@ from typing import Any
 
 from celery import Task
 
-from app.core.command_suites import command_name
 from app.core.config import settings
 from app.jobs import LOCALIZE, TASKS
 from app.localization import lifecycle
 from app.localization.lifecycle import Costs, ProbeRow
 from app.localization.models import Localization
 from workers.celery_app import declared
-from workers.localize import Found, Measuring, Oracle, Search, Stopped
-from workers.providers import UnknownProvider, environments
+from workers.localize import Found, Oracle, Search, Stopped
+from workers.providers import UnknownProvider
+from workers.repro import measuring, suite_of
 from workers.tasks.jobs import worker_database
-from workers.tasks.suite import command_suite, node_name
+from workers.tasks.suite import node_name
 
 log = logging.getLogger(__name__)
 
@@ -105,32 +105,14 @@ def _asked(localization: Localization) -> dict[str, Any]:
 
 
 def _search(asked: dict[str, Any], lease: Lease) -> Found:
-    case = asked["case"]
-    name = command_name(case.get("tier", ""))
-    if name is None:
-        reason = (
-            f"the case is measured by the built-in tier {case.get('tier')!r}: a probe "
-            "environment runs a command suite only (map the suite in BENCHWATCH_LOCALIZE_SUITES)"
-        )
-        return Found("failed", reason, {}, Costs())
-    try:
-        suite = command_suite(name)
-    except ValueError as error:
-        return Found("failed", str(error), {}, Costs())
-    measuring = Measuring(
-        environments=environments(settings),
-        provider=settings.LOCALIZE_PROVIDER,
-        suite=suite,
-        machine=asked["machine"],
-        device=suite.hints.device or "",
-        timeout_s=settings.SHARD_TIMEOUT_S,
-        max_bytes=settings.MAX_BODY_BYTES,
-        parse_timeout_s=settings.PARSE_TIMEOUT_S,
-        heartbeat=lease.beat,
-        every_s=lease.every_s,
+    suite = suite_of(asked["case"], settings)
+    if isinstance(suite, str):
+        return Found("failed", suite, {}, Costs())
+    measured_with = measuring(
+        suite, asked["machine"], settings, heartbeat=lease.beat, every_s=lease.every_s
     )
     search = Search(
-        Oracle(measuring, case),
+        Oracle(measured_with, asked["case"]),
         asked["good"],
         asked["bad"],
         settings.LOCALIZE_SOURCES,
