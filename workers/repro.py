@@ -2,7 +2,9 @@
 
 A machine's worker measures a localization's case with its provider
 (``BENCHWATCH_LOCALIZE_PROVIDER``) and the command suite the case's tier names
-(``BENCHWATCH_COMMAND_SUITES``), in environments its search makes specs of. ``benchwatch
+(``BENCHWATCH_COMMAND_SUITES``), or for a built-in tier's case the one made for it
+(``workers.case_probe``: the case measured by the worker's harness in the probe environment's
+``python``), in environments its search makes specs of. ``benchwatch
 repro`` shows, and runs, the search's pre-flight by hand: the last good and the first bad
 environments prepared, and the command suite run in each. Both go through what is here, so
 that what a person runs is what the worker ran:
@@ -31,7 +33,8 @@ from app.core.command_suites import CommandSuite, command_name
 from app.core.config import Settings, settings
 from app.core.providers import EnvSpec
 from app.localization import isolate
-from workers import settings_bisect
+from app.localization.judge import SCHEDULE
+from workers import case_probe, settings_bisect
 from workers.command_suite import command_environment
 from workers.compiler_settings import Configured, applicable, settings_environment
 from workers.localize import Measuring, Oracle, Search
@@ -42,13 +45,14 @@ SIDES = ("good", "bad")
 
 
 def suite_of(case: Mapping[str, Any], config: Settings = settings) -> CommandSuite | str:
-    """The command suite that measures a localization's case here, or why there is none."""
+    """The command suite that measures a localization's case here, or why there is none.
+
+    A built-in tier's case: ``workers.case_probe``'s, pinned as this worker's shards are, each
+    run making at least a probe's first round of samples (``SCHEDULE[0]``).
+    """
     name = command_name(case.get("tier", ""))
     if name is None:
-        return (
-            f"the case is measured by the built-in tier {case.get('tier')!r}: a probe "
-            "environment runs a command suite only (map the suite in BENCHWATCH_LOCALIZE_SUITES)"
-        )
+        return case_probe.probe_suite(case, config.PIN_CORES, repeats=SCHEDULE[0])
     if name not in config.COMMAND_SUITES:
         known = ", ".join(config.COMMAND_SUITES) or "none"
         return f"no command suite {name!r} in this worker's BENCHWATCH_COMMAND_SUITES ({known})"
