@@ -1,18 +1,50 @@
-"""A component's local git clone (``BENCHWATCH_LOCALIZE_SOURCES``), as the bisection reads it.
+"""A component's commit source (``BENCHWATCH_LOCALIZE_SOURCES``), as the bisection reads it.
 
 Its recorded versions as commits, the commits between two of them, a commit's title, author
-and link.
+and link: ``CommitSource``. A local git clone is one (``Clone``, here); a GitHub repository
+read through its REST API is the other (``workers.github_commits``, which also turns a
+setting's value into the one it names).
 
 The commit bisection of ``workers.localize`` reads its candidates here.
 """
 
 import re
 import subprocess
+from typing import Protocol
 
 from app.core.providers import COMMIT_PATTERN
 
 # A version that names its commit: setuptools-scm's 1.2.dev3+g1a2b3c4, torch's 2.6.0a0+git1a2b3c4.
 VERSION_COMMIT = re.compile(r"(?:^|[+.])g(?:it)?([0-9a-f]{7,40})(?:$|[.+])")
+
+
+class CommitSource(Protocol):
+    """Where a component's commits are read: its versions' commits, a range, a commit's facts."""
+
+    @property
+    def path(self) -> str:
+        """What a provider builds a commit from: the clone's path, or the repository's URL."""
+
+    def commit_of(self, recorded: str) -> str | None:
+        """The full commit a recorded version (or commit, or tag) names here, or None."""
+
+    def between(self, good: str, bad: str) -> list[str] | str:
+        """The commits from ``good`` to ``bad``, both ends included, oldest first; or why not."""
+
+    def describe(self, commit: str) -> dict[str, str]:
+        """A commit's ``commit``, ``title``, ``author``, ``date``; its ``link`` where it has one."""
+
+
+def revisions(recorded: str) -> list[str]:
+    """The names a recorded version may give its commit by, in the order they are tried.
+
+    The value itself where git could take it as a revision (a full or short commit, a tag),
+    then the commit a version names (``+g1a2b3c4``, ``+git1a2b3c4``).
+    """
+    names = [recorded] if re.match(COMMIT_PATTERN, recorded) else []
+    if match := VERSION_COMMIT.search(recorded):
+        names.append(match.group(1))
+    return names
 
 
 class Clone:
@@ -31,10 +63,7 @@ class Clone:
 
     def commit_of(self, recorded: str) -> str | None:
         """The full commit a recorded version (or commit) names in this clone, or None."""
-        names = [recorded] if re.match(COMMIT_PATTERN, recorded) else []
-        if match := VERSION_COMMIT.search(recorded):
-            names.append(match.group(1))
-        for name in names:
+        for name in revisions(recorded):
             if found := self.git("rev-parse", "--verify", "--quiet", f"{name}^{{commit}}"):
                 return found
         return None

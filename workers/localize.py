@@ -16,12 +16,13 @@ sample counts once in the costs.
 
 The search (``search``): the pre-flight and the component isolation over the environment diff
 (``app.localization.isolate``); then, when the named component's good and bad versions map to
-commits of its clone in ``BENCHWATCH_LOCALIZE_SOURCES``, the commit bisection between them
-(``git rev-list good..bad``, ``app.localization.bisect``). Each probe is reported as it is
-judged, the references once their pre-flight is done and again at the end with all their
-samples. Where the two runs' compiler settings differ and no component explains the step,
-the compiler-setting bisection follows (``workers.settings_bisect``); until then every probe
-is measured under the good run's settings. Nothing here writes a run: probes are never results.
+commits of its source in ``BENCHWATCH_LOCALIZE_SOURCES`` (a clone or a GitHub repository,
+``workers.clones``), the commit bisection between them (``app.localization.bisect``). Each
+probe is reported as it is judged, the references once their pre-flight is done and again at
+the end with all their samples. Where the two runs' compiler settings differ and no component
+explains the step, the compiler-setting bisection follows (``workers.settings_bisect``); until
+then every probe is measured under the good run's settings. Nothing here writes a run: probes
+are never results.
 """
 
 import tempfile
@@ -42,9 +43,10 @@ from app.localization.lifecycle import Costs, ProbeRow
 from app.localization.probing import BuildFailed, Localization, Measure, ProbeRecord
 from app.runs.schemas import ResultIn
 from workers import settings_bisect
-from workers.clones import Clone
+from workers.clones import CommitSource
 from workers.command_suite import command_environment, read_outputs
 from workers.compiler_settings import Configured, settings_environment
+from workers.github_commits import commit_source
 from workers.provider_process import PrepareStopped
 from workers.providers import Environments, Prepared, probe_environment
 from workers.shard_runner import run_command_process
@@ -243,7 +245,7 @@ class Search:
         oracle: Oracle,
         good: Mapping[str, Any],
         bad: Mapping[str, Any],
-        sources: Mapping[str, str],
+        sources: Mapping[str, str | CommitSource],
         report: Report,
     ) -> None:
         """Search between the recorded ``good`` and ``bad`` components; ``report`` each probe.
@@ -251,7 +253,7 @@ class Search:
         Their compiler settings, where recorded, are the mapping under ``SETTINGS``.
         """
         self.oracle, self.report = oracle, report
-        self.sources = {name: Clone(path) for name, path in sources.items()}
+        self.sources = {name: commit_source(value) for name, value in sources.items()}
         self.good_settings = _recorded_settings(good)
         self.bad_settings = _recorded_settings(bad)
         self.good, self.good_commits = _folded({k: v for k, v in good.items() if k != SETTINGS})
@@ -444,7 +446,7 @@ class Search:
         good: Any,
         bad: Any,
         to_spec: Callable[[Any], Measured | str],
-        clone: Clone | None = None,
+        clone: CommitSource | None = None,
     ) -> Callable[[ProbeRecord], None]:
         def report(record: ProbeRecord) -> None:
             self._references_of(strategy, good, bad, to_spec, clone)  # their pre-flight is over
@@ -465,7 +467,7 @@ class Search:
         good: Any,
         bad: Any,
         to_spec: Callable[[Any], Measured | str],
-        clone: Clone | None = None,
+        clone: CommitSource | None = None,
     ) -> None:
         """The strategy's two references as probes, with every sample they have so far.
 

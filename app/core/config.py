@@ -18,6 +18,7 @@ from app.core.providers import (
     Provider,
     check_provider_names,
 )
+from app.core.urls import is_http_url
 
 
 def default_database_url() -> str:
@@ -64,6 +65,18 @@ class Schedule(BaseModel):
         """A cron Celery's crontab would refuse is refused at load, before beat or the sweep."""
         parse_cron(cron)
         return cron
+
+
+# A LOCALIZE_SOURCES value naming a GitHub repository: github:OWNER/REPO, as GitHub spells them.
+GITHUB_SOURCE = re.compile(r"^github:([A-Za-z0-9](?:[A-Za-z0-9-]{0,38}))/([A-Za-z0-9._-]{1,100})$")
+
+
+def github_source(value: str) -> tuple[str, str] | None:
+    """The owner and repository a LOCALIZE_SOURCES value names on GitHub, or None."""
+    match = GITHUB_SOURCE.match(value)
+    if match is None or match.group(2) in (".", ".."):
+        return None
+    return match.group(1), match.group(2)
 
 
 # A worker's node name: it ends the worker's Celery name (``machine@node``).
@@ -130,10 +143,16 @@ class Settings(BaseSettings):
     LOCALIZE_BUDGET: int = Field(default=3, ge=0)
     LOCALIZE_SUITES: dict[str, str] = Field(default_factory=dict)
     # On the machine's worker: the provider that prepares every probe's environment ("pip" or
-    # one of PROVIDERS), and the local git clone of each component whose commits are bisected,
-    # JSON: {"torch": "/srv/pytorch"} (a component's recorded versions must name commits there).
+    # one of PROVIDERS), and where the commits of each component whose commits are bisected
+    # are read, JSON: a local git clone or a GitHub repository read through its REST API,
+    # {"torch": "/srv/pytorch", "triton": "github:triton-lang/triton"} (a component's recorded
+    # versions must name commits there). LOCALIZE_GITHUB_API_URL is GitHub's API (GitHub
+    # Enterprise: https://HOST/api/v3), LOCALIZE_GITHUB_TOKEN the token it is read with (empty:
+    # none, GitHub's anonymous rate limit; a token that can read the repositories' contents).
     LOCALIZE_PROVIDER: str = "pip"
     LOCALIZE_SOURCES: dict[str, str] = Field(default_factory=dict)
+    LOCALIZE_GITHUB_API_URL: str = "https://api.github.com"
+    LOCALIZE_GITHUB_TOKEN: SecretStr = SecretStr("")
     # A run whose detection has not finished this long after it was stored is queued again
     # (its task was lost: broker down, worker killed); the sweep looks every DETECTION_SWEEP_S.
     DETECTION_OVERDUE_S: float = 600.0
@@ -223,12 +242,28 @@ class Settings(BaseSettings):
     @field_validator("LOCALIZE_SOURCES")
     @classmethod
     def _sources_are_clones(cls, sources: dict[str, str]) -> dict[str, str]:
-        for name, path in sources.items():
+        for name, value in sources.items():
             if not re.match(COMPONENT_PATTERN, name):
                 raise ValueError(f"LOCALIZE_SOURCES: component name {name!r} is not valid")
-            if not path.startswith("/") or "\x00" in path:
-                raise ValueError(f"LOCALIZE_SOURCES[{name!r}]: {path!r} is not an absolute path")
+            if value.startswith("github:"):
+                if not github_source(value):
+                    raise ValueError(
+                        f"LOCALIZE_SOURCES[{name!r}]: {value!r} is not github:OWNER/REPO "
+                        "(a GitHub owner and repository name)"
+                    )
+            elif not value.startswith("/") or "\x00" in value:
+                raise ValueError(
+                    f"LOCALIZE_SOURCES[{name!r}]: {value!r} is not an absolute path "
+                    "(a local clone) or github:OWNER/REPO"
+                )
         return sources
+
+    @field_validator("LOCALIZE_GITHUB_API_URL")
+    @classmethod
+    def _github_api_is_http(cls, url: str) -> str:
+        if not is_http_url(url):
+            raise ValueError(f"LOCALIZE_GITHUB_API_URL: {url!r} is not an http(s) URL")
+        return url.rstrip("/")
 
     @field_validator("PIN_CORES")
     @classmethod

@@ -16,6 +16,7 @@ import re
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from app.core.command_suites import check_argv, check_env_names
+from app.core.urls import is_http_url
 
 BUILTIN_PROVIDER = "pip"  # always there; an operator's provider may not take its name
 PROVIDER_NAME_PATTERN = r"^[A-Za-z0-9_.+-]{1,32}$"
@@ -75,7 +76,8 @@ class Component(BaseModel):
     version: str | None = Field(default=None, pattern=VERSION_PATTERN)
     wheel: str | None = Field(default=None, min_length=1)  # a wheel file's absolute path
     commit: str | None = Field(default=None, pattern=COMMIT_PATTERN)
-    # With a commit: the local git clone it is taken from (the pip provider needs one).
+    # With a commit: the local git clone it is taken from (the pip provider needs one), or
+    # the http(s) URL of the repository to clone (an operator's provider builds from it).
     source: str | None = Field(default=None, min_length=1)
     image: str | None = Field(default=None, pattern=IMAGE_PATTERN)  # an operator provider's
 
@@ -86,7 +88,8 @@ class Component(BaseModel):
             raise ValueError(f"a component gives one of {', '.join(KINDS)}, not {given}")
         if self.source is not None and self.commit is None:
             raise ValueError("a source goes with a commit")
-        for path in (self.wheel, self.source):
+        source = self.source if self.source is None or not is_http_url(self.source) else None
+        for path in (self.wheel, source):
             if path is not None and (not path.startswith("/") or "\x00" in path):
                 raise ValueError(f"{path!r} is not an absolute path")
         return self
