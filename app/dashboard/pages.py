@@ -26,7 +26,9 @@ from app.dashboard.run_page import MAX_PAGE_SIZE, PAGE_SIZE, run_page
 from app.dashboard.series import GROUPINGS, SeriesQuery, series_page
 from app.dashboard.shell import PageProject, as_int, page_router, render
 from app.dashboard.verdicts_page import verdicts_page
+from app.localization import service as localizations
 from app.suite_runs import service as suite_runs_service
+from app.suite_runs.models import LOCALIZE_TRIGGER
 from app.suite_runs.schemas import SuiteRunRead, shard_read
 from app.tokens.auth import signed_in
 
@@ -150,10 +152,15 @@ def suite_runs_view(
     flying = {s.id for s in in_flight}
     found = sorted(in_flight, key=lambda s: -s.id) + [s for s in recent if s.id not in flying]
     output = signed_in(request, session) is not None  # a process's output may print a secret
+    # A localization's suite run has no shards: its page says how far the search got.
+    searches = localizations.of_suite_runs(
+        session, [s.id for s in found if s.trigger == LOCALIZE_TRIGGER]
+    )
     suite_runs = [
         {
             **SuiteRunRead.of(s, output).model_dump(),
             "shards": [shard_read(shard, output) for shard in s.shards],
+            "localization": searches.get(s.id),
         }
         for s in found
     ]

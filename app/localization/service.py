@@ -364,3 +364,17 @@ def list_localizations(
         query = query.where(Localization.state.in_(states))
     newest = (Localization.requested_at.desc(), Localization.id.desc())
     return count_and_page(session, query, newest, offset, limit)
+
+
+def of_suite_runs(session: Session, suite_run_ids: Sequence[int]) -> dict[int, Localization]:
+    """The localization each of these suite runs (trigger ``localize``) carries out, by id."""
+    if not suite_run_ids:
+        return {}
+    found = session.scalars(
+        select(Localization).where(Localization.suite_run_id.in_(suite_run_ids))
+    )
+    return {
+        localization.suite_run_id: localization
+        for localization in found
+        if localization.suite_run_id
+    }

@@ -319,3 +319,16 @@ def test_the_probe_chart_is_a_valid_figure_whose_labels_stay_text() -> None:
     assert drawn["data"][1]["hovertext"] == ["&lt;b&gt;x&lt;/b&gt;<br>2 ms"]
     assert drawn["data"][2]["x"] == [-0.5, 1.5]
     assert figures.probe_chart([], (None, None), "latency", "ms")["data"] == []
+
+
+def test_the_suite_runs_page_links_a_localizations_run_to_its_search(
+    web: TestClient, database: Database
+) -> None:
+    step = worker_regression(web, database)
+    localization_id = finished(database, step["id"])
+
+    page = web.get("/suite-runs")
+    assert page.status_code == 200
+    link = f'<a href="/localizations/{localization_id}">localization {localization_id}</a>'
+    assert f"{link}: culprit found" in page.text
+    assert "of 0 shards" not in page.text  # it has none: the search is its work
