@@ -120,6 +120,13 @@ class PipBuild:
                 f"{name}: commit {commit} without a source (the local git clone to take it from)",
                 lasting=False,
             )
+        if not Path(source).is_absolute():  # a repository's URL (a GitHub source)
+            return unbuildable(
+                f"{name}: the pip provider builds a commit from a local git clone, not from "
+                f"{source}: name an operator's source-build provider for it "
+                "(BENCHWATCH_LOCALIZE_PROVIDER), or the component's clone",
+                lasting=True,
+            )
         archive, tree = self.entry / f"{name}.tar", self.entry / f"{name}-source"
         # Not kept when it fails: the clone may be fetched (or mounted) later.
         failed = self._step(

@@ -14,6 +14,7 @@ import getpass
 import json
 import os
 import shlex
+import socket
 import statistics
 import subprocess
 import sys
@@ -166,6 +167,28 @@ def test_repro_prints_the_specs_the_worker_makes_and_a_prepare_that_prepares(
     again = cli(env, *prepare[1:])  # the same spec: the cache's entry
     assert again.stderr.startswith("from the cache: ")
     assert json.loads(again.stdout.splitlines()[-1]) == {"python": python}
+
+
+def test_repro_says_in_one_line_when_a_github_source_cannot_be_read(
+    client: TestClient, database: Database, ingest_headers: dict[str, str], tmp_path: Path
+) -> None:
+    tiny = tinypkg.make(tmp_path)
+    step = regression(client, ingest_headers, (tiny.version(0), tiny.version(15)))
+    with socket.socket() as closed:  # a port nothing listens on once it is closed
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    env = environment(
+        database,
+        tiny.command_suite(),
+        BENCHWATCH_LOCALIZE_SOURCES=json.dumps({"tinypkg": "github:o/tinypkg"}),
+        BENCHWATCH_LOCALIZE_GITHUB_API_URL=f"http://127.0.0.1:{port}",
+        BENCHWATCH_ENV_CACHE=str(tmp_path / "envs"),
+    )
+    shown = cli(env, "repro", f"regression:{step}")
+    assert shown.returncode == 2, shown.stdout
+    assert shown.stderr.startswith(f"benchwatch repro: regression {step}: github:o/tinypkg: ")
+    assert "could not be read: ConnectError" in shown.stderr
+    assert "Traceback" not in shown.stderr
 
 
 def test_repro_run_measures_both_sides_and_a_build_failure_exits_1(

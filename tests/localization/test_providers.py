@@ -218,6 +218,15 @@ def test_a_commit_of_a_local_clone_is_built_and_installed(
     assert isinstance(unknown, Unbuildable)
     assert not unknown.remembered
     assert "git archive" in unknown.reason
+    # A GitHub source gives the repository's URL: an operator's provider clones it, pip says so.
+    remote = EnvSpec(
+        components={"gitpkg": Component(commit=commits[0], source="https://github.com/o/gitpkg")}
+    )
+    url = pip_envs.prepare("pip", remote)
+    assert isinstance(url, Unbuildable)
+    assert "builds a commit from a local git clone, not from https://github.com/o/gitpkg" in (
+        url.reason
+    )
 
 
 PROVIDER = r"""

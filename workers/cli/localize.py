@@ -139,6 +139,7 @@ def cmd_repro(args: argparse.Namespace) -> int:
     """Print (and with --run, run) the measurement of a finding's case in both environments."""
     from app.core.config import settings
     from workers import repro
+    from workers.github_commits import GitHubError
     from workers.localize import Oracle
 
     asked = _asked(*args.finding)
@@ -149,7 +150,11 @@ def cmd_repro(args: argparse.Namespace) -> int:
         return 2
     measuring = repro.measuring(suite, asked["machine"], settings)
     oracle = Oracle(measuring, case)
-    specs = repro.references(oracle, asked["good"], asked["bad"], settings.LOCALIZE_SOURCES)
+    try:
+        specs = repro.references(oracle, asked["good"], asked["bad"], settings.LOCALIZE_SOURCES)
+    except GitHubError as error:  # a commit source on GitHub refused or could not be read
+        print(f"benchwatch repro: {asked['about']}: {error}", file=sys.stderr)
+        return 2
     print(f"{asked['about']} on {asked['machine']}: {_what(case)}")
     print(f"case: {json.dumps(case, sort_keys=True)}")
     print(f"provider: {measuring.provider}; environments cached in {measuring.environments.root}")
