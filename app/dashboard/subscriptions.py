@@ -195,6 +195,7 @@ class SubscriptionForm:
     when: str = "immediate"
     digest_hours: str = "9"
     paused: bool = False
+    mention_author: bool = False
 
 
 def subscription_form(
@@ -206,9 +207,12 @@ def subscription_form(
     when: Annotated[str, Form(max_length=20)] = "immediate",
     digest_hours: Annotated[str, Form(max_length=200)] = "",
     paused: Annotated[bool, Form()] = False,
+    mention_author: Annotated[bool, Form()] = False,
 ) -> SubscriptionForm:
     """Dependency: the posted subscription form."""
-    return SubscriptionForm(name, owner, match, exclude, receivers, when, digest_hours, paused)
+    return SubscriptionForm(
+        name, owner, match, exclude, receivers, when, digest_hours, paused, mention_author
+    )
 
 
 def _json(value: Any) -> str:
@@ -235,6 +239,7 @@ def form_of(subscription: Subscription) -> SubscriptionForm:
         when="digest" if digest else "immediate",
         digest_hours=", ".join(map(str, subscription.when["digest_hours"])) if digest else "9",
         paused=subscription.paused,
+        mention_author=subscription.mention_author,
     )
 
 
@@ -290,6 +295,7 @@ def parse_subscription(form: SubscriptionForm) -> tuple[dict[str, Any] | None, F
         "owner": form.owner,
         "when": {"digest_hours": hours} if form.when == "digest" else "immediate",
         "paused": form.paused,
+        "mention_author": form.mention_author,
     }
     try:
         model = SubscriptionCreate.model_validate(body)

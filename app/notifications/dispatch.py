@@ -8,17 +8,18 @@ after a crash, send nothing twice:
    subscribers were told and that are still untriaged (``new``), low-severity findings aside;
 2. planned notices whose time has come are rendered: a group's first and "grew" notices wait
    ``NOTIFY_GROUP_WAIT_S`` after they were planned; a digest subscription's wait for its next
-   digest hour and go out together as one digest. Findings a silence matches are left out;
+   digest hour and go out together as one digest; a ``localized`` one once its subscription
+   was told of the group (``localized.readiness``). Findings a silence matches are left out;
    a notice left with none is ``silenced``. A sent notice gets one delivery per receiver;
 3. deliveries due (new, or a retry whose time has come, or one whose sender died and whose
    lease ran out) are queued, one task each.
 """
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 from sqlalchemy import and_, func, or_, select, union
 from sqlalchemy.orm import Session
@@ -33,8 +34,9 @@ from app.anomalies.models import (
 from app.core.db import utcnow
 from app.core.queue import enqueue_after_commit
 from app.jobs import DELIVER
-from app.notifications import planning
+from app.notifications import localized, planning
 from app.notifications.matching import compile_silence
+from app.notifications.message import LOCALIZED
 from app.notifications.models import Delivery, Notice, Silence, Subscription
 from app.notifications.planning import is_open
 from app.notifications.render import Renderer
@@ -241,16 +243,44 @@ def _send(
     assert notice.group_id is not None
     group = session.get_one(AlertGroup, notice.group_id)
     chosen = _chosen(subscription, group, silences)
+    told = None
+    if notice.event == LOCALIZED:
+        if (part := _localized(session, renderer, subscription, notice, chosen, now)) is None:
+            return False
+        chosen, told = part
     if not chosen:
         notice.state = "silenced"
         return False
     notice.revision = subscription.revision
     notice.sent_at = now
     notice.findings = len(chosen)
-    notice.payload = renderer.notice(notice, subscription, chosen)
+    notice.payload = renderer.notice(notice, subscription, chosen, told)
     notice.state = "sent"
     add_deliveries(session, subscription, notice)
     return True
+
+
+def _localized(
+    session: Session,
+    renderer: Renderer,
+    subscription: Subscription,
+    notice: Notice,
+    chosen: Sequence[Found],
+    now: datetime,
+    carried: Collection[int | None] = (),
+) -> tuple[list[Found], dict[str, Any]] | None:
+    """A ``localized`` notice's finding (if still chosen) and localization; None: not now.
+
+    Not now: it waits (still planned) for the notice that tells its subscription of the
+    group, or is cancelled when none will (``localized.readiness``).
+    """
+    ready, found = localized.readiness(session, notice, now, carried)
+    if ready != "send" or found is None:
+        if ready == "cancel":
+            notice.state = "cancelled"
+        return None
+    told = localized.localization_of(found, subscription.mention_author, renderer.base)
+    return localized.its_finding(found, chosen), told
 
 
 def _send_digest(
@@ -262,17 +292,24 @@ def _send_digest(
     now: datetime,
 ) -> list[Notice]:
     """The due notices of a digest subscription as one digest notice (if any is left)."""
-    sections: list[tuple[AlertGroup, Sequence[Found], str]] = []
+    sections: list[tuple[AlertGroup, Sequence[Found], str, dict[str, Any] | None]] = []
     carried = []
+    groups = {n.group_id for n in notices if n.event != LOCALIZED}  # told in this digest
     for notice in notices:
         assert notice.group_id is not None
         group = session.get_one(AlertGroup, notice.group_id)
         chosen = _chosen(subscription, group, silences)
+        told = None
+        if notice.event == LOCALIZED:
+            part = _localized(session, renderer, subscription, notice, chosen, now, groups)
+            if part is None:
+                continue
+            chosen, told = part
         if not chosen:
             notice.state = "silenced"
             continue
         notice.findings = len(chosen)
-        sections.append((group, chosen, notice.event))
+        sections.append((group, chosen, notice.event, told))
         carried.append(notice)
     if not carried:
         return []
@@ -284,7 +321,7 @@ def _send_digest(
         event="digest",
         event_key=f"digest:{slot:%Y-%m-%dT%H}",
         state="sent",
-        findings=sum(len(c) for _, c, _ in sections),
+        findings=sum(len(c) for _, c, _, _ in sections),
         created_at=now,
         sent_at=now,
     )

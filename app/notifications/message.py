@@ -8,7 +8,7 @@ say the same thing. Its shape, version 1::
       "version": 1,
       "id": "notice-42",            # the same on every attempt: receivers deduplicate on it
       "event": "opened",            # opened | grew | confirmed | reminder | escalation
-                                    # | resolved | test | digest
+                                    # | resolved | localized | test | digest
       "created_at": "2026-12-01T14:00:00Z",
       "headline": "3 regressions on h100-a (nightly): worst +35.2% latency ...",
       "url": "https://benchwatch.example/alerts/7",
@@ -37,19 +37,60 @@ say the same thing. Its shape, version 1::
                                     # "removed" or "added", reason "no longer reported"
       ],
       "findings_omitted": 25,       # selected, but beyond the 20 listed
-      "groups": []                  # a digest: one entry per group, each as "group" above
-                                    # with its "headline" and "findings"
+      "groups": [],                 # a digest: one entry per group, each as "group" above
+                                    # with its "headline" and "findings" (and a localized
+                                    # notice's "localization")
+      "localization": {             # a localized notice only; "url" above is its page
+        "id": 5, "url": "https://benchwatch.example/localizations/5",
+        "state": "culprit_found",   # | not_reproduced | inconclusive | failed
+        "reason": "...", "strategy": "commit_bisection",
+        "finding": {"kind": "regression", "id": 3}, "machine": "h100-a",
+        "case": {"suite": "torchbench", "model": "resnet50", ..., "metric": "latency"},
+        "culprit": {"kind": "commit", "component": "torch", "commit": "1a2b...",
+                    "title": "...", "author": "Jane Doe", "link": "https://..."},
+                                    # or kind component / commit_range / setting; null
+        "mention": "@jane",         # the subscription asked (mention_author) and the
+                                    # culprit carries a GitHub login; else null
+        "probes": 9, "repeats": 2, "builds": 6, "samples": 130,
+        "started_by": "auto", "finished_at": "2026-12-01T18:00:00Z"
+      }
     }
 """
 
+import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from app.core.urls import is_http_url
+
 PAYLOAD_VERSION = 1
 MAX_FINDINGS = 20  # listed per notice (or per group of a digest); the rest are counted
 CHART_FINDINGS = 3  # the worst findings carry their series' recent values
-EVENTS = ("opened", "grew", "confirmed", "reminder", "escalation", "resolved", "test", "digest")
+EVENTS = (
+    "opened",
+    "grew",
+    "confirmed",
+    "reminder",
+    "escalation",
+    "resolved",
+    "localized",
+    "test",
+    "digest",
+)
+LOCALIZED = "localized"
+STATE_WORDS = {
+    "culprit_found": "culprit found",
+    "not_reproduced": "not reproduced",
+    "inconclusive": "inconclusive",
+    "failed": "failed",
+}
+SHORT_SHA = 12  # characters of a commit's id, as the localization page shows it
+TITLE_CHARS = 200  # of a commit's title in a notice
+REASON_CHARS = 300  # of a localization's reason in a notice
+# A GitHub login: letters, digits and single inner hyphens, at most 39 characters.
+GITHUB_LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38}")
 
 
 @dataclass(frozen=True)
@@ -123,12 +164,22 @@ def state_words(finding: Mapping[str, Any]) -> str:
 
 
 def text_body(message: Message) -> str:
-    """The notice as plain text: headline, link, one line per finding, what was left out."""
+    """The notice as plain text: headline, link, one line per finding, what was left out.
+
+    A localized notice (or its section of a digest) tells the localization first, with the
+    author's GitHub login as plain text where the subscription asked for it.
+    """
     lines = [message.headline, message.url, ""]
     sections = message.payload.get("groups") or [message.payload]
     for section in sections:
         if section is not message.payload:
             lines += [str(section.get("headline", "")), str(section.get("url", ""))]
+        if isinstance(told := section.get("localization"), Mapping):
+            for line in lines_of(told):
+                shown = line.suffix() if line.link != message.url else ""  # said above
+                lines.append(f"{line.label}: {line.text}{shown}")
+            if mention := mention_of(told):
+                lines.append(f"cc {mention}")
         lines += [f"- {finding_line(f)}" for f in section.get("findings") or []]
         if omitted := section.get("findings_omitted"):
             lines.append(f"- and {omitted} more")
@@ -185,3 +236,137 @@ def test_message(
             "groups": [],
         },
     )
+
+
+@dataclass(frozen=True)
+class Line:
+    """One line of what a localization found: a label, its text, and a link for the text.
+
+    ``link`` is None unless it is an http(s) URL (``is_http_url``): a receiver links only it.
+    """
+
+    label: str
+    text: str
+    link: str | None = None
+
+    def suffix(self) -> str:
+        """The link as plain text puts it after the text (nothing without one)."""
+        return f" <{self.link}>" if self.link else ""
+
+
+def _http(value: object) -> str | None:
+    return value if isinstance(value, str) and is_http_url(value) else None
+
+
+def _value(value: object) -> str:
+    """A setting's or version's value as people read it: JSON, so that none and "" differ."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _pairs(pairs: object) -> str:
+    """``{"torch": ["2.5", "2.6"]}`` as ``torch 2.5 -> 2.6``; several joined by ``; ``."""
+    if not isinstance(pairs, Mapping):
+        return ""
+    shown = []
+    for name, pair in pairs.items():
+        good, bad = pair if isinstance(pair, list | tuple) and len(pair) == 2 else (None, None)
+        shown.append(f"{name} {_value(good)} -> {_value(bad)}")
+    return "; ".join(shown)
+
+
+def short_sha(commit: object) -> str:
+    """A commit's id cut to ``SHORT_SHA`` characters."""
+    return str(commit or "")[:SHORT_SHA]
+
+
+def culprit_text(culprit: Mapping[str, Any]) -> str:
+    """A culprit in one line, by its kind.
+
+    A component's versions, a commit with its title and author, a range of commits that do
+    not build, compiler settings good -> bad; any other kind as its fields.
+    """
+    kind = culprit.get("kind")
+    component = str(culprit.get("component") or "")
+    if kind == "component":
+        together = " (only together)" if len(culprit.get("versions") or {}) > 1 else ""
+        return f"component {_pairs(culprit.get('versions'))}{together}"
+    if kind == "commit":
+        title = " ".join(str(culprit.get("title") or "").split())[:TITLE_CHARS]
+        author = str(culprit.get("author") or "")
+        text = f"{component} commit {short_sha(culprit.get('commit'))}"
+        return text + (f' "{title}"' if title else "") + (f" by {author}" if author else "")
+    if kind == "commit_range":
+        commits = [short_sha(c) for c in culprit.get("commits") or []]
+        listed = ", ".join(commits[:5]) + (", ..." if len(commits) > 5 else "")
+        text = f"{component}: one of {len(commits)} commits that do not build ({listed})"
+        if culprit.get("good_commit") and culprit.get("bad_commit"):
+            good, bad = short_sha(culprit["good_commit"]), short_sha(culprit["bad_commit"])
+            text += f", between {good} and {bad}"
+        return text
+    if kind == "setting":
+        plural = "s" if len(culprit.get("values") or {}) > 1 else ""
+        return f"compiler setting{plural} {_pairs(culprit.get('values'))}"
+    fields = "; ".join(f"{k}: {_value(v)}" for k, v in culprit.items() if k != "kind")
+    return f"{kind}: {fields}" if fields else str(kind)
+
+
+def case_text(told: Mapping[str, Any]) -> str:
+    """The localized finding: its kind, case, metric and change, and machine."""
+    case = told.get("case") if isinstance(told.get("case"), Mapping) else {}
+    assert isinstance(case, Mapping)
+    finding = told.get("finding") if isinstance(told.get("finding"), Mapping) else {}
+    assert isinstance(finding, Mapping)
+    where = "/".join(
+        str(case[field])
+        for field in ("suite", "model", "config", "precision", "mode")
+        if case.get(field)
+    )
+    change = case.get("rel_change")
+    size = f" {percent(float(change))}" if isinstance(change, int | float) else ""
+    metric = f" {case['metric']}" if case.get("metric") else ""
+    return f"{finding.get('kind', 'finding')} {where}{metric}{size} on {told.get('machine', '')}"
+
+
+def lines_of(told: Mapping[str, Any]) -> list[Line]:
+    """What a localized notice says, line by line (``told``: the payload's localization)."""
+    state = STATE_WORDS.get(str(told.get("state")), str(told.get("state", "")))
+    strategy = str(told.get("strategy") or "").replace("_", " ")
+    lines = [
+        Line(
+            "Localization", state + (f" ({strategy})" if strategy else ""), _http(told.get("url"))
+        ),
+        Line("Finding", case_text(told)),
+    ]
+    if isinstance(culprit := told.get("culprit"), Mapping):
+        lines.append(Line("Culprit", culprit_text(culprit), _http(culprit.get("link"))))
+    costs = (("probes", "probes"), ("repeats", "repeats"), ("builds", "builds"))
+    cost = ", ".join(f"{told.get(key) or 0} {word}" for key, word in costs)
+    lines.append(Line("Cost", f"{cost}, {told.get('samples') or 0} samples"))
+    if reason := " ".join(str(told.get("reason") or "").split()):
+        lines.append(Line("Why", reason[:REASON_CHARS]))
+    return lines
+
+
+def github_login(value: object) -> str | None:
+    """``value`` when it is a GitHub login (``GITHUB_LOGIN``), else None."""
+    return value if isinstance(value, str) and GITHUB_LOGIN.fullmatch(value) else None
+
+
+def mention_of(told: Mapping[str, Any]) -> str | None:
+    """The payload's ``@login`` when it is one (checked again: receivers write it as is)."""
+    mention = told.get("mention")
+    if isinstance(mention, str) and mention.startswith("@") and github_login(mention[1:]):
+        return mention
+    return None
+
+
+def localized_headline(told: Mapping[str, Any], channel: str) -> str:
+    """``Localized (culprit found): resnet50 latency on h100-a (nightly): torch commit ...``."""
+    state = STATE_WORDS.get(str(told.get("state")), str(told.get("state", "")))
+    case = told.get("case") if isinstance(told.get("case"), Mapping) else {}
+    assert isinstance(case, Mapping)
+    what = " ".join(str(case[field]) for field in ("model", "metric") if case.get(field))
+    text = f"Localized ({state}): {what} on {told.get('machine', '')} ({channel})"
+    if isinstance(culprit := told.get("culprit"), Mapping):
+        text += f": {culprit_text(culprit)[:120]}"
+    return text

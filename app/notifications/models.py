@@ -39,6 +39,9 @@ class Subscription(Base):
     paused: Mapped[bool] = mapped_column(Boolean, default=False)
     revision: Mapped[int] = mapped_column(Integer, default=1)
     source: Mapped[str] = mapped_column(String(16), default="api")
+    # ``localized`` notices name the culprit commit's author by GitHub login (``@login``) and
+    # show the author's email address; off, they show the author's name only.
+    mention_author: Mapped[bool] = mapped_column(Boolean, default=False)
     # The SHA-256 of its feed's token, if it has one: the feed is looked up by it.
     feed_token: Mapped[str | None] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
@@ -56,7 +59,8 @@ class Notice(Base):
     ``g7:reminder:3``...): unique per subscription, so the same event planned twice, by a
     retry or a restart, is one notice. ``state``: ``planned`` (waiting for its time),
     ``sent`` (rendered; its deliveries carry it), ``silenced``, ``digested`` (carried by the
-    digest ``digest_id``) or ``cancelled`` (resolved before it was due).
+    digest ``digest_id``) or ``cancelled`` (resolved before it was due). A ``localized``
+    notice (``g7:localized:5``) names its localization: it tells what that one found.
     """
 
     __tablename__ = "notice"
@@ -68,6 +72,9 @@ class Notice(Base):
     )
     revision: Mapped[int] = mapped_column(Integer)  # of the subscription, when it was sent
     group_id: Mapped[int | None] = mapped_column(ForeignKey("alert_group.id"), index=True)
+    localization_id: Mapped[int | None] = mapped_column(
+        ForeignKey("localization.id", ondelete="SET NULL"), index=True
+    )
     event: Mapped[str] = mapped_column(String(16))
     event_key: Mapped[str] = mapped_column(String(64))
     state: Mapped[str] = mapped_column(String(16), default="planned", index=True)

@@ -17,7 +17,16 @@ Per group and subscription that selects some of its findings (Alertmanager's ale
   once per set of steps confirmed together;
 - ``resolved``: no selected finding is left open (each is fixed, expected, invalid,
   reverted, passing or reporting again, or a recovered aggregate); once, and only to
-  subscribers that were told of the group (waiting notices are cancelled instead).
+  subscribers that were told of the group (waiting notices are cancelled instead);
+- ``localized``: a localization of one of the group's findings finished (culprit found, not
+  reproduced, inconclusive, failed), in the transaction that finished it; once per
+  localization (``g7:localized:5``: a finish delivered again plans nothing new), to each
+  subscription that selects that very finding and was told of the group, or is about to be
+  (a notice of it sent, in a digest, or planned). The one who was paged for a step hears
+  what caused it, whatever the finding's triage since; a subscription that never heard of
+  the group (its rules select other findings, it was made later, its notices were silenced
+  or cancelled) is not told of a search it never knew was running. Sent after the notice
+  that tells the group (``localized.readiness``), never before it.
 
 Reminders and escalations are planned by the sweep (``dispatch``), which knows the time.
 A notice's ``event_key`` is unique per subscription, so planning the same event twice (a
@@ -43,11 +52,15 @@ from app.anomalies.models import (
 from app.core.db import utcnow
 from app.core.queue import enqueue_after_commit
 from app.jobs import DISPATCH_NOTICES
+from app.localization.models import UNFINISHED, Localization
+from app.notifications.localized import TOLD, its_finding
+from app.notifications.message import LOCALIZED
 from app.notifications.models import Notice, Subscription
 from app.notifications.service import Found, selected_findings
 
 TOUCHED = "benchwatch.touched_groups"
 CONFIRMED = "benchwatch.confirmed_steps"  # ids of steps that went suspected -> confirmed
+FINISHED = "benchwatch.finished_localizations"  # ids of localizations this transaction ended
 KEY_CHARS = 64  # ``Notice.event_key``
 OPEN_STATUSES = ("new", "acknowledged")
 
@@ -87,6 +100,17 @@ def _note_touched_groups(session: Session, _context: Any, _instances: Any) -> No
             touched.add(found.group)
             if isinstance(found, Regression) and _was_confirmed(found):
                 confirmed.add(found.id)
+    finished: set[int] = session.info.setdefault(FINISHED, set())
+    for found in session.dirty:
+        if isinstance(found, Localization) and _was_finished(found):
+            finished.add(found.id)
+
+
+def _was_finished(localization: Localization) -> bool:
+    """Queued or running before this change, finished by it (``lifecycle.finish``)."""
+    history = inspect(localization).attrs["state"].history
+    before = history.deleted or ()
+    return localization.state not in UNFINISHED and any(s in UNFINISHED for s in before)
 
 
 def _was_confirmed(regression: Regression) -> bool:
@@ -103,18 +127,20 @@ def _plan_before_commit(session: Session) -> None:
     # Commit flushes only after this hook: flush first, or changes made since the last flush
     # (the groups' ids, their last changes) would go unnoted and unplanned.
     session.flush()
-    if not session.info.get(TOUCHED):
-        return
     groups = session.info.pop(TOUCHED, set())
-    if plan(session, groups, session.info.pop(CONFIRMED, set())):
+    confirmed = session.info.pop(CONFIRMED, set())
+    finished = session.info.pop(FINISHED, set())
+    planned = plan(session, groups, confirmed) if groups else 0
+    planned += plan_localized(session, finished) if finished else 0
+    if planned:
         enqueue_after_commit(session, DISPATCH_NOTICES)
 
 
 def _forget_touched(session: Session, previous: Any) -> None:
     if previous.nested:  # a savepoint's rollback: the groups touched before it still count
         return
-    session.info.pop(TOUCHED, None)
-    session.info.pop(CONFIRMED, None)
+    for key in (TOUCHED, CONFIRMED, FINISHED):
+        session.info.pop(key, None)
 
 
 LISTENERS = (
@@ -194,6 +220,48 @@ def _plan_one(
     return add(session, subscription, group.id, "confirmed", len(chosen), suffix=_ids(steps))
 
 
+def plan_localized(session: Session, localization_ids: Collection[int]) -> int:
+    """Plan the ``localized`` notices of these finished localizations; how many were written.
+
+    Per localization of a group: each unpaused subscription that selects its finding and was
+    told of the group, or has a notice of it planned (the module's rule).
+    """
+    localizations = list(
+        session.scalars(
+            select(Localization)
+            .where(Localization.id.in_(localization_ids), Localization.group_id.is_not(None))
+            .order_by(Localization.id)
+        )
+    )
+    if not localizations:
+        return 0
+    subscriptions = list(
+        session.scalars(
+            select(Subscription).where(Subscription.paused.is_(False)).order_by(Subscription.id)
+        )
+    )
+    written = 0
+    for localization in localizations:
+        group = session.get(AlertGroup, localization.group_id)
+        if group is None or localization.state in UNFINISHED:
+            continue
+        known = _notices_by_subscription(session, group.id)
+        for subscription, chosen in selected_findings(subscriptions, group):
+            notices = [n for n in known[subscription.id] if n.event != LOCALIZED]
+            told = any(n.state in TOLD or n.state == "planned" for n in notices)
+            if told and its_finding(localization, chosen):
+                written += add(
+                    session,
+                    subscription,
+                    group.id,
+                    LOCALIZED,
+                    1,
+                    suffix=str(localization.id),
+                    localization_id=localization.id,
+                )
+    return written
+
+
 def _ids(ids: Sequence[int]) -> str:
     """Ids as a key's suffix: listed while they fit ``KEY_CHARS``, else their digest."""
     listed = ",".join(map(str, ids))
@@ -210,10 +278,11 @@ def add(
     findings: int,
     suffix: str = "",
     state: str = "planned",
+    localization_id: int | None = None,
 ) -> int:
     """Write a notice (planned, unless told otherwise) unless its event is written already.
 
-    Returns 1 if it was written, else 0.
+    Returns 1 if it was written, else 0. ``localization_id``: a ``localized`` notice's.
 
     ``INSERT ... ON CONFLICT DO NOTHING``: a concurrent transaction that plans the same event
     neither fails nor duplicates it.
@@ -228,6 +297,7 @@ def add(
         "state": state,
         "findings": findings,
         "created_at": utcnow(),
+        "localization_id": localization_id,
     }
     dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
     insert = dialect.insert(Notice).values(values).on_conflict_do_nothing().returning(Notice.id)

@@ -5,7 +5,7 @@ after the group wait tells of every finding the wait gathered.
 """
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
@@ -22,7 +22,13 @@ from app.anomalies.models import (
 )
 from app.anomalies.triage import group_status
 from app.benchmarks.models import Machine
-from app.notifications.message import CHART_FINDINGS, MAX_FINDINGS, PAYLOAD_VERSION, percent
+from app.notifications.message import (
+    CHART_FINDINGS,
+    MAX_FINDINGS,
+    PAYLOAD_VERSION,
+    localized_headline,
+    percent,
+)
 from app.notifications.models import Notice, Subscription
 from app.notifications.service import Found
 from app.runs.models import Result, Run
@@ -36,6 +42,7 @@ EVENT_WORDS = {
     "reminder": "Still untriaged: ",
     "escalation": "Triage overdue: ",
     "resolved": "Resolved: ",
+    "localized": "Localized: ",  # its headline is the localization's (``localized_headline``)
 }
 AGGREGATE_UNITS = {"pass_rate": "%", "mean_compile_time_s": " s"}  # the others: "x"
 # How a model's coverage finding's reason starts (``failures._coverage_findings``).
@@ -80,36 +87,50 @@ class Renderer:
         return f"{self.base}/alerts?group={group_id}"
 
     def notice(
-        self, notice: Notice, subscription: Subscription, chosen: Sequence[Found]
+        self,
+        notice: Notice,
+        subscription: Subscription,
+        chosen: Sequence[Found],
+        told: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """The payload of a group's notice, telling of ``chosen`` (the selected findings)."""
+        """The payload of a group's notice, telling of ``chosen`` (the selected findings).
+
+        ``told``: a ``localized`` notice's localization (``localized.localization_of``); its
+        page is then the notice's ``url``.
+        """
         assert notice.group_id is not None
         group = self.session.get_one(AlertGroup, notice.group_id)
-        section = self.group_section(group, chosen, notice.event)
-        return {
+        section = self.group_section(group, chosen, notice.event, told)
+        payload = {
             "version": PAYLOAD_VERSION,
             "id": notice_id(notice),
             "event": notice.event,
             "created_at": iso(notice.sent_at or notice.created_at),
             "headline": section.pop("headline"),
-            "url": section["url"],
+            "url": told["url"] if told is not None else section["url"],
             "subscription": subscription_of(subscription, notice.revision),
-            "group": {k: v for k, v in section.items() if k not in ("findings", "omitted")},
+            "group": {
+                k: v for k, v in section.items() if k not in ("findings", "omitted", "localization")
+            },
             "findings": section["findings"],
             "findings_omitted": section["omitted"],
             "groups": [],
         }
+        return payload | ({"localization": dict(told)} if told is not None else {})
 
     def digest(
         self,
         notice: Notice,
         subscription: Subscription,
-        sections: Sequence[tuple[AlertGroup, Sequence[Found], str]],
+        sections: Sequence[tuple[AlertGroup, Sequence[Found], str, Mapping[str, Any] | None]],
     ) -> dict[str, Any]:
-        """The payload of a digest: one section per group (with the event that put it there)."""
+        """The payload of a digest: one section per group (with the event that put it there).
+
+        A section's fourth item is a ``localized`` notice's localization (else None).
+        """
         groups = []
-        for group, chosen, event in sections:
-            section = self.group_section(group, chosen, event)
+        for group, chosen, event, told in sections:
+            section = self.group_section(group, chosen, event, told)
             section["findings_omitted"] = section.pop("omitted")
             section["event"] = event
             groups.append(section)
@@ -132,13 +153,18 @@ class Renderer:
         }
 
     def group_section(
-        self, group: AlertGroup, chosen: Sequence[Found], event: str
+        self,
+        group: AlertGroup,
+        chosen: Sequence[Found],
+        event: str,
+        told: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """A group as a notice tells of it: where, when, its worst selected findings.
 
         A silence comes first, then failures (a case that no longer runs is worse than any
         step), then aggregates (each sums up a group of models), then the steps by the size of
         their change, then coverage changes (low severity: nothing is known to be broken).
+        ``told``: a localization, whose headline the section takes and which it carries.
         """
         silent = [s for s in chosen if isinstance(s, MachineSilence)]
         cases = sorted((f for f in chosen if isinstance(f, CaseFailure)), key=lambda f: f.id)
@@ -157,9 +183,14 @@ class Renderer:
         charts = self._charts([r for r in listed if isinstance(r, Regression)][:CHART_FINDINGS])
         machine = self.session.get_one(Machine, group.machine_id)
         findings = [self.any_finding(f, charts) for f in listed]
-        return {
-            "headline": EVENT_WORDS.get(event, "")
-            + headline(machine.name, group, silent, failing, steps, summed, coverage),
+        if told is not None:
+            title = localized_headline(told, group.channel)
+        else:
+            title = EVENT_WORDS.get(event, "") + headline(
+                machine.name, group, silent, failing, steps, summed, coverage
+            )
+        section = {
+            "headline": title,
             "id": group.id,
             "url": self.group_url(group.id),
             "machine": machine.name,
@@ -173,6 +204,7 @@ class Renderer:
             "findings": findings,
             "omitted": len(worst) - len(listed),
         }
+        return section | ({"localization": dict(told)} if told is not None else {})
 
     def run(self, run_id: int) -> dict[str, Any]:
         """A run as a notice names it."""

@@ -167,6 +167,13 @@ When = Annotated[
 ExcludeList = Annotated[list[ExcludeRules], Field(max_length=50)]
 
 
+MENTION_AUTHOR = (
+    "`localized` notices mention the culprit commit's author by GitHub login (`@login`, "
+    "only where the culprit carries one) and show the author's email address; false: the "
+    "author's name only"
+)
+
+
 class SubscriptionCreate(BaseModel):
     """A new subscription, or (PUT) the whole of an existing one."""
 
@@ -179,6 +186,7 @@ class SubscriptionCreate(BaseModel):
     receivers: Receivers
     when: When = "immediate"
     paused: StrictBool = False
+    mention_author: StrictBool = Field(default=False, description=MENTION_AUTHOR)
 
 
 class SubscriptionUpdate(BaseModel):
@@ -193,6 +201,7 @@ class SubscriptionUpdate(BaseModel):
     receivers: Receivers | None = None
     when: When | None = None
     paused: StrictBool | None = None
+    mention_author: StrictBool | None = Field(default=None, description=MENTION_AUTHOR)
 
 
 class ReceiverRead(BaseModel):
@@ -229,6 +238,7 @@ class SubscriptionRead(BaseModel):
     receivers: list[ReceiverRead]
     when: When
     paused: bool
+    mention_author: bool = Field(description=MENTION_AUTHOR)
     revision: int
     source: Literal["api", "file"] = Field(
         description="`file`: the subscriptions file owns it, and the API does not change it"

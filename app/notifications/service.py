@@ -29,7 +29,7 @@ from app.runs.models import Run
 from app.tokens.models import ApiToken
 
 TargetCheck = Callable[[Sequence[Mapping[str, Any]]], None]  # raises InvalidInput
-FIELDS = ("name", "owner", "match", "exclude", "receivers", "when", "paused")
+FIELDS = ("name", "owner", "match", "exclude", "receivers", "when", "paused", "mention_author")
 
 
 def _of_project(match: Mapping[str, Any], project: str) -> bool:
@@ -194,7 +194,7 @@ def create_subscription(
         InvalidInput: a receiver sends where it may not.
         ProjectNotAllowed: the match names another project than the token's.
     """
-    values = {"match": {}, **values}
+    values = {"match": {}, "mention_author": False, **values}
     values = _scoped_match(token, values)
     _check_name_free(session, values["name"])
     receivers = with_credentials(values["receivers"])

@@ -3,7 +3,8 @@
 The mail is ``multipart/alternative``: the plain text every receiver shows (``text_body``),
 and an HTML part with the worst finding's step chart inline (``multipart/related``, the
 image named by its Content-ID). Everything in the payload may come from uploads (model
-names, hints), so the HTML escapes every value and links only http(s) URLs.
+names, hints; a culprit commit's title and author), so the HTML escapes every value and links
+only http(s) URLs. A localized notice's author mention, where the subscription asked, is text.
 
 ``build`` makes the mail (pure); ``deliver`` sends one over SMTP and says how it went;
 ``send`` is the receiver (``receivers.Sender``).
@@ -28,7 +29,7 @@ from urllib.parse import urlsplit
 from pydantic import Field
 
 from app.core.urls import is_http_url
-from app.notifications.message import Message, finding_line, text_body
+from app.notifications.message import Message, finding_line, lines_of, mention_of, text_body
 from app.notifications.receivers import Outcome, SendContext
 from app.notifications.receivers.base import (
     ReceiverBase,
@@ -124,6 +125,18 @@ def _findings_html(section: Mapping[str, Any]) -> list[str]:
     return ["<ul>", *items, "</ul>"] if items else []
 
 
+def _localization_html(told: Mapping[str, Any]) -> list[str]:
+    """What a localization found, a line each (links only http(s)); a mention as text."""
+    rows = [
+        f'<tr><th align="left">{html.escape(line.label)}</th>'
+        f"<td>{_link(line.link, line.text)}</td></tr>"
+        for line in lines_of(told)
+    ]
+    if mention := mention_of(told):
+        rows.append(f'<tr><th align="left">cc</th><td>{html.escape(mention)}</td></tr>')
+    return ["<table>", *rows, "</table>"]
+
+
 def html_body(message: Message, chart_cid: str | None) -> str:
     """The notice as HTML: every payload value escaped, links only to http(s) URLs.
 
@@ -150,6 +163,8 @@ def html_body(message: Message, chart_cid: str | None) -> str:
         if section is not message.payload:
             title = str(section.get("headline", ""))
             parts.append(f"<h3>{_link(section.get('url'), title)}</h3>")
+        if isinstance(told := section.get("localization"), Mapping):
+            parts += _localization_html(told)
         parts += _findings_html(section)
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"

@@ -8,8 +8,12 @@ SSRF guard, no redirects, the time limit), to ``github_api_url`` (GitHub Enterpr
 ``https://ghe.example/api/v3``) with the operator's token.
 
 Issue text is Markdown that GitHub renders with HTML allowed; payload values (model names,
-hints, environment versions) come from uploads, so each is escaped (``escape_markdown``) and
-only http(s) links are made.
+hints, environment versions, a culprit commit's title and author) come from uploads and
+clones, so each is escaped (``escape_markdown``) and only http(s) links are made. The one
+live mention is a localized notice's ``@login`` of the culprit's author, where the
+subscription asked for it and the culprit carries a GitHub login (``message.mention_of``
+checks it is one). A localized notice comments on the group's issue as any later notice does
+(one gone or never opened: it opens one).
 """
 
 import json
@@ -25,7 +29,7 @@ from app.core.bounds import NulFree
 from app.core.escape import markdown as escape_markdown
 from app.core.escape import markdown_link, unmention
 from app.notifications import guard, outbound
-from app.notifications.message import Message, finding_line
+from app.notifications.message import Message, finding_line, lines_of, mention_of
 from app.notifications.receivers import Outcome, SendContext
 from app.notifications.receivers.base import (
     ReceiverBase,
@@ -64,16 +68,34 @@ def _finding_items(section: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def markdown_body(message: Message) -> str:
+def _localization_items(told: Mapping[str, Any], mention: bool) -> list[str]:
+    """What a localization found, a line each (escaped, links only http(s)).
+
+    ``mention``: the author's GitHub login as a live ``@login`` (the issue's own receiver);
+    else as text, escaped, that pings nobody (other Markdown receivers).
+    """
+    lines = [
+        f"**{escape_markdown(line.label)}:** {markdown_link(line.link, line.text)}  "
+        for line in lines_of(told)
+    ]
+    if login := mention_of(told):  # a checked login: letters, digits and inner hyphens
+        lines.append(f"cc {login if mention else escape_markdown(login)}")
+    return [*lines, ""]
+
+
+def markdown_body(message: Message, mention: bool = False) -> str:
     """The notice as Markdown: a link to it, then its findings (a digest's under each group).
 
-    The headline is left out: receivers show it as the title.
+    The headline is left out: receivers show it as the title. A localized notice's section
+    starts with what its localization found (``mention``: see ``_localization_items``).
     """
     lines = [markdown_link(message.url, "Open in benchwatch"), ""]
     sections = message.payload.get("groups") or [message.payload]
     for section in sections:
         if section is not message.payload:
             lines += [f"**{markdown_link(section.get('url'), str(section.get('headline')))}**", ""]
+        if isinstance(told := section.get("localization"), Mapping):
+            lines += _localization_items(told, mention)
         lines += [*_finding_items(section), ""]
     return "\n".join(lines).rstrip() + "\n"
 
@@ -117,13 +139,14 @@ def _marker(message: Message) -> str:
 def issue_body(message: Message) -> str:
     """A new issue's body: the headline, the group's facts, the findings."""
     lines = [escape_markdown(message.headline), "", *_group_lines(message.payload.get("group"))]
-    return "\n".join(lines) + "\n" + markdown_body(message) + "\n" + _marker(message) + "\n"
+    body = markdown_body(message, mention=True)
+    return "\n".join(lines) + "\n" + body + "\n" + _marker(message) + "\n"
 
 
 def comment_body(message: Message) -> str:
     """A comment on the group's issue for a later notice: what happened, and the findings."""
     headline = f"**{escape_markdown(message.headline)}**\n\n"
-    return headline + markdown_body(message) + "\n" + _marker(message) + "\n"
+    return headline + markdown_body(message, mention=True) + "\n" + _marker(message) + "\n"
 
 
 def _headers(context: SendContext) -> dict[str, str]:

@@ -1,10 +1,13 @@
 """Slack receivers: an incoming webhook sent a Block Kit message.
 
 The message: a header (the headline), the worst findings as one mrkdwn section, "and N more"
-when some are left out, and a button to the alert group's page. Text that came from uploads
-(model, suite, config names, failure reasons) is escaped as Slack asks (``&``, ``<``, ``>``, and
-every ``@`` broken: ``app.core.escape.slack``), and mrkdwn is sent ``verbatim``, so a model named
-``<!channel>``, ``@here`` or ``<https://evil|x>`` is shown, not obeyed.
+when some are left out, and a button to the alert group's page. A localized notice's section
+starts with what the localization found, and a second button opens the culprit commit (an
+http(s) link only); the author's GitHub login, where the subscription asked, is text. Text
+that came from uploads (model, suite, config names, failure reasons, a commit's title and
+author) is escaped as Slack asks (``&``, ``<``, ``>``, and every ``@`` broken:
+``app.core.escape.slack``), and mrkdwn is sent ``verbatim``, so a model named ``<!channel>``,
+``@here`` or ``<https://evil|x>`` is shown, not obeyed.
 """
 
 import json
@@ -14,7 +17,7 @@ from typing import Any, Literal
 from app.core.escape import slack as escape
 from app.core.escape import unmention
 from app.core.urls import is_http_url
-from app.notifications.message import Message, finding_line
+from app.notifications.message import Message, finding_line, lines_of, mention_of
 from app.notifications.outbound import post_for_outcome
 from app.notifications.receivers import Outcome, SendContext
 from app.notifications.receivers.base import ReceiverBase, ReceiverKind, Url
@@ -84,6 +87,9 @@ def _finding_lines(message: Message) -> tuple[list[str], int]:
             if index >= MAX_GROUPS or not text.add(title):
                 omitted += len(findings)
                 continue
+        if isinstance(told := section.get("localization"), Mapping):
+            for line in _localization_lines(told):
+                text.add(line)
         for finding in findings:
             line = f"• {_cut_escaped(finding_line(finding), LINE_CHARS)}"
             if listed < MAX_LISTED and text.add(line):
@@ -91,6 +97,28 @@ def _finding_lines(message: Message) -> tuple[list[str], int]:
             else:
                 omitted += 1
     return text.lines, omitted
+
+
+def _localization_lines(told: Mapping[str, Any]) -> list[str]:
+    """A localization's lines, escaped; its author's GitHub login as text (no Slack ping)."""
+    lines = [f"*{line.label}:* {_cut_escaped(line.text, LINE_CHARS)}" for line in lines_of(told)]
+    if mention := mention_of(told):
+        lines.append(f"cc {escape(mention)}")
+    return lines
+
+
+def _buttons(message: Message) -> list[dict[str, Any]]:
+    """A button to the notice's page, and to a localized notice's culprit commit (http(s))."""
+    links = [("Open in benchwatch", message.url)]
+    told = message.payload.get("localization")
+    culprit = told.get("culprit") if isinstance(told, Mapping) else None
+    if isinstance(culprit, Mapping) and isinstance(culprit.get("link"), str):
+        links.append(("Open the commit", culprit["link"]))
+    return [
+        {"type": "button", "text": {"type": "plain_text", "text": text}, "url": url}
+        for text, url in links
+        if is_http_url(url)
+    ]
 
 
 def blocks(message: Message) -> dict[str, Any]:
@@ -108,13 +136,8 @@ def blocks(message: Message) -> dict[str, Any]:
         body.append({"type": "section", "text": _mrkdwn("\n".join(lines))})
     if omitted:
         body.append({"type": "context", "elements": [_mrkdwn(f"and {omitted} more")]})
-    if is_http_url(message.url):
-        button = {
-            "type": "button",
-            "text": {"type": "plain_text", "text": "Open in benchwatch"},
-            "url": message.url,
-        }
-        body.append({"type": "actions", "elements": [button]})
+    if buttons := _buttons(message):
+        body.append({"type": "actions", "elements": buttons})
     return {"text": _cut_escaped(headline, SECTION_CHARS), "blocks": body}
 
 
