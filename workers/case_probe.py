@@ -20,6 +20,14 @@ least that many timed calls (the tier's own where it makes more), so that one pr
 probe's first round of samples: each process imports torch, which is seconds. A case that
 fails or is skipped is rows saying so, exit 0; a CASE that names no case of the tier, or an
 interpreter that is not the probe environment's, is one line on stderr, exit 2.
+
+``--options-from-settings`` (a configs localization's probe, ``workers.config_bisect``): the
+case is compiled as config ``default`` compiles it, torch.compile's plain call with no mode
+and no options, and its rows keep the case's own config. Its config's own Inductor options
+and mode are then among the probe's compiler settings, set globally by the settings hook,
+which options given to torch.compile would override: so a probe of the slow config's case
+under a mix of the two configs' settings compiles under that mix alone, the slow config's
+own options replaced by it.
 """
 
 import argparse
@@ -44,6 +52,8 @@ FIELDS = ("tier", *CASE_IDENTITY)
 MAX_CASE = 4096  # characters of CASE
 MAX_FIELD = 256  # characters of one of its strings (a model's name, the longest, is 256)
 CHANNEL = "probe"  # the channel of the native run it writes (read for its rows only)
+PLAIN = "default"  # the config compiled as with --options-from-settings: no mode, no options
+OPTIONS_FROM_SETTINGS = "--options-from-settings"
 
 
 class BadCase(ValueError):
@@ -61,15 +71,19 @@ def probe_suite(case: Mapping[str, Any], pin_cores: str, repeats: int) -> Comman
     """The command suite that measures a localization's built-in case, or why there is none.
 
     ``pin_cores``: the worker's ``BENCHWATCH_PIN_CORES``, which the probe pins itself by as a
-    shard's child does (the command's environment has none of the worker's settings).
+    shard's child does (the command's environment has none of the worker's settings). A
+    configs localization's case is compiled ``--options-from-settings``.
     """
+    from app.localization.configs import is_configs_case  # the worker's, not the probe's
+
     argument = case_argument(case)
     try:
         parse_case(argument)
     except BadCase as error:
         return f"the localization's case is not a built-in case: {error}"
+    plain = [OPTIONS_FROM_SETTINGS] if is_configs_case(case) else []
     return CommandSuite(
-        command=["python", "-m", MODULE, "--repeats", str(repeats), argument],
+        command=["python", "-m", MODULE, "--repeats", str(repeats), *plain, argument],
         env={"BENCHWATCH_PIN_CORES": pin_cores},
         outputs=[OUTPUT],
         format="native",
@@ -163,8 +177,11 @@ def _interpreter() -> None:
         )
 
 
-def measure(case: Mapping[str, Any], repeats: int) -> str:
-    """The native run of the case's measurement, as JSON."""
+def measure(case: Mapping[str, Any], repeats: int, options_from_settings: bool = False) -> str:
+    """The native run of the case's measurement, as JSON.
+
+    ``options_from_settings``: compiled as config ``PLAIN`` is, its rows the case's config's.
+    """
     from app.core.config import settings
     from workers.pinning import apply_pinning, plan_pinning
 
@@ -179,9 +196,13 @@ def measure(case: Mapping[str, Any], repeats: int) -> str:
 
     tier = TIERS[case["tier"]]
     measurement = find_measurement(tier, case)
+    if options_from_settings:
+        measurement = measurement._replace(config=PLAIN)
     plan = replace(tier.plan, repeats=max(tier.plan.repeats, repeats))
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     rows = run_measurements([measurement], device, plan, pinning)
+    if options_from_settings:
+        rows = [{**row, "config": case["config"]} for row in rows]
     run = RunIn.model_validate(
         {
             "key": "case-probe",
@@ -198,12 +219,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Measure CASE and write its run; 2 with one line on stderr when CASE is not a case."""
     parser = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=__doc__)
     parser.add_argument("--repeats", type=int, default=1, help="at least this many timed calls")
+    parser.add_argument(
+        OPTIONS_FROM_SETTINGS,
+        action="store_true",
+        help="compile with no mode and no options of the config's own: the compiler settings "
+        "the probe runs under stand for them",
+    )
     parser.add_argument("case", metavar="CASE", help="the tier and the case's identity, JSON")
     args = parser.parse_args(argv)
     try:
         case = parse_case(args.case)
         _interpreter()
-        written = measure(case, max(args.repeats, 1))
+        written = measure(case, max(args.repeats, 1), args.options_from_settings)
     except BadCase as error:
         sys.stderr.write(f"benchwatch case probe: {error}\n")
         return 2

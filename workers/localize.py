@@ -21,8 +21,10 @@ commits of its source in ``BENCHWATCH_LOCALIZE_SOURCES`` (a clone or a GitHub re
 probe is reported as it is judged, the references once their pre-flight is done and again at
 the end with all their samples. Where the two runs' compiler settings differ and no component
 explains the step, the compiler-setting bisection follows (``workers.settings_bisect``); until
-then every probe is measured under the good run's settings. Nothing here writes a run: probes
-are never results.
+then every probe is measured under the good run's settings. A configs localization (one case
+under two configs of one run, ``workers.config_bisect``) is that bisection alone: its sides are
+the two configs' settings, their own options included. Nothing here writes a run: probes are
+never results.
 """
 
 import tempfile
@@ -42,7 +44,7 @@ from app.localization.judge import Reproduction
 from app.localization.lifecycle import Costs, ProbeRow
 from app.localization.probing import BuildFailed, Localization, Measure, ProbeRecord
 from app.runs.schemas import ResultIn
-from workers import settings_bisect
+from workers import config_bisect, settings_bisect
 from workers.clones import CommitSource
 from workers.command_suite import command_environment, read_outputs
 from workers.compiler_settings import Configured, settings_environment
@@ -256,6 +258,10 @@ class Search:
         self.sources = {name: commit_source(value) for name, value in sources.items()}
         self.good_settings = _recorded_settings(good)
         self.bad_settings = _recorded_settings(bad)
+        # Two configs compared: each side's settings with its config's own options and mode.
+        self.configs = config_bisect.compared(oracle.case, self.good_settings, self.bad_settings)
+        if self.configs is not None:
+            self.good_settings, self.bad_settings = self.configs.good, self.configs.bad
         self.good, self.good_commits = _folded({k: v for k, v in good.items() if k != SETTINGS})
         self.bad, self.bad_commits = _folded({k: v for k, v in bad.items() if k != SETTINGS})
         self.higher_is_better: bool | None = oracle.case.get("higher_is_better")
@@ -274,6 +280,7 @@ class Search:
                 "the last good and first bad runs recorded the same components: "
                 "nothing to isolate (the change is in the case, the machine or unrecorded)"
             )
+            reason = self.configs.same() if self.configs is not None else reason
             return self._found("inconclusive", reason, {"notes": notes} if notes else {})
         if not changed:
             return self._settings({}, None, notes)
@@ -493,6 +500,8 @@ class Search:
             self.report(row, self.oracle.costs(self.probe_count))
 
     def _found(self, state: str, reason: str, answer: dict[str, Any]) -> Found:
+        if self.configs is not None:
+            answer = {"configs": self.configs.summary(), **answer}
         return Found(state, reason, answer, self.oracle.costs(self.probe_count))
 
 

@@ -19,7 +19,7 @@ from app.core.urls import is_http_url
 from app.dashboard import figures
 from app.dashboard import format as fmt
 from app.localization.models import UNFINISHED, Localization, LocalizationProbe
-from app.localization.service import LocalizationNotFound
+from app.localization.service import CONFIGS, LocalizationNotFound
 
 PROBES_SHOWN = 200  # a bisection of 512 commits has about 11; the rest are in the API
 LISTED = 20  # commits of a range, or still suspected, named on the page
@@ -182,6 +182,7 @@ def localization_page(session: Session, localization_id: int) -> dict[str, Any]:
         "words": STATE_WORDS.get(found.state, found.state),
         "unfinished": found.state in UNFINISHED,
         "finding": finding_link(found),
+        "compared": compared(found),
         "case": case,
         "case_line": " · ".join(
             _text(case[key])
@@ -262,9 +263,29 @@ def _p(value: float | None) -> str:
     return fmt.MISSING if value is None else f"{value:.1e}"
 
 
+def compared(localization: Localization) -> dict[str, Any] | None:
+    """A configs localization's two configs and run (``app.localization.configs``); else None."""
+    case = localization.case or {}
+    against = case.get("against")
+    if localization.finding_kind != CONFIGS or not isinstance(against, Mapping):
+        return None
+    return {
+        "slow": _text(case.get("config", "")),
+        "fast": _text(against.get("config", "")),
+        "run": localization.bad_run_id,
+    }
+
+
 def finding_link(localization: Localization) -> dict[str, str]:
-    """The finding's words and link: its row on its alert group's page, else the API's."""
+    """The finding's words and link: its row on its alert group's page, else the API's.
+
+    A configs localization's is its two configs, linked to its run's page.
+    """
     kind, finding_id = localization.finding_kind, localization.finding_id
+    if (pair := compared(localization)) is not None:
+        words = f"{pair['slow']} slower than {pair['fast']}"
+        run = f"/runs/{pair['run']}" if pair["run"] else None
+        return {"text": words, "href": run or f"/api/v1/localizations/{localization.id}"}
     words = f"{'aggregate finding' if kind == 'aggregate' else kind} {finding_id}"
     if localization.group_id is not None:
         anchor = f"{ROW_ID.get(kind, kind)}-{finding_id}"

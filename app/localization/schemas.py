@@ -7,17 +7,62 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.core.bounds import RowId
 
+# What each kind of request names (besides ``kind``).
+ASKED_WITH = {
+    "regression": ("id",),
+    "failure": ("id",),
+    "aggregate": ("id",),
+    "configs": ("run_id", "slow_benchmark_id", "fast_benchmark_id"),
+}
+
 
 class LocalizationCreate(BaseModel):
-    """The finding to localize: a regression, a failure, or an aggregate finding."""
+    """What to localize: a finding by its id, or a case slower under one config on a run.
 
-    model_config = ConfigDict(extra="forbid")
+    A regression, a failure or an aggregate finding by ``id``; ``configs``: one case slower
+    under one config than under another on one run, by the run and the two benchmarks.
+    """
 
-    kind: Literal["regression", "failure", "aggregate"] = Field(
-        description="The finding's kind: an aggregate finding is localized through the "
-        "regression that explains most of it."
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"kind": "regression", "id": 12},
+                {"kind": "configs", "run_id": 41, "slow_benchmark_id": 7, "fast_benchmark_id": 8},
+            ]
+        },
     )
-    id: RowId = Field(description="The finding's id.")
+
+    kind: Literal["regression", "failure", "aggregate", "configs"] = Field(
+        description="The finding's kind: an aggregate finding is localized through the "
+        "regression that explains most of it; configs: the compiler settings that make one "
+        "case slower under one config than under another, on one run."
+    )
+    id: RowId | None = Field(
+        default=None, description="The finding's id (regression, failure, aggregate)."
+    )
+    run_id: RowId | None = Field(
+        default=None, description="configs: the run both were measured in."
+    )
+    slow_benchmark_id: RowId | None = Field(
+        default=None, description="configs: the case's benchmark under the slower config."
+    )
+    fast_benchmark_id: RowId | None = Field(
+        default=None,
+        description="configs: the same case's benchmark under the config it is compared with.",
+    )
+
+    def problems(self) -> list[dict[str, Any]]:
+        """The fields this kind needs and lacks, and those it does not take, each located."""
+        needed = ASKED_WITH[self.kind]
+        found = []
+        for name in ("id", "run_id", "slow_benchmark_id", "fast_benchmark_id"):
+            given = getattr(self, name) is not None
+            if given != (name in needed):
+                what = "required" if not given else "not taken"
+                message = f"{what} for kind {self.kind} (it takes {', '.join(needed)})"
+                found.append({"loc": name, "field": name, "message": message})
+        return found
 
 
 class ProbeRead(BaseModel):

@@ -37,6 +37,10 @@ from app.tokens.models import ApiToken
 from app.tokens.service import check_project
 
 FindingKind = Literal["regression", "failure", "aggregate"]
+# Beside the findings: one case slower under one compile config than under another on one
+# run (``app.localization.configs``).
+CONFIGS = "configs"
+Kind = FindingKind | Literal["configs"]
 BUDGET_WINDOW = timedelta(hours=24)
 # The environment's recorded components, as a probe's spec names them.
 COMPONENTS = ("torch", "torch_git_sha", "triton", "python", "cuda", "hip", "driver")
@@ -116,10 +120,12 @@ def measured_by(target: Target, command_suites: Mapping[str, str]) -> str | None
     """
     if (name := command_suites.get(target.benchmark.suite)) is not None:
         return command_tier(name)
-    run = target.bad_run
-    if run.source == "worker" and run.tier in vocab.SUITE_TIERS:
-        return run.tier
-    return None
+    return builtin_tier(target.bad_run)
+
+
+def builtin_tier(run: Run) -> str | None:
+    """The built-in tier a benchwatch worker's run was made in; None for another run."""
+    return run.tier if run.source == "worker" and run.tier in vocab.SUITE_TIERS else None
 
 
 def target_of(session: Session, kind: FindingKind, finding_id: int) -> Target:
@@ -215,7 +221,7 @@ def request_localization(
     if unfinished is not None:
         return unfinished, False
     case = measured_case(target, command_suites)
-    _check_budget(session, target.machine, budget)
+    check_budget(session, target.machine, budget)
     good = components(target.good_run.environment)
     bad = components(target.bad_run.environment)
     localization = Localization(
@@ -235,16 +241,25 @@ def request_localization(
         started_by=started_by,
         answer={"environment_diff": environment_diff(good, bad)},
     )
+    return queue_localization(session, localization, target.bad_run), True
+
+
+def queue_localization(session: Session, localization: Localization, run: Run) -> Localization:
+    """A new localization stored with its suite run, and sent to its machine after the commit.
+
+    ``run``: the run it measures the finding of (its first bad one), whose commit and channel
+    its suite run shows.
+    """
     session.add(localization)
     session.flush()
-    localization.suite_run_id = _suite_run(session, localization, target).id
+    localization.suite_run_id = _suite_run(session, localization, run).id
     enqueue_after_commit(
         session, LOCALIZE, localization_id=localization.id, machine=localization.machine
     )
-    return localization, True
+    return localization
 
 
-def _suite_run(session: Session, localization: Localization, target: Target) -> SuiteRun:
+def _suite_run(session: Session, localization: Localization, run: Run) -> SuiteRun:
     """The localization's suite run: queued on its machine until the worker starts it."""
     suite_run = SuiteRun(
         key=f"localize-{localization.id}",
@@ -253,8 +268,8 @@ def _suite_run(session: Session, localization: Localization, target: Target) -> 
         trigger=LOCALIZE_TRIGGER,
         status=QUEUED,
         description={
-            "commit": target.bad_run.commit or "",
-            "environment": {"channel": target.bad_run.channel},
+            "commit": run.commit or "",
+            "environment": {"channel": run.channel},
             "extra": {
                 "localization": {
                     "id": localization.id,
@@ -313,7 +328,8 @@ def _case(target: Target, tier: str) -> dict[str, Any]:
     return case
 
 
-def _check_budget(session: Session, machine: str, budget: int) -> None:
+def check_budget(session: Session, machine: str, budget: int) -> None:
+    """Refused (409) when the machine ran ``budget`` localizations in the last 24 hours."""
     since = utcnow() - BUDGET_WINDOW
     spent = list(
         session.scalars(
@@ -345,7 +361,7 @@ def get_localization(session: Session, localization_id: int) -> Localization:
 def list_localizations(
     session: Session,
     *,
-    kind: FindingKind | None,
+    kind: Kind | None,
     finding_id: int | None,
     group_id: int | None,
     states: Sequence[str],

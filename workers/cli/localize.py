@@ -16,6 +16,7 @@ import os
 import shlex
 import statistics
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,22 +29,37 @@ if TYPE_CHECKING:
     from workers.repro import ProbeCommand
 
 FINDINGS = ("regression", "failure", "aggregate")
+# configs:RUN:SLOW:FAST: a case slower under one config (benchmark SLOW) than under another
+# (benchmark FAST) on run RUN (app.localization.configs).
+CONFIGS = "configs"
 OUTPUT_PLACEHOLDER = "<an empty directory>"
 RECORDED = {"good": "last good", "bad": "first bad"}
+Finding = tuple[str, int] | tuple[str, int, int, int]
 
 
-def finding(text: str) -> tuple[str, int]:
-    """``KIND:ID`` (a finding's kind, or localization) as a pair; else a usage error."""
-    kind, colon, number = text.partition(":")
-    known = kind in (*FINDINGS, "localization")
-    # A row id (app.core.bounds.RowId): ASCII digits, 1 to 2**31 - 1.
-    if colon and known and number.isascii() and number.isdigit() and 1 <= int(number) < 2**31:
-        return kind, int(number)
+def finding(text: str) -> Finding:
+    """``KIND:ID`` or ``configs:RUN:SLOW:FAST`` as a tuple of its parts; else a usage error.
+
+    KIND a finding's kind, or localization; a configs pair names its run and two benchmarks.
+    """
+    kind, *numbers = text.split(":")
+    wanted = 3 if kind == CONFIGS else 1
+    known = kind in (*FINDINGS, "localization", CONFIGS)
+    # Row ids (app.core.bounds.RowId): ASCII digits, 1 to 2**31 - 1.
+    ids = [int(n) for n in numbers if n.isascii() and n.isdigit() and 1 <= int(n) < 2**31]
+    if known and len(numbers) == len(ids) == wanted:
+        return (kind, ids[0]) if wanted == 1 else (kind, ids[0], ids[1], ids[2])
     raise argparse.ArgumentTypeError(
         f"{text!r} names no finding: give KIND:ID, KIND one of {', '.join(FINDINGS)} or "
         "localization (an existing one's case and environments), ID a positive integer, "
-        "e.g. regression:12"
+        "e.g. regression:12; or configs:RUN:SLOW:FAST, a case's benchmark SLOW slower than "
+        "its benchmark FAST under another config on run RUN, e.g. configs:41:7:8"
     )
+
+
+def _named(parts: Sequence[object]) -> str:
+    """A finding as it was given: ``regression:12``, ``configs:41:7:8``."""
+    return ":".join(str(part) for part in parts)
 
 
 def _user() -> str:
@@ -57,11 +73,11 @@ def _user() -> str:
 
 def cmd_localize(args: argparse.Namespace) -> int:
     """Ask for a finding's localization, as the API does; print its id and state."""
-    kind, number = args.finding
+    kind, *numbers = args.finding
     if kind == "localization":
         print(
-            "benchwatch localize: give the finding (regression:ID, failure:ID or aggregate:ID), "
-            "not a localization",
+            "benchwatch localize: give the finding (regression:ID, failure:ID, aggregate:ID or "
+            "configs:RUN:SLOW:FAST), not a localization",
             file=sys.stderr,
         )
         return 2
@@ -70,21 +86,33 @@ def cmd_localize(args: argparse.Namespace) -> int:
     from app.core.config import settings
     from app.core.queue import CeleryPublisher
     from app.jobs import LOCALIZE, TASKS
-    from app.localization import service
+    from app.localization import configs, service
 
     database = open_database()
     publisher = CeleryPublisher(settings.BROKER_URL or "", TASKS.queue_for)
     database.set_publisher(publisher)
+    started_by = f"cli:{_user()}"[:200]
     try:
         with database.session_scope() as session:
-            found, new = service.request_localization(
-                session,
-                kind,
-                number,
-                started_by=f"cli:{_user()}"[:200],
-                budget=settings.LOCALIZE_BUDGET,
-                command_suites=settings.LOCALIZE_SUITES,
-            )
+            if kind == CONFIGS:
+                run_id, slow_id, fast_id = numbers
+                found, new = configs.request_configs_localization(
+                    session,
+                    run_id,
+                    slow_id,
+                    fast_id,
+                    started_by=started_by,
+                    budget=settings.LOCALIZE_BUDGET,
+                )
+            else:
+                found, new = service.request_localization(
+                    session,
+                    kind,
+                    numbers[0],
+                    started_by=started_by,
+                    budget=settings.LOCALIZE_BUDGET,
+                    command_suites=settings.LOCALIZE_SUITES,
+                )
             shown = (found.id, found.state, found.machine, dict(found.case))
     finally:
         publisher.client.close()
@@ -92,26 +120,40 @@ def cmd_localize(args: argparse.Namespace) -> int:
     localization_id, state, machine, case = shown
     print(f"localization {localization_id} {state}")
     what = f"{case.get('suite')}/{case.get('model')} {case.get('metric') or ''}".strip()
+    named = _named(args.finding)
     if new:
         queue = TASKS.queue_for(LOCALIZE, machine=machine)
-        print(f"{kind} {number}: {what} on {machine}, sent to the queue {queue}", file=sys.stderr)
+        print(f"{named}: {what} on {machine}, sent to the queue {queue}", file=sys.stderr)
     else:
-        print(f"{kind} {number} has this one {state} already: not a new one", file=sys.stderr)
+        print(f"{named} has this one {state} already: not a new one", file=sys.stderr)
     return 0
 
 
-def _asked(kind: str, number: int) -> dict[str, Any]:
+def _asked(kind: str, number: int, *more: int) -> dict[str, Any]:
     """What a worker would measure for the finding: machine, case, environments, and whence.
 
     A localization's own (what its worker got); a finding's as a new localization would
-    have them (``service.measured_case``: refused, 2, when no worker measures it).
+    have them (``service.measured_case``: refused, 2, when no worker measures it); two
+    configs' (``configs_target``) as a new configs localization would.
     """
     from app.core.config import settings
-    from app.localization import service
+    from app.localization import configs, service
 
     database = open_database()
     try:
         with database.session_scope() as session:
+            if kind == CONFIGS:
+                slow_id, fast_id = more
+                pair = configs.configs_target(session, number, slow_id, fast_id)
+                good, bad = pair.environments()
+                return {
+                    "about": _named((kind, number, *more)),
+                    "machine": pair.machine,
+                    "case": pair.case(),
+                    "good": good,
+                    "bad": bad,
+                    "runs": {"good": number, "bad": number},
+                }
             if kind == "localization":
                 row = service.get_localization(session, number)
                 return {
@@ -299,7 +341,8 @@ def _localize_options(localize: argparse.ArgumentParser) -> None:
         "finding",
         type=finding,
         metavar="FINDING",
-        help="the finding: regression:ID, failure:ID or aggregate:ID",
+        help="the finding: regression:ID, failure:ID, aggregate:ID, or configs:RUN:SLOW:FAST "
+        "(on run RUN, benchmark SLOW slower than the same case's FAST under another config)",
     )
 
 
@@ -308,8 +351,8 @@ def _repro_options(repro: argparse.ArgumentParser) -> None:
         "finding",
         type=finding,
         metavar="FINDING",
-        help="regression:ID, failure:ID, aggregate:ID, or localization:ID (that one's case "
-        "and environments)",
+        help="regression:ID, failure:ID, aggregate:ID, configs:RUN:SLOW:FAST, or "
+        "localization:ID (that one's case and environments)",
     )
     repro.add_argument(
         "--run",
