@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 from app.core.db import Database
 from tests.conftest import make_token
 from tests.factories import case_rows, nightly
+from tests.history_cache import cached_history
 from tests.posting import drain
 
 RUNS = 40
@@ -47,6 +48,30 @@ def post_history(
     change: Callable[[str, str, int], dict[str, float]] | None = None,
     runs: range = range(RUNS),
     seed: int = 0,
+) -> list[int]:
+    """Post the runs through the API and detect them; their ids.
+
+    A history built before on the same start is copied (``tests.history_cache``); ``change``
+    then names it, so a lambda or a function of a test's own locals (whose captures it cannot
+    tell) is always built.
+    """
+    named = change is None or not ({"<locals>", "<lambda>"} & set(change.__qualname__.split(".")))
+    if not named:
+        return _post_history(client, headers, change, runs, seed)
+    name = None if change is None else f"{change.__module__}.{change.__qualname__}"
+    key = ("post_history", name, runs.start, runs.stop, runs.step, seed)
+    ids: list[int] = cached_history(
+        client, headers, key, lambda: _post_history(client, headers, change, runs, seed)
+    )
+    return ids
+
+
+def _post_history(
+    client: TestClient,
+    headers: dict[str, str],
+    change: Callable[[str, str, int], dict[str, float]] | None,
+    runs: range,
+    seed: int,
 ) -> list[int]:
     noise = np.random.default_rng(seed)
     ids = []
