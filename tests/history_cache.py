@@ -35,6 +35,7 @@ from app.anomalies import registry
 from app.core.db import Base, Database
 from app.core.queue import InProcessPublisher
 from app.tokens.service import hash_token
+from tests.conftest import filled_tables
 
 TOKENS = "api_token"
 # The tables a start may hold rows of, and what a row is, less what differs between two made
@@ -93,10 +94,7 @@ def _start(database: Database, posting: str) -> tuple[Any, ...] | None:
     """The start's rows (and which token posts), when the database holds nothing else."""
     others = [table.name for table in _tables() if table.name not in START]
     with database.engine.connect() as conn:
-        holding = " UNION ALL ".join(
-            f"SELECT '{name}' WHERE EXISTS (SELECT 1 FROM {name})" for name in others
-        )
-        if conn.execute(text(holding)).first() is not None:
+        if filled_tables(conn, others):
             return None
         start = []
         for name, identity in START.items():
