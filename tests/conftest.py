@@ -1,4 +1,10 @@
-"""Shared fixtures: each database test runs on SQLite and on the real Postgres."""
+"""Shared fixtures: a database test runs on SQLite or on the real Postgres, or on both.
+
+A test marked ``both_dialects`` (bounds, bad input, locking, SQL that differs by dialect) runs
+once on each. Any other database test exercises no difference between them and runs on one,
+the same one every time, picked by its name: the suite as a whole still runs each feature on
+both. ``BENCHWATCH_TEST_DIALECTS=both`` runs every database test on each dialect.
+"""
 
 import os
 import socket
@@ -6,6 +12,7 @@ import threading
 import time
 import urllib.request
 import uuid
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -102,9 +109,33 @@ def sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> str:
     return url
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+DIALECTS = ("sqlite", "postgres")
+EVERY_TEST_ON_BOTH = os.environ.get("BENCHWATCH_TEST_DIALECTS", "") == "both"
+
+
+def dialects_of(test: pytest.Item) -> tuple[str, ...]:
+    """The dialects a database test runs on: both when marked so, else one picked by name."""
+    if EVERY_TEST_ON_BOTH or test.get_closest_marker("both_dialects"):
+        return DIALECTS
+    return (DIALECTS[zlib.crc32(test.nodeid.encode()) % len(DIALECTS)],)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrize each database test by its dialects, unless it names them itself."""
+    if "database_url" not in metafunc.fixturenames:
+        return
+    for mark in metafunc.definition.iter_markers("parametrize"):
+        names = mark.args[0]
+        if "database_url" in (
+            names.replace(" ", "").split(",") if isinstance(names, str) else names
+        ):
+            return
+    metafunc.parametrize("database_url", dialects_of(metafunc.definition), indirect=True)
+
+
+@pytest.fixture
 def database_url(request: pytest.FixtureRequest) -> str:
-    """The URL of a migrated database: the test runs once per dialect."""
+    """The URL of a migrated database of the dialect the test is parametrized with."""
     fixture = "postgres_url" if request.param == "postgres" else "sqlite_url"
     url: str = request.getfixturevalue(fixture)
     return url

@@ -13,6 +13,8 @@ from app.runs import router as runs_router
 from tests.conftest import make_token
 from tests.factories import example_run, many_results, result, run_payload
 
+pytestmark = pytest.mark.both_dialects
+
 BIG = "99999999999999999999999"  # beyond 64 bits
 INT32 = str(2**31)  # beyond the INTEGER columns, within 64 bits
 

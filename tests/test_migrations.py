@@ -20,6 +20,8 @@ from app.main import create_app
 from tests.anomalies.test_service import dynamic_bert_slower, post_history
 from tests.conftest import PEPPER, POSTGRES_URL, make_token, service_missing
 
+pytestmark = pytest.mark.both_dialects
+
 
 def test_schema_matches_models(database: Database) -> None:
     with database.engine.connect() as connection:

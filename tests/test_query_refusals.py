@@ -8,6 +8,8 @@ from fastapi.testclient import TestClient
 from app.api.validation import NUL_FREE
 from tests.test_api_fuzz import openapi_document
 
+pytestmark = pytest.mark.both_dialects
+
 
 @pytest.mark.parametrize("path", ["/api/v1/benchmarks", "/api/v1/series"])
 @pytest.mark.parametrize("project", ["", "-x", "a b", "x" * 65])

@@ -26,6 +26,8 @@ from tests.conftest import PEPPER, POSTGRES_URL, make_token, serving
 from tests.dashboard.test_sign_in import csrf_of, sign_in
 from tests.factories import result, run_payload
 
+pytestmark = pytest.mark.both_dialects
+
 HOSTILE_URLS = [
     "javascript:alert(document.cookie)",
     "JavaScript:alert(1)",

@@ -95,6 +95,7 @@ def test_writes_need_the_triage_scope(
         ({"colour": "red"}, "colour"),
     ],
 )
+@pytest.mark.both_dialects
 def test_invalid_annotations_are_refused_where_they_are_wrong(
     client: TestClient, triage: dict[str, str], change: dict[str, Any], where: str
 ) -> None:
@@ -106,6 +107,7 @@ def test_invalid_annotations_are_refused_where_they_are_wrong(
     assert client.get("/api/v1/annotations").json()["total"] == 0
 
 
+@pytest.mark.both_dialects
 def test_a_query_with_a_nul_or_a_bad_time_is_refused(client: TestClient) -> None:
     assert client.get("/api/v1/annotations", params={"machine": "h\x00"}).status_code == 422
     assert client.get("/api/v1/annotations", params={"since": "yesterday"}).status_code == 422

@@ -1,5 +1,5 @@
 """Annotations on the pages: drawn on the series chart, listed beside alert groups in their
-window, added and deleted through the /annotations page's form (both dialects)."""
+window, added and deleted through the /annotations page's form."""
 
 import html
 import json

@@ -1,5 +1,5 @@
 """Confirmation re-runs (issue 15, point 6): the verdict on pooled samples, and the request and
-its outcome on both databases (a worker's side of a shard is driven through the suite-run
+its outcome (a worker's side of a shard is driven through the suite-run
 service here; tests/suite_runs/test_rerun_worker.py has real workers measure it)."""
 
 import threading
@@ -393,6 +393,7 @@ def test_a_changed_environment_closes_the_rerun_unmeasured(database: Database) -
         assert confirmation.finish_rerun(session, suite_run.id) is None
 
 
+@pytest.mark.both_dialects
 def test_a_verdict_waits_for_the_detection_of_its_machine_and_keeps_what_it_wrote(
     postgres_database: Database,
 ) -> None:

@@ -62,6 +62,7 @@ def regression_count(database: Database) -> int:
         return session.scalar(select(func.count()).select_from(Regression)) or 0
 
 
+@pytest.mark.both_dialects
 def test_concurrent_detections_record_one_regression_and_lose_no_run(database: Database) -> None:
     ids = store_history(database)
     latest = ids[-4:]  # each sees the whole step: each alone would record it

@@ -69,6 +69,7 @@ def test_an_anonymous_form_is_refused_before_its_body_is_read(
             assert meter.read == 0, f"{path} read {meter.read:,} bytes before refusing"
 
 
+@pytest.mark.both_dialects
 def test_a_signed_in_form_is_bounded(served: tuple[str, BodyMeter], database: Database) -> None:
     url, meter = served
     with httpx.Client(base_url=url, timeout=60) as web:

@@ -1,4 +1,4 @@
-"""A finding's localization on the dashboard (issue 28 point 6), on both databases: the alert
+"""A finding's localization on the dashboard (issue 28 point 6): the alert
 group's rows name their newest localization, its page shows the culprit (escaped, a link only
 when http(s)), costs, chart and probes; and the "Localize" form is for triage only."""
 

@@ -194,6 +194,7 @@ def test_the_csv_export_neutralises_formula_cells(
         "/compare?channels=nightly%00",
     ],
 )
+@pytest.mark.both_dialects
 def test_a_nul_in_a_page_query_is_a_4xx(client: TestClient, path: str) -> None:
     page = client.get(path)
     assert page.status_code == 422

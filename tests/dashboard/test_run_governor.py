@@ -14,10 +14,8 @@ GOVERNORS = {  # what the worker recorded: whether the page warns
 }
 
 
-@pytest.fixture
-def database_url(sqlite_url: str) -> str:
-    """A template's logic: one dialect is enough."""
-    return sqlite_url
+# A template's logic: one dialect is enough.
+pytestmark = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 
 
 def test_the_run_page_shows_the_cpu_governor(

@@ -6,6 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
+import pytest
 from sqlalchemy import event, func, select
 
 from app.core.config import Settings
@@ -13,6 +14,8 @@ from app.core.db import Database
 from app.main import create_app
 from app.tokens.models import WebSession
 from tests.conftest import make_token, serving
+
+pytestmark = pytest.mark.both_dialects
 
 WAIT = 3.0  # how long a sign-in that has ended the others waits for the second to get as far
 

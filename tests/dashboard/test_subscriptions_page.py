@@ -1,4 +1,4 @@
-"""The subscriptions and silences pages (both dialects).
+"""The subscriptions and silences pages.
 
 Admins only for subscriptions, ``triage`` for silences, CSRF and the posting site checked on
 every form, stored text rendered as text; and in headless Chromium against a real local

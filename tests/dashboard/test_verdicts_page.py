@@ -98,6 +98,7 @@ def test_a_pull_request_twenty_percent_slower_on_one_model(
     assert "This run is nightly's own: it is judged against the runs before it." in own.text
 
 
+@pytest.mark.both_dialects
 def test_what_one_view_renders_is_capped(
     client: TestClient,
     ingest_headers: dict[str, str],

@@ -1,4 +1,4 @@
-"""Localizations that start by themselves (issue 28 point 1), on both databases: with
+"""Localizations that start by themselves (issue 28 point 1): with
 BENCHWATCH_LOCALIZE=confirmed a step confirmed on a measurable series is queued once, a second
 one past the machine's budget is skipped and logged, an unmeasurable one passed over; with
 ``suspected`` the first suspected point starts it; ``off`` starts none."""

@@ -13,7 +13,7 @@ environment's own interpreter, where the wheel is installed, and not in the work
 ``repro.measuring``, the pip provider, its cache), not through a Celery worker: each probe
 process imports torch, seconds each. A case name no tier has fails the localization with the
 probe's one-line reason. ``benchwatch repro`` of a worker's regression of the case prints the
-module's command (both databases).
+module's command.
 """
 
 import json

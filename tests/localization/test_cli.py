@@ -1,4 +1,4 @@
-"""``benchwatch localize`` and ``benchwatch repro`` (issue 28 points 1 and 7), on both databases.
+"""``benchwatch localize`` and ``benchwatch repro`` (issue 28 points 1 and 7).
 
 A CI series of the suite ``tinybench`` (mapped to the command suite ``tiny``, as in the end to
 end test) steps up between two versions of tinypkg. ``repro`` prints the pre-flight's specs

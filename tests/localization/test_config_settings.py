@@ -8,7 +8,7 @@ configs, each latency row with the settings it recorded (``extra.compiler_settin
 ``inductor.cpp.simdlen = 1`` (no SIMD in Inductor's C++ kernels), both rows with the worker's
 ``TORCHINDUCTOR_COMPILE_THREADS=1`` (one compile process: a probe's start on 2 cores).
 
-- The API, on both databases: asked once, it stores the case, both sides' settings and what
+- The API: asked once, it stores the case, both sides' settings and what
   differs; asked again, the same one; the page says what it compared. Every refusal is a 4xx
   naming its field (unknown ids, another case, a config a probe cannot express, not slower,
   no latency on the run, another project, an uploaded run).

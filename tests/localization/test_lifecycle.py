@@ -6,6 +6,7 @@ Nothing of it enters the history: no run, no result."""
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
@@ -17,6 +18,8 @@ from app.runs.models import Result, Run
 from app.suite_runs import service as suite_runs
 from app.suite_runs.models import SuiteRun
 from tests.localization.test_requests import _nightlies, _regression
+
+pytestmark = pytest.mark.both_dialects
 
 PROBE = ProbeRow(
     strategy="isolate",

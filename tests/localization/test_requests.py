@@ -1,4 +1,4 @@
-"""Asking for a localization (issue 28 point 1) through the API, on both databases: what is
+"""Asking for a localization (issue 28 point 1) through the API: what is
 measurable, one at a time per finding, the machine's daily budget, projects, and reads."""
 
 from typing import Any
@@ -154,6 +154,7 @@ def test_a_machine_runs_its_budget_a_day(
     application.state.database.dispose()
 
 
+@pytest.mark.both_dialects
 def test_bad_requests_and_other_projects_are_refused(
     client: TestClient,
     database: Database,

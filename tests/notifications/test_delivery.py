@@ -1,6 +1,6 @@
 """From a detected regression to the notice a receiver gets: the outbox, in process.
 
-Real detection on a real history (SQLite and Postgres), a real local HTTP receiver; the
+Real detection on a real history, a real local HTTP receiver; the
 sweep is run by hand at chosen times where the test is about timing.
 """
 

@@ -1,6 +1,6 @@
 """A project's admin token sees and changes its project's subscriptions only, and no read
-answers a receiver's credentials in full (issue 26 point 6), on the API and the dashboard,
-on both dialects."""
+answers a receiver's credentials in full (issue 26 point 6), on the API and the
+dashboard."""
 
 import re
 from typing import Any

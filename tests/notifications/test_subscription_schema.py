@@ -19,6 +19,8 @@ from tests.conftest import PEPPER, make_token
 from tests.notifications.test_api import URL, new
 from tests.test_api_edges import assert_error
 
+pytestmark = pytest.mark.both_dialects
+
 EMAIL = {"kind": "email", "to": ["oncall@example.com"]}
 WEBHOOK = {"kind": "webhook", "url": "https://hooks.example/bw"}
 

@@ -15,6 +15,8 @@ from app.main import create_app
 from app.models import Benchmark, Machine, Metric, Result, Run, Series
 from tests.factories import example_run, result, run_payload
 
+pytestmark = pytest.mark.both_dialects
+
 Mutation = Callable[[dict[str, Any]], None]
 
 

@@ -4,6 +4,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from sqlalchemy import func, select
 
 from app.core.db import Database
@@ -11,6 +12,8 @@ from app.models import Benchmark, Result, Run, Series
 from app.runs.ingest import ingest_run
 from app.runs.schemas import RunIn
 from tests.factories import many_results, run_payload
+
+pytestmark = pytest.mark.both_dialects
 
 WORKERS = 6
 

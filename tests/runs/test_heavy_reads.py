@@ -11,6 +11,8 @@ from app.runs import router as runs_router
 from tests.dashboard.test_alerts_statements import counted
 from tests.factories import result, run_payload
 
+pytestmark = pytest.mark.both_dialects
+
 # The raw column selected as such (a column of the answer: before a comma, FROM or AS); inside
 # a JSON function (json_each(result.samples)) the database reads the array, answers a figure.
 RAW_SAMPLES = re.compile(r"(?<!\()\bresult\.samples\s*(,|FROM\b|AS\b|$)")

@@ -13,6 +13,8 @@ from tests.conftest import make_token
 from tests.factories import result, run_payload
 from tests.test_queue import Recorder
 
+pytestmark = pytest.mark.both_dialects
+
 
 def post_runs(client: TestClient, headers: dict[str, str], count: int, **fields: Any) -> list[int]:
     ids = []

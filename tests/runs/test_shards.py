@@ -18,6 +18,8 @@ from tests.factories import case_rows, nightly, result, run_payload
 from tests.posting import drain
 from tests.runs.test_concurrency import in_parallel
 
+pytestmark = pytest.mark.both_dialects
+
 MODELS = ("resnet50", "bert", "llama", "vit", "t5", "gpt2")
 
 

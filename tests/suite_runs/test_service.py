@@ -91,6 +91,7 @@ def test_a_lease_keeps_other_workers_out_until_it_lapses(
         assert service.renew_lease(session, first, claim.lease, 30)
 
 
+@pytest.mark.both_dialects
 def test_two_workers_claiming_at_once_get_one_claim(database: Database) -> None:
     """One conditional UPDATE: on SQLite too, where SELECT ... FOR UPDATE locks nothing."""
     first, _ = open_run(database)

@@ -18,6 +18,8 @@ from tests.conftest import PEPPER
 from tests.suite_runs.test_service import DESCRIPTION, ident, measured
 from tests.suite_runs.test_triggers import BODY, api, bearer, published  # noqa: F401
 
+pytestmark = pytest.mark.both_dialects
+
 REQUEST = {
     "machine": "box",
     "tier": "test",

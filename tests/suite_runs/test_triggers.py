@@ -175,6 +175,7 @@ def triggers_token(session: Session, patterns: list[str]) -> tuple[ApiToken, str
         ({"pool": "h100s"}, "pool"),  # pools: not yet
     ],
 )
+@pytest.mark.both_dialects
 def test_an_invalid_trigger_says_where(
     api: TestClient, database: Database, change: dict[str, Any], where: str
 ) -> None:
@@ -185,6 +186,7 @@ def test_an_invalid_trigger_says_where(
     assert any(where in loc for loc in locations), locations
 
 
+@pytest.mark.both_dialects
 def test_what_one_token_may_queue_is_bounded(
     api: TestClient, database: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -251,6 +253,7 @@ def queued(database: Database, **request: Any) -> int:
         return suite_run.id
 
 
+@pytest.mark.both_dialects
 def test_the_worker_adopts_the_queued_row_once_and_the_run_keeps_the_commit(
     database: Database,
 ) -> None:

@@ -17,6 +17,8 @@ from app.uploads.service import sniff
 from tests.conftest import make_token
 from workers.cli import main
 
+pytestmark = pytest.mark.both_dialects
+
 DATA = Path(__file__).parent.parent / "data" / "uploads"
 # What each file's name cannot say (ci_expected_accuracy names carry no dtype, ...).
 HINTS: dict[str, dict[str, str]] = {

@@ -13,6 +13,8 @@ from app.main import create_app
 from app.uploads import limits
 from tests.uploads.test_limits import v3_record
 
+pytestmark = pytest.mark.both_dialects
+
 PERF = "inductor_torchbench_amp_training_cuda_performance.csv"
 CSV_HEADER = "dev,name,batch_size,speedup"
 DIGITS_5000 = "1" * 5000

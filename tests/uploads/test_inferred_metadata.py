@@ -206,6 +206,7 @@ HOSTILE_NAMES = {
 }
 
 
+@pytest.mark.both_dialects
 @pytest.mark.parametrize("host", HOSTILE_NAMES.values(), ids=HOSTILE_NAMES.keys())
 def test_a_hostile_name_in_a_file_is_a_422_naming_its_place(
     client: TestClient, ingest_headers: dict[str, str], host: str
@@ -239,6 +240,7 @@ def test_a_hostile_name_in_a_file_is_a_422_naming_its_place(
     ["[1]", "{", json.dumps({"machine": ""}), json.dumps({"nope": "x"}), "x" * 9000],
     ids=["list", "broken", "empty source", "unknown field", "huge"],
 )
+@pytest.mark.both_dialects
 def test_a_bad_provenance_field_is_a_422(
     client: TestClient, ingest_headers: dict[str, str], said: str
 ) -> None:

@@ -28,12 +28,8 @@ PARSE_TIMEOUT_S = 0.5
 # hold it for the whole parse deadline at least.
 HEALTH_WITHIN_S = 0.3
 PERF = "inductor_torchbench_amp_training_cuda_performance.csv"
-
-
-@pytest.fixture
-def database_url(sqlite_url: str) -> str:
-    """SQLite only (overrides the fixture that runs each test on both databases)."""
-    return sqlite_url
+# What is timed is where a parse runs, not a database: SQLite alone.
+SQLITE = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 
 
 @pytest.fixture
@@ -78,6 +74,7 @@ def upload_while_polling_health(
     return answer["response"], answer["seconds"], health
 
 
+@SQLITE
 def test_health_answers_while_a_backtracking_cell_is_sent(
     live_server: str, database: Database
 ) -> None:
@@ -91,6 +88,7 @@ def test_health_answers_while_a_backtracking_cell_is_sent(
     assert seconds < 1.0
 
 
+@SQLITE
 def test_a_slow_upload_stops_at_the_deadline_and_health_answers_meanwhile(
     live_server: str, database: Database
 ) -> None:

@@ -12,6 +12,8 @@ from fastapi.testclient import TestClient
 
 from tests.uploads.test_api import DATA, upload
 
+pytestmark = pytest.mark.both_dialects
+
 V3 = DATA / "pytorch_v3"
 
 

@@ -144,6 +144,7 @@ def test_verdicts_of_a_missing_run(client: TestClient) -> None:
     assert client.get("/api/v1/runs/999999/verdicts").status_code == 404
 
 
+@pytest.mark.both_dialects
 def test_verdicts_are_kept_for_the_run_as_it_stands_and_computed_a_few_at_a_time(
     client: TestClient, ingest_headers: dict[str, str]
 ) -> None:
