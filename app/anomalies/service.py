@@ -14,6 +14,7 @@ detector finds it, or ``withdrawn`` when the series comes back or the test does 
 time. Only one step of a series is suspected at a time.
 """
 
+import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -244,7 +245,9 @@ def _regressions_by_series(
 ) -> dict[int, list[Regression]]:
     found: dict[int, list[Regression]] = defaultdict(list)
     for condition in member_of(session, Regression.series_id, sorted(series_ids)):
-        for regression in session.scalars(select(Regression).where(condition)):
+        for regression in session.scalars(
+            select(Regression).where(condition).order_by(Regression.id)
+        ):
             found[regression.series_id].append(regression)
     return found
 
@@ -275,13 +278,21 @@ def _record(
 ) -> Regression | None:
     first_bad = history.run_ids[change.index]
     position = {run_id: i for i, run_id in enumerate(history.run_ids)}
-    for regression in known:
-        at = position.get(regression.first_bad_run_id)
-        if at is not None and abs(at - change.index) <= REFINE_RADIUS:
-            if regression.state != "confirmed":  # suspected (or withdrawn) before: now found
-                _confirm(regression, series, history, change, found_by)
-                detection.confirmed.append(regression)
-            return None  # already recorded: its triage stands
+    # The recorded step nearest the change is the one it finds again (ties: the older one):
+    # a step withdrawn one run away (found while its first bad run was invalidated) must not
+    # be revived in place of the step at the change itself.
+    near = [
+        (abs(at - change.index), math.inf if regression.id is None else regression.id, regression)
+        for regression in known
+        if (at := position.get(regression.first_bad_run_id)) is not None
+        and abs(at - change.index) <= REFINE_RADIUS
+    ]
+    if near:
+        regression = min(near, key=lambda found: found[:2])[2]
+        if regression.state != "confirmed":  # suspected (or withdrawn) before: now found
+            _confirm(regression, series, history, change, found_by)
+            detection.confirmed.append(regression)
+        return None  # already recorded: its triage stands
     regression = _regression(series, history, change, found_by.describe())
     for earlier in known:
         if _reverts(earlier, change, found_by, position):

@@ -7,6 +7,12 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from app.anomalies import registry, service
+from app.anomalies.detectors import ChangePoint
+from app.anomalies.history import History
+from app.anomalies.models import Regression
+from app.anomalies.service import Detection
+from app.benchmarks.models import Metric, Series
 from app.core.db import Database
 from tests.conftest import make_token
 from tests.factories import case_rows, nightly
@@ -257,3 +263,35 @@ def test_rescan_finds_what_incremental_detection_missed(
     with database.session_scope() as session:
         assert service.rescan(session).regressions == []  # idempotent
     assert len(regressions(client)) == 1
+
+
+def test_a_change_finds_the_nearest_recorded_step_again_not_one_withdrawn_beside_it() -> None:
+    """Restoring a run revives its own step, never the one found one run later without it.
+
+    Both lie within the refine radius of the change; the nearer is the step it finds again,
+    whatever order the database returned them in (Postgres returns rows in no set order).
+    """
+    metric = Metric(name="latency", higher_is_better=False)
+    series = Series(id=1, metric=metric)
+    history = History(values=[10.0] * 5 + [11.0] * 5, run_ids=list(range(101, 111)))
+    change = ChangePoint(5, 10.0, 11.0, 0.1, 1e-4, 0.01, 0.01)
+    found_by = service.Finder(registry.CHANGE_POINT, registry.CHANGE_POINT.defaults)
+
+    def step(id_: int, first_bad: int, state: str) -> Regression:
+        return Regression(
+            id=id_,
+            series_id=1,
+            first_bad_run_id=first_bad,
+            state=state,
+            status="new" if state == "confirmed" else "invalid",
+            triaged_by="" if state == "confirmed" else service.WITHDRAWN_BY,
+            confirmation={},
+        )
+
+    own, beside = step(7, 106, "confirmed"), step(3, 107, "withdrawn")
+    for known in ([own, beside], [beside, own]):
+        detection = Detection([], [])
+        assert service._record(series, history, change, found_by, known, detection) is None
+        assert (own.state, own.status) == ("confirmed", "new")
+        assert (beside.state, beside.status) == ("withdrawn", "invalid")
+        assert (detection.confirmed, detection.regressions) == ([], [])
