@@ -278,17 +278,22 @@ def _record(
 ) -> Regression | None:
     first_bad = history.run_ids[change.index]
     position = {run_id: i for i, run_id in enumerate(history.run_ids)}
-    # The recorded step nearest the change is the one it finds again (ties: the older one):
-    # a step withdrawn one run away (found while its first bad run was invalidated) must not
-    # be revived in place of the step at the change itself.
+    # The recorded step the change finds again: an open one before a withdrawn one, then the
+    # nearest, then the older. A step withdrawn one run away (found while the change's first
+    # bad run was invalidated) must not be revived beside the step at the change itself.
     near = [
-        (abs(at - change.index), math.inf if regression.id is None else regression.id, regression)
+        (
+            regression.status == "invalid",
+            abs(at - change.index),
+            math.inf if regression.id is None else regression.id,
+            regression,
+        )
         for regression in known
         if (at := position.get(regression.first_bad_run_id)) is not None
         and abs(at - change.index) <= REFINE_RADIUS
     ]
     if near:
-        regression = min(near, key=lambda found: found[:2])[2]
+        regression = min(near, key=lambda found: found[:3])[3]
         if regression.state != "confirmed":  # suspected (or withdrawn) before: now found
             _confirm(regression, series, history, change, found_by)
             detection.confirmed.append(regression)

@@ -295,3 +295,25 @@ def test_a_change_finds_the_nearest_recorded_step_again_not_one_withdrawn_beside
         assert (own.state, own.status) == ("confirmed", "new")
         assert (beside.state, beside.status) == ("withdrawn", "invalid")
         assert (detection.confirmed, detection.regressions) == ([], [])
+
+
+def test_an_open_step_is_found_again_before_a_nearer_withdrawn_one() -> None:
+    metric = Metric(name="latency", higher_is_better=False)
+    series = Series(id=1, metric=metric)
+    history = History(values=[10.0] * 5 + [11.0] * 5, run_ids=list(range(101, 111)))
+    change = ChangePoint(6, 10.0, 11.0, 0.1, 1e-4, 0.01, 0.01)
+    found_by = service.Finder(registry.CHANGE_POINT, registry.CHANGE_POINT.defaults)
+    open_ = Regression(id=9, series_id=1, first_bad_run_id=105, state="confirmed", status="new")
+    withdrawn = Regression(
+        id=2,
+        series_id=1,
+        first_bad_run_id=107,
+        state="withdrawn",
+        status="invalid",
+        triaged_by=service.WITHDRAWN_BY,
+        confirmation={},
+    )
+    detection = Detection([], [])
+    assert service._record(series, history, change, found_by, [withdrawn, open_], detection) is None
+    assert (withdrawn.state, withdrawn.status) == ("withdrawn", "invalid")
+    assert detection.confirmed == []
