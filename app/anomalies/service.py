@@ -282,18 +282,20 @@ def _record(
     # nearest, then the older. A step withdrawn one run away (found while the change's first
     # bad run was invalidated) must not be revived beside the step at the change itself.
     near = [
-        (
-            regression.status == "invalid",
-            abs(at - change.index),
-            math.inf if regression.id is None else regression.id,
-            regression,
-        )
+        regression
         for regression in known
         if (at := position.get(regression.first_bad_run_id)) is not None
         and abs(at - change.index) <= REFINE_RADIUS
     ]
     if near:
-        regression = min(near, key=lambda found: found[:3])[3]
+        regression = min(
+            near,
+            key=lambda one: (
+                one.status == "invalid",
+                abs(position[one.first_bad_run_id] - change.index),
+                math.inf if one.id is None else one.id,
+            ),
+        )
         if regression.state != "confirmed":  # suspected (or withdrawn) before: now found
             _confirm(regression, series, history, change, found_by)
             detection.confirmed.append(regression)

@@ -265,55 +265,43 @@ def test_rescan_finds_what_incremental_detection_missed(
     assert len(regressions(client)) == 1
 
 
-def test_a_change_finds_the_nearest_recorded_step_again_not_one_withdrawn_beside_it() -> None:
-    """Restoring a run revives its own step, never the one found one run later without it.
-
-    Both lie within the refine radius of the change; the nearer is the step it finds again,
-    whatever order the database returned them in (Postgres returns rows in no set order).
-    """
-    metric = Metric(name="latency", higher_is_better=False)
-    series = Series(id=1, metric=metric)
+def found_again(index: int, known: list[Regression]) -> Detection:
+    """``_record`` of a step at ``index`` of ten points, with these steps recorded before."""
+    series = Series(id=1, metric=Metric(name="latency", higher_is_better=False))
     history = History(values=[10.0] * 5 + [11.0] * 5, run_ids=list(range(101, 111)))
-    change = ChangePoint(5, 10.0, 11.0, 0.1, 1e-4, 0.01, 0.01)
+    change = ChangePoint(index, 10.0, 11.0, 0.1, 1e-4, 0.01, 0.01)
     found_by = service.Finder(registry.CHANGE_POINT, registry.CHANGE_POINT.defaults)
+    detection = Detection([], [])
+    assert service._record(series, history, change, found_by, known, detection) is None
+    return detection
 
-    def step(id_: int, first_bad: int, state: str) -> Regression:
-        return Regression(
-            id=id_,
-            series_id=1,
-            first_bad_run_id=first_bad,
-            state=state,
-            status="new" if state == "confirmed" else "invalid",
-            triaged_by="" if state == "confirmed" else service.WITHDRAWN_BY,
-            confirmation={},
-        )
 
-    own, beside = step(7, 106, "confirmed"), step(3, 107, "withdrawn")
+def recorded(id_: int, first_bad: int, state: str) -> Regression:
+    """A step recorded before: open when confirmed, else withdrawn by detection."""
+    return Regression(
+        id=id_,
+        series_id=1,
+        first_bad_run_id=first_bad,
+        state=state,
+        status="new" if state == "confirmed" else "invalid",
+        triaged_by="" if state == "confirmed" else service.WITHDRAWN_BY,
+        confirmation={},
+    )
+
+
+def test_a_change_finds_its_own_step_again_not_one_withdrawn_beside_it() -> None:
+    """Restoring a run revives its own step, never the one found one run later without it,
+    whatever order the database returned them in (Postgres returns rows in no set order)."""
+    own, beside = recorded(7, 106, "confirmed"), recorded(3, 107, "withdrawn")
     for known in ([own, beside], [beside, own]):
-        detection = Detection([], [])
-        assert service._record(series, history, change, found_by, known, detection) is None
+        detection = found_again(5, known)
         assert (own.state, own.status) == ("confirmed", "new")
         assert (beside.state, beside.status) == ("withdrawn", "invalid")
         assert (detection.confirmed, detection.regressions) == ([], [])
 
 
 def test_an_open_step_is_found_again_before_a_nearer_withdrawn_one() -> None:
-    metric = Metric(name="latency", higher_is_better=False)
-    series = Series(id=1, metric=metric)
-    history = History(values=[10.0] * 5 + [11.0] * 5, run_ids=list(range(101, 111)))
-    change = ChangePoint(6, 10.0, 11.0, 0.1, 1e-4, 0.01, 0.01)
-    found_by = service.Finder(registry.CHANGE_POINT, registry.CHANGE_POINT.defaults)
-    open_ = Regression(id=9, series_id=1, first_bad_run_id=105, state="confirmed", status="new")
-    withdrawn = Regression(
-        id=2,
-        series_id=1,
-        first_bad_run_id=107,
-        state="withdrawn",
-        status="invalid",
-        triaged_by=service.WITHDRAWN_BY,
-        confirmation={},
-    )
-    detection = Detection([], [])
-    assert service._record(series, history, change, found_by, [withdrawn, open_], detection) is None
+    open_, withdrawn = recorded(9, 105, "confirmed"), recorded(2, 107, "withdrawn")
+    detection = found_again(6, [withdrawn, open_])
     assert (withdrawn.state, withdrawn.status) == ("withdrawn", "invalid")
     assert detection.confirmed == []
