@@ -13,8 +13,9 @@ import time
 import urllib.request
 import uuid
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import psycopg
 import pytest
@@ -61,6 +62,45 @@ os.environ.setdefault("BENCHWATCH_RUN_TIME_BACK_DAYS", str(100 * 366))
 # anonymous rate limit is off in them, on in its own tests (tests/test_ratelimit.py).
 os.environ.setdefault("BENCHWATCH_ANON_RATE_LIMIT", "0")
 STARTUP_TIMEOUT_S = 10.0
+
+
+def _hosts_file_names(path: str = "/etc/hosts") -> frozenset[str]:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as hosts:
+            lines = [line.partition("#")[0].split()[1:] for line in hosts]
+    except OSError:
+        lines = []
+    return frozenset(name.lower() for names in lines for name in names) | {"localhost"}
+
+
+def resolving_locally(lookup: Callable[..., Any], known: frozenset[str]) -> Callable[..., Any]:
+    """``lookup`` (``socket.getaddrinfo``) for addresses and the hosts file's names; any other
+    name does not resolve, at once.
+
+    The tests reach nothing beyond this machine, so a name the hosts file lacks cannot mean
+    anything to them; yet the machine's DNS server leaves some names unanswered for 5 s, and
+    the SSRF guard waits its 3 s for each: the API fuzz, whose receiver URLs carry random
+    host names, spent minutes there. What the guard does with a name that does not resolve,
+    and with a lookup that hangs (tests/notifications/test_outbound.py), is tested as before.
+    """
+
+    def getaddrinfo(
+        host: Any, port: Any, family: int = 0, type: int = 0, proto: int = 0, flags: int = 0
+    ) -> Any:
+        name = host.decode("ascii", "replace") if isinstance(host, bytes) else host
+        if name is None or name.lower().rstrip(".") in known:
+            return lookup(host, port, family, type, proto, flags)
+        try:
+            return lookup(host, port, family, type, proto, flags | socket.AI_NUMERICHOST)
+        except (socket.gaierror, UnicodeError):
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known") from None
+
+    getaddrinfo.resolves_locally = True  # type: ignore[attr-defined]
+    return getaddrinfo
+
+
+if not hasattr(socket.getaddrinfo, "resolves_locally"):
+    socket.getaddrinfo = resolving_locally(socket.getaddrinfo, _hosts_file_names())
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -20,6 +20,7 @@ import pytest
 import schemathesis
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck
+from schemathesis.python.asgi import shutdown_lifespans
 
 from app.anomalies.jobs import sweep_silence
 from app.core.config import Settings
@@ -241,6 +242,10 @@ def test_stateful_sequences_answer_no_5xx(seeded: tuple[Settings, str], tmp_path
             self.application = create_app(settings.model_copy(update={"DATABASE_URL": url}))
 
         def teardown(self) -> None:
+            # The scenario's app ends with it: schemathesis keeps an app's lifespan (its
+            # sweepers, its in-process jobs) running until the test ends, and twenty of them
+            # sweeping copies at once slowed every later scenario.
+            shutdown_lifespans()
             self.application.state.database.dispose()
 
         def get_call_kwargs(self, case: schemathesis.Case) -> dict[str, Any]:
