@@ -15,6 +15,7 @@ from app.api.validation import refuse_nul_in_query
 from app.audit.router import router as audit_router
 from app.benchmarks.router import router as benchmarks_router
 from app.corrections.router import router as corrections_router
+from app.kernels.router import reads as kernels_reads
 from app.localization.router import reads as localization_reads
 from app.localization.router import writes as localization_writes
 from app.notifications.router import deliveries as deliveries_router
@@ -34,6 +35,7 @@ for router in (
     runs_router,
     uploads_router,
     runs_reads,
+    kernels_reads,
     verdicts_router,
     benchmarks_router,
     summaries_router,

@@ -18,7 +18,8 @@ series across vendors; an upload's ``hipgraphs`` folds to it) and its rows carry
 """
 
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,25 @@ def compile_options(config: str, device: torch.device) -> dict[str, Any]:
 def inductor_options(config: str) -> dict[str, Any]:
     """The Inductor options a config compiles with, beyond its mode (``cpp_wrapper``...)."""
     return dict(_INDUCTOR_OPTIONS.get(config, {}))
+
+
+@contextmanager
+def kernels_named(device: torch.device) -> Iterator[None]:
+    """Compile under it (the first calls), and a CPU profile names Inductor's C++ kernels.
+
+    On a GPU each generated kernel is a device kernel the profiler names. On the CPU a C++
+    kernel is a loop in the compiled graph's library, invisible to the profiler unless
+    Inductor wraps it in a record function (``cpp.enable_kernel_profile``). A patch around the
+    compiling calls, not a global setting: it must not reach other compilations of the
+    process, nor the settings a run records (it only names kernels).
+    """
+    if device.type != "cpu":
+        yield
+        return
+    from torch._inductor import config
+
+    with config.patch({"cpp.enable_kernel_profile": True}):
+        yield
 
 
 def compiled(fn: Fn, config: str, device: torch.device) -> Fn:

@@ -25,13 +25,14 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from app.suite_runs.rows import failed_rows, skipped_rows
+from app.suite_runs.rows import PROFILE, failed_rows, skipped_rows
 from workers.compile_configs import (
     GPU_ONLY,
     INFERENCE_ONLY,
     compiled,
     graphs_label,
     inductor_options,
+    kernels_named,
 )
 from workers.compiler_settings import recorded_settings
 from workers.memory import peak_memory_gb
@@ -278,13 +279,14 @@ def _measure(
 
     counters.clear()
     compiled_fn, _ = setup.step(config)
-    compiled_first, output = _timed(compiled_fn, args, device)
+    with kernels_named(device):
+        compiled_first, output = _timed(compiled_fn, args, device)
+        output = output.detach().clone()  # CUDA graph replays reuse their output buffers
+        if config == "dynamic":  # other batch sizes: a dynamic graph serves them all
+            for variant in _batch_variants(args, case.batch_args):
+                compiled_first += _timed(compiled_fn, variant, device)[0]
     # What it compiled under, once compiled (the config modules imported): beside its latency.
     settings = recorded_settings(options=inductor_options(config))
-    output = output.detach().clone()  # CUDA graph replays reuse their output buffers
-    if config == "dynamic":  # other batch sizes: a dynamic graph serves them all
-        for variant in _batch_variants(args, case.batch_args):
-            compiled_first += _timed(compiled_fn, variant, device)[0]
     for _ in range(plan.warmup):
         _timed(eager, args, device)
         _timed(compiled_fn, args, device)
@@ -294,6 +296,7 @@ def _measure(
         )
     samples, eager_samples = [c for c, _ in pairs], [e for _, e in pairs]
     peak = peak_memory_gb(lambda: compiled_fn(*args), device)
+    dynamo = _dynamo_rows()
     return [
         {"metric": "compilation_latency", "value": max(compiled_first - eager_first, 0.0) / 1000},
         {
@@ -304,14 +307,25 @@ def _measure(
         {"metric": "peak_memory", "value": peak},
         {"metric": "eager_peak_mem", "value": eager_peak},
         *([{"metric": "compression_ratio", "value": eager_peak / peak}] if peak > 0 else []),
-        *_dynamo_rows(),
+        *dynamo,
         *_latency_rows(
             samples, case.batch_size, {"compiler_settings": settings} if settings else None
         ),
         *_accuracy_rows(output, reference, precision, case.tolerance_scale),
         *sampler.rows(),
-        *profile_rows(compiled_fn, args, device, precision=precision),
+        *_with_graphs(profile_rows(compiled_fn, args, device, precision=precision), dynamo),
     ]
+
+
+def _with_graphs(rows: list[dict[str, Any]], dynamo: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The profile's rows, its kernel profile given the graphs and recompiles dynamo counted."""
+    counted = {row["metric"]: int(row["value"]) for row in dynamo}
+    for row in rows:
+        profile = (row.get("extra") or {}).get(PROFILE)
+        if profile is not None:
+            profile["graphs"] = counted["unique_graphs"]
+            profile["recompiles"] = counted["recompiles"]
+    return rows
 
 
 def _repeated(plan: Plan, timed: Callable[[], tuple[float, float]]) -> list[tuple[float, float]]:

@@ -21,6 +21,15 @@ CUDA on a GPU; ROCm builds report HIP as CUDA) and turns the events into native-
   their inclusive CPU time; GPU: the device time of the kernels they launch (host time in
   extra). A compiled graph fuses its casts into its kernels, so it shows little or none.
 
+The ``kernel_count`` row also carries the case's kernel profile (``extra["kernel_profile"]``,
+which the run's payload keeps once, in ``kernel_profiles``): every kernel with its calls and
+time per call (GPU: device kernels and their duration; CPU: aten ops and Inductor's generated
+kernels, by self CPU time), the slowest ``PROFILE_KERNELS`` of them by name and the rest
+summed, and the wall time of a call with its device work (``WALL_MARK``). Inductor's C++
+kernels appear on the CPU only when compiled with ``cpp.enable_kernel_profile``
+(``workers.compile_configs`` sets it for CPU compiles); a kernel inside a compiled region
+names its graph (dynamo's frame/compile id).
+
 A GPU profile without any device activity (CUPTI or roctracer missing) gives ``skipped`` rows
 for the device figures instead of zeros.
 """
@@ -39,9 +48,13 @@ from typing import Any, Literal
 import torch
 from torch.profiler import DeviceType, ProfilerActivity, profile, record_function
 
+from app.kernels.identity import identity_of
+from app.suite_runs.rows import PROFILE
+
 log = logging.getLogger(__name__)
 
 CALL_MARK = "benchwatch::profiled_call"
+WALL_MARK = "benchwatch::profiled_wall"  # around a call and its device synchronisation
 CAST_OPS = frozenset(
     {
         "aten::to",
@@ -58,6 +71,9 @@ TRANSFER_PREFIXES = ("Memcpy", "Memset", "CopyHostTo", "CopyDeviceTo", "FillBuff
 TRANSFER_ACTIVITIES = frozenset({"gpu_memcpy", "gpu_memset"})
 TOP_KERNELS = 10
 NAME_LIMIT = 200
+PROFILE_KERNELS = 200
+PROFILE_NAME_LIMIT = 1000  # a C++ signature's name and template arguments fit
+COMPILED_REGION = re.compile(r"^Torch-Compiled Region: (\d+/\d+)")
 # Kineto writes these to stderr itself, at every profiler start and stop.
 KINETO_NOISE = ("USDT:", "STAGE:")
 # The allocator's note when memory profiling meets blocks from before it started (expected).
@@ -126,9 +142,10 @@ def summarize_spans(
     """The rows of ``profile_rows`` from the events of ``calls`` profiled calls."""
     rows = [_host_time_row(spans, calls)]
     if not on_gpu:
-        rows.insert(0, _cpu_kernel_row(spans, calls))
+        rows.insert(0, _with_profile(_cpu_kernel_row(spans, calls), spans, calls, on_gpu))
     elif any(s.kind in ("kernel", "transfer") for s in spans):
-        rows = [_gpu_kernel_row(spans, calls), *rows, _device_time_row(spans, calls)]
+        kernel_row = _with_profile(_gpu_kernel_row(spans, calls), spans, calls, on_gpu)
+        rows = [kernel_row, *rows, _device_time_row(spans, calls)]
         rows += _launch_rows(spans)
     else:
         reason = "the profiler recorded no device activity (is CUPTI or roctracer available?)"
@@ -169,9 +186,10 @@ def _profiled_events(
         prof.start()
     try:
         for _ in range(calls):
-            with record_function(CALL_MARK):
-                _call(fn, args, context)
-            _sync(device)  # outside the mark: the kernels finish within the profile
+            with record_function(WALL_MARK):
+                with record_function(CALL_MARK):
+                    _call(fn, args, context)
+                _sync(device)  # outside the call's mark: the kernels finish within the wall
     finally:
         with quiet_kineto():
             prof.stop()
@@ -261,6 +279,58 @@ def _gpu_kernel_row(spans: Sequence[Span], calls: int) -> dict[str, Any]:
         "value": len(kernels) / calls,
         "extra": {"counted": "device kernels", "top_kernels": _top_kernels(kernels, calls)},
     }
+
+
+def _with_profile(
+    row: dict[str, Any], spans: Sequence[Span], calls: int, on_gpu: bool
+) -> dict[str, Any]:
+    """The kernel_count row with the case's kernel profile in its extra."""
+    return {**row, "extra": {**row["extra"], PROFILE: case_profile(spans, calls, on_gpu=on_gpu)}}
+
+
+def case_profile(spans: Sequence[Span], calls: int, *, on_gpu: bool) -> dict[str, Any]:
+    """Every kernel of the calls, per call, under the name the profiler gave it (payload form)."""
+    if on_gpu:
+        kernels = [s for s in spans if s.kind == "kernel"]
+    else:
+        kernels = [s for s in spans if s.kind == "cpu" and s.in_call and _is_cpu_kernel(s.name)]
+    count: dict[tuple[str, str], int] = defaultdict(int)
+    time_us: dict[tuple[str, str], float] = defaultdict(float)
+    for s in kernels:
+        key = (s.name[:PROFILE_NAME_LIMIT], _graph_of(s))
+        count[key] += 1
+        time_us[key] += s.self_us
+    ranked = sorted(time_us, key=lambda key: (-time_us[key], key))
+    walls = [s for s in spans if s.kind == "cpu" and s.name == WALL_MARK]
+    walls = walls or [s for s in spans if s.kind == "cpu" and s.name == CALL_MARK]
+    return {
+        "timing": "device" if on_gpu else "cpu_self",
+        "calls": calls,
+        "wall_us": round(sum(s.duration_us for s in walls) / calls, 3),
+        "kernels": [
+            {
+                "name": name,
+                "calls": round(count[(name, graph)] / calls, 3),
+                "time_us": round(time_us[(name, graph)] / calls, 3),
+                "graph": graph,
+            }
+            for name, graph in ranked[:PROFILE_KERNELS]
+        ],
+        "other_us": round(sum(time_us[key] for key in ranked[PROFILE_KERNELS:]) / calls, 3),
+    }
+
+
+def _is_cpu_kernel(name: str) -> bool:
+    """An aten op or a kernel Inductor generated (a C++ kernel profiled by name)."""
+    return _is_aten(name) or identity_of(name).kind in ("fused", "template")
+
+
+def _graph_of(span: Span) -> str:
+    """The compiled graph an event ran in (``0/1``), from its enclosing compiled region."""
+    for name in span.ancestors:
+        if (match := COMPILED_REGION.match(name)) is not None:
+            return match[1]
+    return ""
 
 
 def _top_kernels(spans: Sequence[Span], calls: int) -> list[dict[str, Any]]:

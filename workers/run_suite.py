@@ -16,6 +16,7 @@ from app.core.migrate import is_up_to_date
 from app.runs.ingest import ingest_run
 from app.runs.schemas import RunIn
 from app.runtime import connect, disconnect
+from app.suite_runs.rows import payload_rows
 from workers.environment import describe_environment, describe_machine
 
 
@@ -39,7 +40,7 @@ def build_run(
             "tier": tier,
             "started_at": started_at.isoformat(),
             "finished_at": datetime.now(UTC).isoformat(),
-            "results": rows,
+            **payload_rows(rows),
         }
     )
 

@@ -26,27 +26,31 @@ from app.core.errors import InvalidInput
 from app.core.names import DEFAULT_PROJECT
 
 
-class CaseResult(Protocol):
-    """What the catalog reads of one result (``app.runs.schemas.ResultIn`` is one)."""
+class CaseRow(Protocol):
+    """What names a case in a row (``app.runs.schemas.CaseFields``)."""
 
     suite: str
     model: str
-    category: str
     precision: str
     config: str
-    config_options: dict[str, Any] | None
     batch_size: int | None
     params: dict[str, Any]
+
+    @property  # read-only: the payload narrows it to its vocabulary's words
+    def mode(self) -> str:
+        """Training or inference."""
+
+
+class CaseResult(CaseRow, Protocol):
+    """What the catalog reads of one result (``app.runs.schemas.ResultIn`` is one)."""
+
+    category: str
+    config_options: dict[str, Any] | None
     metric: str
     unit: str | None
     higher_is_better: bool | None
 
-    # Read-only: the payload narrows these two to its vocabulary's words.
-    @property
-    def mode(self) -> str:
-        """Training or inference."""
-
-    @property
+    @property  # read-only: the payload narrows it to its vocabulary's words
     def kind(self) -> str | None:
         """The metric kind the result gives, if any."""
 
@@ -79,6 +83,7 @@ class Resolved:
     machine: Machine
     series_ids: list[int]  # results[i] belongs to series series_ids[i]
     factors: list[float]  # results[i]'s numbers times factors[i]: the metric's stored unit
+    benchmark_ids: list[int]  # cases.keys[i] is benchmark benchmark_ids[i]
 
 
 @dataclass(frozen=True)
@@ -311,16 +316,28 @@ class Cases:
 
 def cases_of(results: Sequence[CaseResult]) -> Cases:
     """The distinct cases of ``results`` (in order of first appearance) and each one's case."""
-    to_json = BenchmarkKey.params_to_json
     index: dict[tuple[Any, ...], int] = {}
-    of_result = [
-        index.setdefault(
-            (r.suite, r.model, r.mode, r.precision, r.config, r.batch_size, to_json(r.params)),
-            len(index),
-        )
-        for r in results
-    ]
+    of_result = [index.setdefault(_case_fields(r), len(index)) for r in results]
     return Cases([BenchmarkKey._make(key) for key in index], of_result)
+
+
+def case_key(row: CaseRow) -> BenchmarkKey:
+    """The case a row (a result, a kernel profile) names."""
+    return BenchmarkKey._make(_case_fields(row))
+
+
+def _case_fields(row: CaseRow) -> tuple[Any, ...]:
+    # A plain tuple: a run's every result passes here, and a NamedTuple costs more to build.
+    to_json = BenchmarkKey.params_to_json
+    return (
+        row.suite,
+        row.model,
+        row.mode,
+        row.precision,
+        row.config,
+        row.batch_size,
+        to_json(row.params),
+    )
 
 
 def resolve_catalog(
@@ -353,6 +370,7 @@ def resolve_catalog(
         found,
         [series_ids[key] for key in series_keys],
         [factors[(r.metric, r.unit)] for r in results],
+        benchmark_ids,
     )
 
 

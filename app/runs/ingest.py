@@ -15,7 +15,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 
 from app.benchmarks import vocabulary as vocab
 from app.benchmarks.models import Machine
-from app.benchmarks.resolve import Cases, MachineDescription, cases_of, resolve_catalog
+from app.benchmarks.resolve import Cases, MachineDescription, case_key, cases_of, resolve_catalog
 from app.core.bounds import nul_locations
 from app.core.bulk import insert_missing, insert_returning, member_of
 from app.core.config import Settings
@@ -24,9 +24,10 @@ from app.core.errors import Conflict, InvalidInput
 from app.core.metrics import after_commit
 from app.core.queue import enqueue_after_commit
 from app.jobs import DETECT_RUN
+from app.kernels import service as kernels
 from app.runs import branches, shards
 from app.runs.models import INVALID, Environment, Result, Run
-from app.runs.schemas import EnvironmentIn, ResultIn, RunIn
+from app.runs.schemas import EnvironmentIn, KernelProfileIn, ResultIn, RunIn
 from app.runs.writer import ResultRow, write_results
 
 
@@ -65,6 +66,7 @@ class NewRun:
 
 
 SOURCE_LENGTH = 128  # of the column Run.source
+NEWER = {"kernel_profiles"}  # payload fields left out of its hash while empty
 # Built once: every upload runs them, and building a statement costs more than running it.
 _RUN_ID_BY_KEY = select(Run.id).where(
     Run.project == bindparam("project"), Run.key == bindparam("key")
@@ -141,7 +143,16 @@ def check_run_time(
 
 def payload_hash(run_in: RunIn) -> str:
     """A hash of the validated payload: equal for a retry, different for any change."""
-    return hashlib.sha256(run_in.model_dump_json().encode()).hexdigest()
+    return hashlib.sha256(_canonical_json(run_in)).hexdigest()
+
+
+def _canonical_json(run_in: RunIn) -> bytes:
+    """The validated payload as JSON; without kernel profiles it is what it was before them.
+
+    A run stored without a body (an upload, a suite run) is known again by this text's hash,
+    so a field added to the payload stays out of it while empty.
+    """
+    return run_in.model_dump_json(exclude=None if run_in.kernel_profiles else NEWER).encode()
 
 
 def ingest_run(
@@ -163,7 +174,7 @@ def ingest_run(
     Everything happens in the caller's transaction (the caller commits), so a request that
     fails validation half-way stores nothing.
     """
-    document = run_in.model_dump_json().encode() if body is None else body
+    document = _canonical_json(run_in) if body is None else body
     # JSON text holds a NUL only as this escape: the walk runs only when it is there.
     if b"\\u0000" in document and (places := list(nul_locations(run_in))):
         raise _refuse_nul(places)
@@ -241,6 +252,7 @@ def _store(session: Session, run_in: RunIn, digest: str, into: Run | NewRun) -> 
     results = run_in.results
     cases = cases_of(results)
     _reject_duplicates(results, cases)
+    profiled = _profiled_cases(run_in.kernel_profiles, cases)
     resolved = resolve_catalog(
         session, _machine(run_in), run_in.environment.channel, results, cases, run_in.project
     )
@@ -263,6 +275,8 @@ def _store(session: Session, run_in: RunIn, digest: str, into: Run | NewRun) -> 
         series_ids, factors = [series_ids[i] for i in kept], [factors[i] for i in kept]
     rows = _rows(series_ids, results, factors)
     write_results(session, run.id, run.started_at, rows)
+    if profiled:
+        kernels.store(session, run.id, _case_profiles(run_in, profiled, resolved.benchmark_ids))
     if run is into:  # a further shard
         shards.widen(run, run_in, _coverage(results, cases_of(results)) if results else {})
     if run_in.shard is not None:
@@ -327,6 +341,50 @@ def _reject_duplicates(results: list[ResultIn], cases: Cases) -> None:
             )
     if errors:
         raise InvalidInput(f"{len(errors)} duplicate (benchmark, metric) rows", errors=errors)
+
+
+def _profiled_cases(profiles: Sequence[KernelProfileIn], cases: Cases) -> list[int]:
+    """The case of each kernel profile; 422 for one of no result's case, or a case twice."""
+    index = {key: i for i, key in enumerate(cases.keys)}
+    first_of: dict[int, int] = {}  # a case's first profile
+    errors = []
+    for at, profile in enumerate(profiles):
+        case = index.get(case_key(profile))
+        if case is None:
+            message = f"no result of the run is of this case ({profile.suite}/{profile.model}, "
+            message += f"{profile.mode}, {profile.precision}, {profile.config})"
+        elif (seen := first_of.setdefault(case, at)) != at:
+            message = f"duplicates kernel_profiles[{seen}]: one profile per case"
+        else:
+            continue
+        error = {"loc": f"kernel_profiles[{at}]", "field": "kernel_profiles", "message": message}
+        errors.append(error)
+    if errors:
+        first = errors[0]
+        raise InvalidInput(
+            f"{len(errors)} problem(s); first at {first['loc']}: {first['message']}", errors=errors
+        )
+    return list(first_of)  # with no error, the case of each profile in turn
+
+
+def _case_profiles(
+    run_in: RunIn, profiled: Sequence[int], benchmark_ids: Sequence[int]
+) -> list[kernels.CaseProfile]:
+    return [
+        kernels.CaseProfile(
+            benchmark_id=benchmark_ids[case],
+            timing=profile.timing,
+            calls=profile.calls,
+            wall_us=profile.wall_us,
+            kernels=[
+                kernels.KernelTime(k.name, k.calls, k.time_us, k.graph) for k in profile.kernels
+            ],
+            other_us=profile.other_us,
+            graphs=profile.graphs,
+            recompiles=profile.recompiles,
+        )
+        for profile, case in zip(run_in.kernel_profiles, profiled, strict=True)
+    ]
 
 
 def _coverage(results: list[ResultIn], cases: Cases) -> dict[str, int]:

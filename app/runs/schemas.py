@@ -1,7 +1,7 @@
 """The native run payload (docs/design.md §3, a public contract) and the run read models."""
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Any, Self
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
 from pydantic import (
     AfterValidator,
@@ -205,8 +205,8 @@ class EnvironmentIn(Strict):
     extra: JSONObject = Field(default_factory=dict)
 
 
-class ResultIn(Strict):
-    """One metric of one benchmark case in a run."""
+class CaseFields(Strict):
+    """The case a row names: a model in a suite, run one way (``cases_of`` keys on it)."""
 
     suite: Name
     model: Annotated[str, Field(min_length=1, max_length=256)]
@@ -217,20 +217,6 @@ class ResultIn(Strict):
     config_options: JSONObject | None = None
     batch_size: Int32 | None = None
     params: JSONObject = Field(default_factory=dict)
-    metric: Name
-    unit: Annotated[str, Field(max_length=32)] | None = None
-    higher_is_better: bool | None = None
-    kind: vocab.MetricKind | None = None
-    value: Finite | None = None
-    # minItems in the schema; the validator's own message says what to do instead
-    samples: (
-        Annotated[list[Finite], Field(max_length=MAX_SAMPLES, json_schema_extra={"minItems": 1})]
-        | None
-    ) = None
-    status: vocab.Status = "ok"
-    reason: Annotated[str, Field(max_length=4000)] = ""
-    text_value: Annotated[str, Field(min_length=1, max_length=256)] | None = None
-    extra: JSONObject | None = None
 
     @field_validator("precision")
     @classmethod
@@ -249,6 +235,25 @@ class ResultIn(Strict):
         if not vocab.NAME_PATTERN.match(value):
             raise ValueError("config must be letters, digits and _ . : + -")
         return vocab.canonical_config(value)
+
+
+class ResultIn(CaseFields):
+    """One metric of one benchmark case in a run."""
+
+    metric: Name
+    unit: Annotated[str, Field(max_length=32)] | None = None
+    higher_is_better: bool | None = None
+    kind: vocab.MetricKind | None = None
+    value: Finite | None = None
+    # minItems in the schema; the validator's own message says what to do instead
+    samples: (
+        Annotated[list[Finite], Field(max_length=MAX_SAMPLES, json_schema_extra={"minItems": 1})]
+        | None
+    ) = None
+    status: vocab.Status = "ok"
+    reason: Annotated[str, Field(max_length=4000)] = ""
+    text_value: Annotated[str, Field(min_length=1, max_length=256)] | None = None
+    extra: JSONObject | None = None
 
     @field_validator("metric")
     @classmethod
@@ -323,6 +328,42 @@ class ResultIn(Strict):
         return self.spec.kind if self.spec else "performance"
 
 
+MAX_PROFILE_KERNELS = 200
+MAX_KERNEL_PROFILES = 5000
+PerCall = Annotated[Finite, Field(ge=0)]
+
+
+class KernelIn(Strict):
+    """One kernel of a case's profile; figures per profiled call."""
+
+    name: Annotated[str, Field(min_length=1, max_length=4000)]
+    calls: PerCall
+    time_us: PerCall = Field(description="device time (timing device) or self CPU time")
+    graph: Annotated[str, Field(max_length=64)] = Field(
+        default="", description="the compiled graph that ran it (dynamo's frame/compile id)"
+    )
+
+
+class KernelProfileIn(CaseFields):
+    """The kernels a profiler saw in one case's calls: kept beside the run, never a series.
+
+    The case is one the run's results name. Kernels are named as the profiler names them;
+    benchwatch matches them across builds by a normalised identity (docs/kernels.md).
+    """
+
+    timing: Literal["device", "cpu_self"] = Field(
+        description="what a kernel's time is: device kernel time, or self CPU time (no GPU)"
+    )
+    calls: Annotated[int, Field(ge=1, le=1_000_000)] = Field(
+        description="profiled calls the figures average over"
+    )
+    wall_us: PerCall = Field(description="one call, start to finish (device work included)")
+    kernels: Annotated[list[KernelIn], Field(max_length=MAX_PROFILE_KERNELS)]
+    other_us: PerCall = Field(default=0.0, description="the kernels past the list, summed")
+    graphs: Annotated[int, Field(ge=0, le=1_000_000)] | None = None
+    recompiles: Annotated[int, Field(ge=0, le=1_000_000)] | None = None
+
+
 class ShardIn(Strict):
     """One CI job's part of a run: the jobs of one workflow post under the workflow's key."""
 
@@ -373,6 +414,12 @@ class RunIn(Strict):
     finished_at: Timestamp | None = None
     extra: JSONObject = Field(default_factory=dict)
     results: Annotated[list[ResultIn], Field(min_length=1)]
+    kernel_profiles: Annotated[list[KernelProfileIn], Field(max_length=MAX_KERNEL_PROFILES)] = (
+        Field(
+            default_factory=list,
+            description="kernel profiles of the results' cases, one per case (docs/kernels.md)",
+        )
+    )
 
     @model_validator(mode="after")
     def _ordered_times(self) -> Self:

@@ -1,7 +1,16 @@
-"""The result rows that say a case did not run: skipped (with why) or failed (with the error)."""
+"""A worker's result rows: those that say a case did not run, and a run's payload from them.
+
+A case that cannot run gets skipped rows (with why), one that crashed failed rows (with the
+error). The harness hands a case's kernel profile over inside its ``kernel_count`` row's
+``extra`` (``PROFILE``): the payload keeps it once, in ``kernel_profiles``, not in a result.
+"""
 
 import re
+from collections.abc import Iterable
 from typing import Any
+
+PROFILE = "kernel_profile"  # the key of a case's kernel profile in its kernel_count row's extra
+CASE_FIELDS = ("suite", "model", "category", "mode", "precision", "config", "batch_size", "params")
 
 # Where a shard's reason starts quoting its process's output (``workers.shard_runner``): a
 # command's stdout or stderr may print a secret, and result rows are read by anyone.
@@ -31,3 +40,18 @@ def failed_rows(ident: dict[str, Any], reason: str) -> list[dict[str, Any]]:
         {**ident, "metric": "latency", "status": "failed", "reason": text},
         {**ident, "metric": "accuracy", "text_value": status},
     ]
+
+
+def payload_rows(rows: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """A run payload's ``results`` and ``kernel_profiles`` from a worker's rows."""
+    results: list[dict[str, Any]] = []
+    profiles: list[dict[str, Any]] = []
+    for row in rows:
+        extra = row.get("extra")
+        if isinstance(extra, dict) and PROFILE in extra:
+            extra = {key: value for key, value in extra.items() if key != PROFILE}
+            case = {field: row[field] for field in CASE_FIELDS if field in row}
+            profiles.append({**case, **row["extra"][PROFILE]})
+            row = {**row, "extra": extra}
+        results.append(row)
+    return {"results": results, "kernel_profiles": profiles}

@@ -31,7 +31,7 @@ from app.runs.models import Run
 from app.runs.schemas import ResultIn, RunIn
 from app.suite_runs import pools
 from app.suite_runs.models import LOCALIZE_TRIGGER, RERUN_TRIGGER, SuiteRun, SuiteShard
-from app.suite_runs.rows import failed_rows
+from app.suite_runs.rows import failed_rows, payload_rows
 
 ROWS = TypeAdapter(list[ResultIn])
 UNFINISHED = ("pending", "running")
@@ -239,11 +239,11 @@ def _run_payload(suite_run: SuiteRun) -> RunIn:
             "finished_at": max(s.finished_at for s in suite_run.shards if s.finished_at).isoformat()
             if suite_run.shards
             else suite_run.started_at.isoformat(),
-            "results": [
+            **payload_rows(
                 _with_node(row, shard.worker)
                 for shard in suite_run.shards
                 for row in shard.rows or []
-            ],
+            ),
         }
     )
 

@@ -1,6 +1,8 @@
-"""Failed result rows, which anonymous readers see on the run page: no process output."""
+"""A worker's rows: failed ones (read by anonymous readers: no process output), the payload."""
 
-from app.suite_runs.rows import failed_rows
+from app.runs.schemas import RunIn
+from app.suite_runs.rows import PROFILE, failed_rows, payload_rows
+from tests.factories import example_run
 
 IDENT = {"suite": "torchbench", "model": "bert"}
 
@@ -18,3 +20,24 @@ def test_an_out_of_memory_is_still_named_from_the_output() -> None:
     latency, accuracy = failed_rows(IDENT, reason)
     assert "token=abc" not in latency["reason"]
     assert accuracy["text_value"] == "OOM"
+
+
+def test_a_kernel_profile_leaves_its_row_for_the_payloads_list() -> None:
+    case = {"suite": "smoke", "model": "mlp", "mode": "inference", "precision": "fp32"}
+    profile = {"timing": "cpu_self", "calls": 3, "wall_us": 50.0, "kernels": []}
+    rows = [
+        {**case, "config": "default", "metric": "latency", "value": 1.0},
+        {
+            **case,
+            "config": "default",
+            "metric": "kernel_count",
+            "value": 4.0,
+            "extra": {"counted": "aten ops", PROFILE: profile},
+        },
+    ]
+    parts = payload_rows(rows)
+    assert parts["results"][0] == rows[0]
+    assert parts["results"][1]["extra"] == {"counted": "aten ops"}
+    assert parts["kernel_profiles"] == [{**case, "config": "default", **profile}]
+    assert PROFILE in rows[1]["extra"]  # the worker's rows are left as they were
+    RunIn.model_validate({**example_run(), **parts})  # the payload takes them as they are

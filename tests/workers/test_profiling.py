@@ -13,9 +13,12 @@ import torch
 from torch._dynamo.utils import counters
 from torch.profiler import DeviceType
 
+from app.suite_runs.rows import PROFILE
 from workers.profiling import (
     CALL_MARK,
     LAUNCH,
+    PROFILE_KERNELS,
+    WALL_MARK,
     _span_of,
     profile_rows,
     quiet_kineto,
@@ -232,6 +235,44 @@ def test_gpu_events_give_device_figures() -> None:
     assert autocast["value"] == pytest.approx(0.003)  # the cast kernels' device time
     assert autocast["extra"]["host_ms"] == pytest.approx(0.012)
     assert autocast["extra"]["cast_ops"] == 1.0
+
+
+def test_gpu_kernel_profile_lists_every_kernel_per_call() -> None:
+    calls = [one_gpu_call(), one_gpu_call()]
+    walls = [cpu(WALL_MARK, None, 150.0), cpu(WALL_MARK, None, 170.0)]
+    for wall, events in zip(walls, calls, strict=True):
+        events[0].cpu_parent = wall  # the call's mark, inside the wall's
+    spans = [_span_of(e) for e in walls + calls[0] + calls[1]]
+    rows = by_metric(summarize_spans(spans, 2, on_gpu=True, amp=False))
+    profile = rows["kernel_count"]["extra"][PROFILE]
+    assert (profile["timing"], profile["calls"], profile["wall_us"]) == ("device", 2, 160.0)
+    assert profile["kernels"] == [
+        {"name": "sm90_xmma_gemm_bf16bf16_bf16f32", "calls": 1.0, "time_us": 40.0, "graph": ""},
+        {"name": LONG_KERNEL, "calls": 1.0, "time_us": 5.0, "graph": ""},
+        {
+            "name": "void at::native::unrolled_elementwise_kernel<bf16>",
+            "calls": 1.0,
+            "time_us": 3.0,
+            "graph": "",
+        },
+    ]  # the copy, the annotation and the profiler's overhead are no kernels
+    assert profile["other_us"] == 0.0
+
+
+def test_a_long_profile_keeps_the_slowest_and_sums_the_rest() -> None:
+    mark = cpu(CALL_MARK, None, 1000.0)
+    region = cpu("Torch-Compiled Region: 2/1", mark, 900.0)
+    ops = [cpu(f"cpp_fused_op{i}_{i}", region, float(i + 1)) for i in range(PROFILE_KERNELS + 5)]
+    spans = [_span_of(e) for e in [mark, region, cpu("aten::mm", mark, 7.0), *ops]]
+    profile = by_metric(summarize_spans(spans, 1, on_gpu=False, amp=False))["kernel_count"][
+        "extra"
+    ][PROFILE]
+    assert profile["timing"] == "cpu_self"
+    assert profile["wall_us"] == 1000.0  # no wall mark: the call's
+    assert len(profile["kernels"]) == PROFILE_KERNELS
+    assert profile["kernels"][0]["graph"] == "2/1"
+    assert profile["other_us"] == 1 + 2 + 3 + 4 + 5 + 6  # the six fastest, past the list
+    assert "Torch-Compiled Region: 2/1" not in {k["name"] for k in profile["kernels"]}
 
 
 def test_gpu_without_device_activity_says_why() -> None:

@@ -1,0 +1,87 @@
+"""Kernel profiles: a run's, and the diff of one case between two runs or across a regression."""
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query
+
+from app.anomalies.models import Regression
+from app.api.deps import ReadAccess, SessionDep
+from app.api.responses import READS, errors
+from app.api.validation import ApiRoute
+from app.benchmarks.schemas import BenchmarkRead
+from app.core.bounds import RowId
+from app.core.errors import NotFound
+from app.core.pagination import Page, PageParams
+from app.kernels import service
+from app.kernels.schemas import KernelDiffRead, KernelProfileRead
+from app.runs.models import Run
+
+reads = APIRouter(
+    tags=["kernels"], dependencies=[ReadAccess], route_class=ApiRoute, responses=READS
+)
+
+
+class ProfilePaging(PageParams):
+    """A page of profiles: each holds up to 200 kernels, so pages are short."""
+
+    limit: Annotated[int, Query(ge=1, le=50)] = 20
+
+
+@reads.get("/runs/{run_id}/kernels", response_model=Page[KernelProfileRead], responses=errors(404))
+def run_kernels(
+    run_id: RowId,
+    session: SessionDep,
+    paging: Annotated[ProfilePaging, Depends()],
+    benchmark_id: RowId | None = None,
+) -> Page[KernelProfileRead]:
+    """The run's kernel profiles, one per profiled case, in case order (of one case, if asked).
+
+    Each kernel is listed under its normalised identity (docs/kernels.md), slowest first, with
+    its calls and time per profiled call.
+    """
+    if session.get(Run, run_id) is None:
+        raise NotFound(f"run {run_id} not found")
+    items, total = service.of_run(session, run_id, benchmark_id, paging.offset, paging.limit)
+    return paging.of([KernelProfileRead.model_validate(p) for p in items], total)
+
+
+@reads.get("/kernels/diff", response_model=KernelDiffRead, responses=errors(404))
+def kernel_diff(
+    base_run: RowId, head_run: RowId, benchmark_id: RowId, session: SessionDep
+) -> KernelDiffRead:
+    """One case's kernels from `base_run` to `head_run`: what appeared, went, moved or fused.
+
+    Each kernel's change is its share of the step (the change in a call's wall time); the
+    kernels past the stored lists and the time outside kernels make up the rest. 404 when
+    either run has no profile of the case; 422 when one times device kernels and the other
+    CPU time.
+    """
+    found = service.case_diff(session, base_run, head_run, benchmark_id)
+    return KernelDiffRead(
+        base_run_id=base_run,
+        head_run_id=head_run,
+        benchmark=BenchmarkRead.model_validate(found.benchmark),
+        diff=found.diff,
+    )
+
+
+@reads.get(
+    "/regressions/{regression_id}/kernels", response_model=KernelDiffRead, responses=errors(404)
+)
+def regression_kernels(regression_id: RowId, session: SessionDep) -> KernelDiffRead:
+    """The regression's case, kernel by kernel, from its last good run to its first bad one.
+
+    404 when the regression does not exist or either run has no profile of its case (runs
+    from CI without profiles, or measured before profiles were kept).
+    """
+    regression = session.get(Regression, regression_id)
+    if regression is None:
+        raise NotFound(f"regression {regression_id} not found")
+    base, head = regression.last_good_run_id, regression.first_bad_run_id
+    found = service.case_diff(session, base, head, regression.series.benchmark_id)
+    return KernelDiffRead(
+        base_run_id=base,
+        head_run_id=head,
+        benchmark=BenchmarkRead.model_validate(found.benchmark),
+        diff=found.diff,
+    )

@@ -1,0 +1,43 @@
+"""What the kernel reads answer."""
+
+from pydantic import BaseModel, ConfigDict
+
+from app.benchmarks.schemas import BenchmarkRead
+from app.kernels.diff import KernelDiff
+
+
+class KernelRead(BaseModel):
+    """The kernels of one identity in a case's profile; figures per profiled call."""
+
+    kind: str  # fused, template, aten or kernel (docs/kernels.md)
+    name: str
+    calls: float
+    time_us: float
+    instances: int  # kernels of the profile merged under this identity
+    graphs: list[str]
+    names: list[str]  # as the profiler named them (the first few)
+
+
+class KernelProfileRead(BaseModel):
+    """A case's kernel profile in a run."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    benchmark: BenchmarkRead
+    timing: str
+    calls: int
+    wall_us: float
+    kernel_us: float
+    other_us: float
+    graphs: int | None
+    recompiles: int | None
+    kernels: list[KernelRead]
+
+
+class KernelDiffRead(BaseModel):
+    """One case's kernels from a base run to a head run."""
+
+    base_run_id: int
+    head_run_id: int
+    benchmark: BenchmarkRead
+    diff: KernelDiff
