@@ -1,20 +1,25 @@
 """What changed between the last good and the first bad run: environment diff and hints.
 
+Where both runs kept a kernel profile of the case, the step's kernel diff adds its own hints
+(``kernel_hints``): where the step is, fusion changes, a launch-bound step.
+
 The rules are pure functions over plain values, so they are easy to read and to test;
 ``regression_hints`` at the end reads a regression's two runs and applies them.
 """
 
 import json
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from app.anomalies.models import Regression
-from app.benchmarks.comparison import relative_change
+from app.benchmarks.comparison import relative_change, threshold_for
 from app.benchmarks.service import BenchmarkKey
+from app.kernels import service as kernels
+from app.kernels.diff import KernelDiff
 from app.runs.reads import list_run_results
 
 ENVIRONMENT_FIELDS = ("torch", "torch_git_sha", "triton", "python", "cuda", "hip", "driver")
@@ -225,6 +230,38 @@ def _congestion(collectives: Mapping[str, Mapping[str, Reading]]) -> str | None:
     )
 
 
+# A step is launch-bound when most of it is outside the kernels while their time held.
+LAUNCH_BOUND_SHARE = 0.5
+KERNELS_HINT = "kernels: "  # the hint that says where the step is; a notice's line ends on it
+
+
+def kernel_hints(found: KernelDiff) -> list[str]:
+    """Hints from the step's kernel diff: where the step is, fusion changes, launch-bound."""
+    if found.step_us == 0:
+        return []
+    hints = [KERNELS_HINT + found.headline] if found.headline else []
+    for fusion in found.fusions:
+        before, after = " + ".join(fusion.before), " + ".join(fusion.after)
+        verb = "split into" if fusion.change == "split" else "fused into"
+        share = f", {fusion.share:.0%} of the step" if fusion.share is not None else ""
+        hints.append(f"fusion changed: {before} {verb} {after}{share}")
+    kernel_time = sum(k.base_us for k in found.kernels)
+    kernel_delta = sum(k.delta_us for k in found.kernels) + found.other_delta_us
+    flat = kernel_time > 0 and abs(kernel_delta) <= threshold_for() * kernel_time
+    outside = found.outside_delta_us / found.step_us
+    if found.step_us > 0 and flat and outside >= LAUNCH_BOUND_SHARE:
+        hints.append(
+            f"likely launch-bound: {outside:.0%} of the step is outside the kernels "
+            f"(launches, host time) while the kernels' time held ({kernel_delta:+.1f} us)"
+        )
+    return hints
+
+
+def kernels_line(hints: Sequence[str]) -> str | None:
+    """Where a step is among the kernels (``kernel_hints``' first), if its hints say."""
+    return next((h.removeprefix(KERNELS_HINT) for h in hints if h.startswith(KERNELS_HINT)), None)
+
+
 def _rose_by_margin(readings: Mapping[str, Reading], name: str) -> str | None:
     """``name +38% (412 -> 569)`` when the metric rose by more than the margin, else None."""
     reading = readings.get(name)
@@ -301,4 +338,11 @@ def regression_hints(
         series.machine.gpu_count,
         collective=bool(COLLECTIVE_METRICS & after.get(key, {}).keys()),
     )
-    return [*hints, *root_cause_hints(regression.direction, scope, readings, collectives)]
+    found = kernels.step_diff(
+        session, regression.last_good_run_id, regression.first_bad_run_id, series.benchmark_id
+    )
+    return [
+        *hints,
+        *root_cause_hints(regression.direction, scope, readings, collectives),
+        *(kernel_hints(found) if found is not None else []),
+    ]

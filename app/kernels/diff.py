@@ -20,6 +20,7 @@ from app.kernels.identity import Identity
 
 Change = Literal["appeared", "disappeared", "slower", "faster", "same"]
 FUSION_KINDS = ("fused", "template")
+HEADLINE_SHARE = 0.2  # a part of the step a headline names
 
 
 class Profile(Protocol):
@@ -109,20 +110,30 @@ def diff(base: Profile, head: Profile) -> KernelDiff:
         fusions=_fusions(changes, step),
         graphs=(base.graphs, head.graphs),
         recompiles=(base.recompiles, head.recompiles),
-        headline=_headline(changes),
+        headline=_headline(changes, outside, step),
     )
 
 
-def _headline(changes: Sequence[KernelChange]) -> str:
-    """Where most of the step is: "78% of the step is in `fused_softmax` (+41%)"."""
+def _headline(changes: Sequence[KernelChange], outside_us: float, step_us: float) -> str:
+    """Where most of the step is: "78% of the step is in `fused_softmax` (+130%)".
+
+    The largest kernel's part, when it carries at least ``HEADLINE_SHARE`` of the step; the
+    time outside kernels instead where it carries more. Nothing when no part stands out.
+    """
+    if not step_us:
+        return ""
     top = changes[0] if changes else None
-    if top is None or top.share is None or top.share <= 0:
+    share = top.share or 0.0 if top is not None else 0.0
+    outside = outside_us / step_us
+    if outside >= max(share, HEADLINE_SHARE):
+        return f"{outside:.0%} of the step is outside the kernels"
+    if top is None or share < HEADLINE_SHARE:
         return ""
     name = str(Identity(top.kind, top.name))
     moved = {"appeared": "new", "disappeared": "gone"}.get(top.change)
     if moved is None:
         moved = f"{top.relative:+.0%}" if top.relative is not None else top.change
-    return f"{top.share:.0%} of the step is in `{name}` ({moved})"
+    return f"{share:.0%} of the step is in `{name}` ({moved})"
 
 
 def _by_identity(kernels: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], Mapping[str, Any]]:

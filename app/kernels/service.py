@@ -154,3 +154,14 @@ def case_diff(session: Session, base_run: int, head_run: int, benchmark_id: int)
         return CaseDiff(sides[1].benchmark, diff(*sides))
     except ProfilesDiffer as exc:
         raise InvalidInput(str(exc)) from exc
+
+
+def step_diff(
+    session: Session, last_good_run: int, first_bad_run: int, benchmark_id: int
+) -> KernelDiff | None:
+    """A step's kernel diff, when both runs profiled the case the same way; else None."""
+    base = of_case(session, last_good_run, benchmark_id)
+    head = of_case(session, first_bad_run, benchmark_id)
+    if base is None or head is None or base.timing != head.timing:
+        return None
+    return diff(base, head)

@@ -26,7 +26,7 @@ say the same thing. Its shape, version 1::
          "precision": "amp", "mode": "inference", "metric": "latency_ms", "unit": "ms",
          "direction": "regression", "before": 10.0, "after": 13.52, "rel_change": 0.352,
          "state": "confirmed", "p_value": 0.0004,  # or "suspected": not yet tested
-         "status": "new", "reverted": false, "hints": ["..."],
+         "status": "new", "reverted": false, "hints": ["..."],  # "kernels: ..." ends the line
          "history": [10.1, 9.9, ..., 13.5], "first_bad_index": 24},  # history: worst 3 only
         {"id": 9, "kind": "failure", "severity": "high", "url": "...", "suite": "torchbench",
          "model": "t5", ..., "metric": "latency", "failure": "failed",
@@ -63,6 +63,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from app.anomalies.explain import kernels_line
 from app.core.urls import is_http_url
 
 PAYLOAD_VERSION = 1
@@ -145,7 +146,8 @@ def finding_line(finding: Mapping[str, Any]) -> str:
     before, after = finding.get("before"), finding.get("after")
     values = f" ({before:.4g} -> {after:.4g})" if before is not None and after is not None else ""
     line = f"{finding['kind']} {change} {finding.get('metric', '')} {case}{values}".strip()
-    return line + state_words(finding)
+    kernels = kernels_line(finding.get("hints") or [])
+    return line + state_words(finding) + (f"; {kernels}" if kernels else "")
 
 
 def state_words(finding: Mapping[str, Any]) -> str:

@@ -83,7 +83,15 @@ def test_a_step_outside_the_kernels_is_said_to_be_there() -> None:
     head = side(160.0, triton_poi_fused_add_0=50.0)
     found = diff(base, head)
     assert found.outside_delta_us == pytest.approx(60.0)
-    assert found.headline == ""  # no kernel carries the step
+    assert found.headline == "100% of the step is outside the kernels"
+
+
+def test_no_headline_when_no_part_stands_out() -> None:
+    base = side(100.0, **{f"triton_poi_fused_op{i}_{i}": 5.0 for i in range(10)})
+    head = side(110.0, **{f"triton_poi_fused_op{i}_{i}": 6.0 for i in range(10)})
+    found = diff(base, head)
+    assert [k.share for k in found.kernels] == [pytest.approx(0.1)] * 10
+    assert found.headline == ""
 
 
 def test_device_and_cpu_profiles_are_not_compared() -> None:
