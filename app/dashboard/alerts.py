@@ -17,7 +17,7 @@ from app.anomalies.models import (
     Regression,
     RunAnomaly,
 )
-from app.dashboard import figures, localization_page
+from app.dashboard import figures, kernels_page, localization_page
 from app.dashboard import format as fmt
 from app.dashboard.queries import machine_names
 from app.runs.models import Run
@@ -84,6 +84,10 @@ def inbox(session: Session, query: AlertQuery) -> dict[str, Any]:
         | {"charts": _charts(session, shown[g.id], runs) if i == 0 else []}
         for i, g in enumerate(groups)
     ]
+    profiled = kernels_page.profiled_steps(session, [r for g in groups for r in shown[g.id]])
+    for group in described:
+        for row in group["regressions"]:
+            row["kernels"] = row["id"] in profiled
     if query.direction:
         described = [g for g in described if query.direction in g["summary"]["counts"]]
     _with_localizations(session, described)

@@ -17,6 +17,7 @@ from plotly.subplots import make_subplots
 
 from app.core.escape import plotly as text
 from app.dashboard import format as fmt
+from app.kernels.diff import KernelDiff
 
 Figure = dict[str, Any]  # a Plotly figure: {"data": [...], "layout": {...}}
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b")
@@ -592,3 +593,46 @@ def _verdict_line(points: Sequence[Point], name: str, unit: str, dash: str) -> g
         ],
         hoverinfo="text",
     )
+
+
+KERNELS_CHARTED = 12  # the kernels that carry most of a step, each a bar of the waterfall
+KERNEL_LABEL = 40  # characters of a kernel's identity under its bar
+
+
+def kernel_waterfall(found: KernelDiff) -> Figure:
+    """A step, part by part, summing to it.
+
+    A bar per kernel that moved most, then the other kernels and the time outside kernels,
+    and the step they sum to.
+    """
+    moved = sorted(found.kernels, key=lambda k: -abs(k.delta_us))[:KERNELS_CHARTED]
+    rest = sum(k.delta_us for k in found.kernels) - sum(k.delta_us for k in moved)
+    parts = [
+        *((_kernel_label(k.kind, k.name), k.delta_us) for k in moved),
+        ("other kernels", rest + found.other_delta_us),
+        ("outside kernels", found.outside_delta_us),
+    ]
+    trace = go.Waterfall(
+        x=[*(text(label) for label, _ in parts), "step"],
+        y=[*(delta for _, delta in parts), found.step_us],
+        measure=[*("relative" for _ in parts), "total"],
+        increasing={"marker": {"color": REGRESSION}},
+        decreasing={"marker": {"color": IMPROVEMENT}},
+        totals={"marker": {"color": NEUTRAL}},
+        connector={"line": {"color": "#d0d7de"}},
+        hovertemplate="%{x}: %{y:+.4g} us<extra></extra>",
+    )
+    fig = go.Figure(data=[trace])
+    fig.update_layout(
+        **LAYOUT,
+        title={"text": "Where the step is (us per call)", "x": 0},
+        yaxis={"title": "us per call"},
+        height=360,
+        showlegend=False,
+    )
+    return _plain(fig)
+
+
+def _kernel_label(kind: str, name: str) -> str:
+    label = name if kind in ("aten", "kernel") else f"{kind}_{name}"
+    return label if len(label) <= KERNEL_LABEL else label[: KERNEL_LABEL - 1] + "…"

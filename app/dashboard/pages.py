@@ -20,6 +20,7 @@ from app.dashboard import access, annotations_page
 from app.dashboard import subscriptions as subs
 from app.dashboard.alerts import AlertQuery, inbox
 from app.dashboard.compare import KINDS, CompareQuery, compare_page, csv_page
+from app.dashboard.kernels_page import kernels_page, regression_kernels_page
 from app.dashboard.localization_page import localization_page
 from app.dashboard.overview import FAMILIES, overview
 from app.dashboard.run_page import MAX_PAGE_SIZE, PAGE_SIZE, run_page
@@ -105,6 +106,24 @@ def localization_view(
     context = localization_page(session, localization_id)
     said = LOCALIZATION_DONE.get(done or "")
     return render(request, session, "localization.html", done=said, **context)
+
+
+@router.get("/kernels", response_class=HTMLResponse)
+def kernels_view(
+    request: Request, session: SessionDep, base_run: RowId, head_run: RowId, benchmark: RowId
+) -> HTMLResponse:
+    """One case's kernels from a base run to a head run: where the step is, what fused."""
+    context = kernels_page(session, base_run, head_run, benchmark)
+    return render(request, session, "kernels.html", **context)
+
+
+@router.get("/regressions/{regression_id}/kernels", response_class=HTMLResponse)
+def regression_kernels_view(
+    request: Request, session: SessionDep, regression_id: RowId
+) -> HTMLResponse:
+    """A regression's case, kernel by kernel, from its last good run to its first bad run."""
+    context = regression_kernels_page(session, regression_id)
+    return render(request, session, "kernels.html", **context)
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)

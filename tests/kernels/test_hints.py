@@ -73,17 +73,26 @@ def softmax_profile(index: int) -> dict[str, Any]:
     }
 
 
-def test_a_steps_hints_and_page_say_where_it_is_among_the_kernels(
-    client: TestClient, ingest_headers: dict[str, str]
-) -> None:
+def post_profiled_history(client: TestClient, headers: dict[str, str]) -> None:
+    """40 nightlies whose bert/dynamic case steps at BAD, each with its kernel profile."""
     noise = np.random.default_rng(0)
     for index in range(RUNS):
         payload = nightly(index, history_rows(index, noise, dynamic_bert_slower))
         payload["kernel_profiles"] = [softmax_profile(index)]
-        answer = client.post("/api/v1/runs", json=payload, headers=ingest_headers)
+        answer = client.post("/api/v1/runs", json=payload, headers=headers)
         assert answer.status_code == 201, answer.text
     drain(client)
+
+
+def test_a_steps_hints_and_page_say_where_it_is_among_the_kernels(
+    client: TestClient, ingest_headers: dict[str, str]
+) -> None:
+    post_profiled_history(client, ingest_headers)
     (step,) = regressions(client)
     assert "kernels: 78% of the step is in `fused_softmax` (+130%)" in step["hints"]
     kernels = client.get(f"/api/v1/regressions/{step['id']}/kernels").json()["diff"]
     assert kernels["kernels"][0]["share"] == 0.78
+    page = client.get(f"/regressions/{step['id']}/kernels")
+    assert page.status_code == 200
+    assert "78% of the step is in `fused_softmax` (+130%)" in page.text
+    assert client.get("/regressions/999/kernels").status_code == 404

@@ -1,0 +1,99 @@
+"""The kernel diff page: one case's kernels from a base run to a head run (or a regression's).
+
+Kernel names come from uploads and profilers: the template escapes them, and the chart's
+labels go through ``figures.text``. Every figure is per profiled call, in microseconds.
+"""
+
+from typing import Any
+
+from sqlalchemy import select, tuple_
+from sqlalchemy.orm import Session
+
+from app.anomalies.models import Regression
+from app.benchmarks.models import Benchmark
+from app.core.errors import NotFound
+from app.dashboard import figures
+from app.kernels import service as kernels
+from app.kernels.diff import KernelDiff
+from app.kernels.identity import Identity
+from app.kernels.models import KernelProfile
+
+CHANGE_WORDS = {
+    "appeared": "new",
+    "disappeared": "gone",
+    "slower": "slower",
+    "faster": "faster",
+    "same": "same",
+}
+
+
+def kernels_page(
+    session: Session, base_run: int, head_run: int, benchmark_id: int
+) -> dict[str, Any]:
+    """The kernel diff of one case between two runs, as the page shows it."""
+    found = kernels.case_diff(session, base_run, head_run, benchmark_id)
+    return _page(found.diff, found.benchmark, base_run, head_run) | {"regression": None}
+
+
+def regression_kernels_page(session: Session, regression_id: int) -> dict[str, Any]:
+    """A regression's kernel diff: its last good run to its first bad run."""
+    regression = session.get(Regression, regression_id)
+    if regression is None:
+        raise NotFound(f"regression {regression_id} not found")
+    page = kernels_page(
+        session,
+        regression.last_good_run_id,
+        regression.first_bad_run_id,
+        regression.series.benchmark_id,
+    )
+    return page | {"regression": regression}
+
+
+def _page(found: KernelDiff, benchmark: Benchmark, base_run: int, head_run: int) -> dict[str, Any]:
+    rows = [
+        {
+            "identity": str(Identity(k.kind, k.name)),
+            "kind": k.kind,
+            "change": CHANGE_WORDS[k.change],
+            "base_us": k.base_us,
+            "head_us": k.head_us,
+            "delta_us": k.delta_us,
+            "relative": k.relative,
+            "share": k.share,
+            "calls": (k.base_calls, k.head_calls),
+            "names": k.names,
+        }
+        for k in found.kernels
+    ]
+    return {
+        "benchmark": benchmark,
+        "base_run": base_run,
+        "head_run": head_run,
+        "diff": found,
+        "rows": rows,
+        "chart": figures.kernel_waterfall(found),
+    }
+
+
+def profiled_steps(session: Session, regressions: list[Regression]) -> set[int]:
+    """The regressions whose two runs both kept a profile of their case; one statement.
+
+    The alerts page links their kernel diff.
+    """
+    pairs = {
+        (run_id, r.series.benchmark_id)
+        for r in regressions
+        for run_id in (r.last_good_run_id, r.first_bad_run_id)
+    }
+    if not pairs:
+        return set()
+    query = select(KernelProfile.run_id, KernelProfile.benchmark_id).where(
+        tuple_(KernelProfile.run_id, KernelProfile.benchmark_id).in_(sorted(pairs))
+    )
+    held = {(run_id, benchmark_id) for run_id, benchmark_id in session.execute(query)}
+    return {
+        r.id
+        for r in regressions
+        if (r.last_good_run_id, r.series.benchmark_id) in held
+        and (r.first_bad_run_id, r.series.benchmark_id) in held
+    }
