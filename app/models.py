@@ -12,7 +12,7 @@ from app.benchmarks.models import (
     Series,
 )
 from app.core.db import Base
-from app.kernels.models import KernelProfile
+from app.kernels.models import KernelCode, KernelProfile
 from app.localization.models import Localization, LocalizationProbe
 from app.notifications.models import Delivery, DeliveryAttempt, Notice, Silence, Subscription
 from app.runs.models import Environment, InvalidatedResult, Result, Run
@@ -33,6 +33,7 @@ __all__ = [
     "DeliveryAttempt",
     "Environment",
     "InvalidatedResult",
+    "KernelCode",
     "KernelProfile",
     "Localization",
     "LocalizationProbe",

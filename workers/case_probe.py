@@ -190,6 +190,7 @@ def measure(case: Mapping[str, Any], repeats: int, options_from_settings: bool =
     import torch
 
     from app.runs.schemas import RunIn
+    from app.suite_runs.rows import payload_rows
     from workers.environment import describe_environment, describe_machine
     from workers.measurements import run_measurements
     from workers.tiers import TIERS
@@ -209,7 +210,7 @@ def measure(case: Mapping[str, Any], repeats: int, options_from_settings: bool =
             "machine": describe_machine().model_dump(),
             "environment": describe_environment(CHANNEL).model_dump(),
             "tier": case["tier"],
-            "results": rows,
+            **payload_rows(rows),
         }
     )
     return run.model_dump_json(exclude_none=True)

@@ -35,6 +35,7 @@ from workers.compile_configs import (
     kernels_named,
 )
 from workers.compiler_settings import recorded_settings
+from workers.inductor_code import captured_code, kernels_of
 from workers.memory import peak_memory_gb
 from workers.profiling import profile_rows
 from workers.quantize import QUANTIZED, has_torchao, method, quantized, unsupported
@@ -279,7 +280,7 @@ def _measure(
 
     counters.clear()
     compiled_fn, _ = setup.step(config)
-    with kernels_named(device):
+    with kernels_named(device), captured_code() as codes:
         compiled_first, output = _timed(compiled_fn, args, device)
         output = output.detach().clone()  # CUDA graph replays reuse their output buffers
         if config == "dynamic":  # other batch sizes: a dynamic graph serves them all
@@ -313,18 +314,27 @@ def _measure(
         ),
         *_accuracy_rows(output, reference, precision, case.tolerance_scale),
         *sampler.rows(),
-        *_with_graphs(profile_rows(compiled_fn, args, device, precision=precision), dynamo),
+        *_compiled_profile(
+            profile_rows(compiled_fn, args, device, precision=precision), dynamo, codes
+        ),
     ]
 
 
-def _with_graphs(rows: list[dict[str, Any]], dynamo: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The profile's rows, its kernel profile given the graphs and recompiles dynamo counted."""
+def _compiled_profile(
+    rows: list[dict[str, Any]], dynamo: list[dict[str, Any]], codes: list[str]
+) -> list[dict[str, Any]]:
+    """The profile's rows, dynamo's counts and Inductor's code added to its kernel profile.
+
+    The code: what Inductor generated for the case's graphs (``workers.inductor_code``).
+    """
     counted = {row["metric"]: int(row["value"]) for row in dynamo}
     for row in rows:
         profile = (row.get("extra") or {}).get(PROFILE)
         if profile is not None:
             profile["graphs"] = counted["unique_graphs"]
             profile["recompiles"] = counted["recompiles"]
+            if codes:
+                profile["code"] = {"graphs": codes, "kernels": kernels_of(codes)}
     return rows
 
 

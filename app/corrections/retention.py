@@ -5,7 +5,9 @@ Two settings, each off at 0 (keep forever):
 - ``BENCHWATCH_RETAIN_SAMPLES_DAYS``: a result measured longer ago than this loses its raw
   samples (``samples`` becomes NULL); its value, status and everything derived from it stay.
   Samples are most of a result's bytes, and only recent ones are looked at (a run page, a
-  distribution); history, baselines and detection read values.
+  distribution); history, baselines and detection read values. A run started before the
+  cutoff loses the generated code it kept (``kernel_code``) with them; its kernel profiles
+  stay (they are small, and a step's kernel diff reads them).
 - ``BENCHWATCH_RETAIN_BRANCH_RUNS_DAYS``: a run of a branch other than its channel's default
   (stored under ``<channel>@<branch>``, ``app.runs.branches``: pull requests and feature
   branches) that started longer ago than this is deleted with its results, shards and the
@@ -30,6 +32,7 @@ from app.audit import service as audit
 from app.audit.models import AuditEntry
 from app.core.db import Database, utcnow
 from app.corrections.service import remove_references
+from app.kernels.models import KernelCode
 from app.runs.branches import SEPARATOR
 from app.runs.models import Result, Run
 
@@ -48,6 +51,7 @@ class Swept:
 
     samples_cutoff: datetime | None = None
     samples_cleared: int = 0  # results whose samples went
+    code_cleared: int = 0  # cases whose generated code went
     branch_cutoff: datetime | None = None
     runs_deleted: int = 0
     results_deleted: int = 0
@@ -78,7 +82,9 @@ def apply_retention(
     swept = Swept(dry_run=dry_run)
     if samples_days > 0:
         swept.samples_cutoff = now - timedelta(days=samples_days)
-        swept.samples_cleared = _clear_samples(database, swept.samples_cutoff, dry_run, batch)
+        swept.samples_cleared, swept.code_cleared = _clear_samples(
+            database, swept.samples_cutoff, dry_run, batch
+        )
     if branch_runs_days > 0:
         swept.branch_cutoff = now - timedelta(days=branch_runs_days)
         swept.runs_deleted, swept.results_deleted = _delete_branch_runs(
@@ -90,24 +96,34 @@ def apply_retention(
     return swept
 
 
-def _clear_samples(database: Database, cutoff: datetime, dry_run: bool, batch: int) -> int:
-    """Set ``samples`` NULL on results measured before ``cutoff``; how many had some."""
+def _clear_samples(
+    database: Database, cutoff: datetime, dry_run: bool, batch: int
+) -> tuple[int, int]:
+    """Clear the samples of results measured before ``cutoff`` and the code of its runs.
+
+    ``samples`` becomes NULL; the generated code of runs started before it is deleted.
+    Returns how many results had samples, and how many cases had code.
+    """
     with database.session_scope() as session:
         since = _last_samples_cutoff(session)
     start = None if since is None else since - SLACK  # after it: nothing new to clear
     # SQLite's JSON columns hold a missing list as the text 'null' (as the writer stores it).
     held = Result.samples.is_not(None) & (cast(Result.samples, String) != "null")
     older = (Result.measured_at < cutoff) & held
-    cleared = 0
+    cleared = code = 0
     for run_ids in _run_batches(database, _runs_between(start, cutoff), batch):
         with database.session_scope() as session:
             chosen = Result.run_id.in_(run_ids) & older
+            kept_code = KernelCode.run_id.in_(run_ids)
             if dry_run:
                 cleared += session.scalar(select(func.count()).where(chosen)) or 0
+                code += session.scalar(select(func.count()).where(kept_code)) or 0
             else:
                 done = session.execute(update(Result).where(chosen).values(samples=null()))
                 cleared += done.rowcount  # type: ignore[attr-defined]
-    return cleared
+                gone = session.execute(delete(KernelCode).where(kept_code))
+                code += gone.rowcount  # type: ignore[attr-defined]
+    return cleared, code
 
 
 def _last_samples_cutoff(session: Session) -> datetime | None:

@@ -203,11 +203,7 @@ def _regression(regression: Regression) -> dict[str, Any]:
     benchmark, metric = regression.series.benchmark, regression.series.metric
     return {
         "id": regression.id,
-        "model": benchmark.model,
-        "suite": benchmark.suite,
-        "config": benchmark.config,
-        "precision": benchmark.precision,
-        "mode": benchmark.mode,
+        **benchmark.identity(),
         "metric": metric.name,
         "unit": metric.unit,
         "direction": regression.direction,
@@ -245,11 +241,7 @@ def _failure(failure: CaseFailure) -> dict[str, Any]:
     benchmark = failure.benchmark
     return {
         "id": failure.id,
-        "model": benchmark.model,
-        "suite": benchmark.suite,
-        "config": benchmark.config,
-        "precision": benchmark.precision,
-        "mode": benchmark.mode,
+        **benchmark.identity(),
         "failure": failure.failure,
         "metric": failure.metric,
         "reason": failure.reason,

@@ -13,6 +13,7 @@ from app.anomalies.models import Regression
 from app.benchmarks.models import Benchmark
 from app.core.errors import NotFound
 from app.dashboard import figures
+from app.kernels import code as kernel_code
 from app.kernels import service as kernels
 from app.kernels.diff import KernelDiff
 from app.kernels.identity import Identity
@@ -32,7 +33,12 @@ def kernels_page(
 ) -> dict[str, Any]:
     """The kernel diff of one case between two runs, as the page shows it."""
     found = kernels.case_diff(session, base_run, head_run, benchmark_id)
-    return _page(found.diff, found.benchmark, base_run, head_run) | {"regression": None}
+    try:
+        code = kernel_code.case_code_diff(session, base_run, head_run, benchmark_id)
+    except NotFound:  # eager, a CI run without code, or cleared by retention
+        code = None
+    page = _page(found.diff, found.benchmark, base_run, head_run)
+    return page | {"regression": None, "code": code}
 
 
 def regression_kernels_page(session: Session, regression_id: int) -> dict[str, Any]:

@@ -7,7 +7,7 @@ per profiled call. They explain a run's results; detection and baselines never r
 
 from typing import Any
 
-from sqlalchemy import JSON, Float, ForeignKey, Integer, String, UniqueConstraint
+from sqlalchemy import JSON, Float, ForeignKey, Integer, LargeBinary, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.benchmarks.models import Benchmark
@@ -39,3 +39,24 @@ class KernelProfile(Base):
     kernels: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
 
     benchmark: Mapped[Benchmark] = relationship(lazy="joined")
+
+
+class KernelCode(Base):
+    """What Inductor generated for one case in one run: graphs and kernels, compressed.
+
+    Kept like raw samples: retention clears it with them (BENCHWATCH_RETAIN_SAMPLES_DAYS).
+    """
+
+    __tablename__ = "kernel_code"
+    __table_args__ = (UniqueConstraint("run_id", "benchmark_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"))
+    benchmark_id: Mapped[int] = mapped_column(
+        ForeignKey("benchmark.id", ondelete="CASCADE"), index=True
+    )
+    graphs: Mapped[int] = mapped_column(Integer)  # output codes kept
+    kernels: Mapped[int] = mapped_column(Integer)  # kernel sources kept
+    size: Mapped[int] = mapped_column(Integer)  # characters, before compression
+    # zlib of the JSON {"graphs": [code], "kernels": [{name, source, launch}]}
+    compressed: Mapped[bytes] = mapped_column(LargeBinary)

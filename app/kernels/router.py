@@ -8,12 +8,14 @@ from app.anomalies.models import Regression
 from app.api.deps import ReadAccess, SessionDep
 from app.api.responses import READS, errors
 from app.api.validation import ApiRoute
+from app.benchmarks.models import Benchmark
 from app.benchmarks.schemas import BenchmarkRead
 from app.core.bounds import RowId
 from app.core.errors import NotFound
 from app.core.pagination import Page, PageParams
+from app.kernels import code as kernel_code
 from app.kernels import service
-from app.kernels.schemas import KernelDiffRead, KernelProfileRead
+from app.kernels.schemas import CodeDiffRead, KernelDiffRead, KernelProfileRead
 from app.runs.models import Run
 
 reads = APIRouter(
@@ -62,6 +64,36 @@ def kernel_diff(
         head_run_id=head_run,
         benchmark=BenchmarkRead.model_validate(found.benchmark),
         diff=found.diff,
+    )
+
+
+@reads.get("/kernels/code-diff", response_model=CodeDiffRead, responses=errors(404))
+def code_diff(
+    base_run: RowId,
+    head_run: RowId,
+    benchmark_id: RowId,
+    session: SessionDep,
+    kernel: Annotated[
+        str | None,
+        Query(max_length=200, description="diff this kernel (an identity, e.g. fused_add_mul)"),
+    ] = None,
+) -> CodeDiffRead:
+    """What Inductor generated for one case, kernel by kernel, from `base_run` to `head_run`.
+
+    Kernels are matched by identity, renumbering aside (docs/kernels.md): changed ones
+    first with a unified diff (the first 50; `kernel` asks for one by identity), then those
+    that appeared or disappeared with their source, then the same. 404 when either run kept
+    no code of the case (eager configs, runs from CI without it, or cleared by retention).
+    """
+    benchmark = session.get(Benchmark, benchmark_id)
+    if benchmark is None:
+        raise NotFound(f"benchmark {benchmark_id} not found")
+    found = kernel_code.case_code_diff(session, base_run, head_run, benchmark_id, kernel)
+    return CodeDiffRead(
+        base_run_id=base_run,
+        head_run_id=head_run,
+        benchmark=BenchmarkRead.model_validate(benchmark),
+        kernels=found,
     )
 
 

@@ -3,6 +3,7 @@
 from pydantic import BaseModel, ConfigDict
 
 from app.benchmarks.schemas import BenchmarkRead
+from app.kernels.code import KernelCodeChange
 from app.kernels.diff import KernelDiff
 
 
@@ -41,3 +42,12 @@ class KernelDiffRead(BaseModel):
     head_run_id: int
     benchmark: BenchmarkRead
     diff: KernelDiff
+
+
+class CodeDiffRead(BaseModel):
+    """One case's generated code from a base run to a head run, kernel by kernel."""
+
+    base_run_id: int
+    head_run_id: int
+    benchmark: BenchmarkRead
+    kernels: list[KernelCodeChange]

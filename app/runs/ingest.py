@@ -24,6 +24,7 @@ from app.core.errors import Conflict, InvalidInput
 from app.core.metrics import after_commit
 from app.core.queue import enqueue_after_commit
 from app.jobs import DETECT_RUN
+from app.kernels import code as kernel_code
 from app.kernels import service as kernels
 from app.runs import branches, shards
 from app.runs.models import INVALID, Environment, Result, Run
@@ -277,6 +278,7 @@ def _store(session: Session, run_in: RunIn, digest: str, into: Run | NewRun) -> 
     write_results(session, run.id, run.started_at, rows)
     if profiled:
         kernels.store(session, run.id, _case_profiles(run_in, profiled, resolved.benchmark_ids))
+        kernel_code.store(session, run.id, _case_codes(run_in, profiled, resolved.benchmark_ids))
     if run is into:  # a further shard
         shards.widen(run, run_in, _coverage(results, cases_of(results)) if results else {})
     if run_in.shard is not None:
@@ -384,6 +386,20 @@ def _case_profiles(
             recompiles=profile.recompiles,
         )
         for profile, case in zip(run_in.kernel_profiles, profiled, strict=True)
+    ]
+
+
+def _case_codes(
+    run_in: RunIn, profiled: Sequence[int], benchmark_ids: Sequence[int]
+) -> list[kernel_code.CaseCode]:
+    return [
+        kernel_code.CaseCode(
+            benchmark_ids[case],
+            profile.code.graphs,
+            [k.model_dump() for k in profile.code.kernels],
+        )
+        for profile, case in zip(run_in.kernel_profiles, profiled, strict=True)
+        if profile.code is not None
     ]
 
 

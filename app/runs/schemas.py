@@ -344,6 +344,23 @@ class KernelIn(Strict):
     )
 
 
+class KernelSourceIn(Strict):
+    """One kernel Inductor generated: its name, its source and its launch heuristics."""
+
+    name: Annotated[str, Field(min_length=1, max_length=1000)]
+    source: Annotated[str, Field(max_length=64_000)]
+    launch: Annotated[str, Field(max_length=4_000)] = ""
+
+
+class GeneratedCodeIn(Strict):
+    """What Inductor generated for the case: each graph's output code and its kernels."""
+
+    graphs: Annotated[list[Annotated[str, Field(max_length=512_000)]], Field(max_length=16)] = (
+        Field(default_factory=list)
+    )
+    kernels: Annotated[list[KernelSourceIn], Field(max_length=400)] = Field(default_factory=list)
+
+
 class KernelProfileIn(CaseFields):
     """The kernels a profiler saw in one case's calls: kept beside the run, never a series.
 
@@ -362,6 +379,9 @@ class KernelProfileIn(CaseFields):
     other_us: PerCall = Field(default=0.0, description="the kernels past the list, summed")
     graphs: Annotated[int, Field(ge=0, le=1_000_000)] | None = None
     recompiles: Annotated[int, Field(ge=0, le=1_000_000)] | None = None
+    code: GeneratedCodeIn | None = Field(
+        default=None, description="what Inductor generated for the case (compiled configs)"
+    )
 
 
 class ShardIn(Strict):

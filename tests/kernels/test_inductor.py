@@ -9,10 +9,12 @@ from fastapi.testclient import TestClient
 from torch._inductor import config as inductor_config
 from torch._inductor.utils import run_and_get_code
 
+from app.kernels.code import code_diff
 from app.kernels.identity import identity_of
 from app.suite_runs.rows import payload_rows
 from workers.compile_configs import kernels_named
 from workers.harness import Case, Plan, measure
+from workers.inductor_code import captured_code, kernels_of
 from workers.profiling import profile_rows
 
 CPU = torch.device("cpu")
@@ -115,3 +117,33 @@ def test_a_setting_that_splits_a_kernel_is_named_in_the_kernel_diff(
     total = parts + found["other_delta_us"] + found["outside_delta_us"]
     assert total == pytest.approx(found["step_us"])
     assert found["graphs"] == [1, 1]
+    # The code of both runs was kept: the fused kernel's source went, the two new ones came.
+    code = client.get("/api/v1/kernels/code-diff", params=params).json()["kernels"]
+    changes = {c["identity"]: (c["change"], c["source"]) for c in code}
+    gone, source = changes["fused_add_mul_relu_scatter_reduce_zeros"]
+    assert gone == "disappeared"
+    assert 'extern "C"' in source
+    assert '"KERNEL"' in source  # its record function's name: graph id and number gone
+    assert "cpp_fused" not in source
+    assert changes["fused_mul_relu"][0] == "appeared"
+    assert changes["fused_add_mul_scatter_reduce_zeros"][0] == "appeared"
+
+
+def test_a_setting_that_changes_a_kernels_code_shows_in_the_code_diff() -> None:
+    """Scalar loops (``cpp.simdlen`` 1) against vectorized ones: one kernel, its code changed."""
+    x = torch.randn(64, 64)
+    documents = []
+    for options in ({}, {"cpp.simdlen": 1}):
+        torch._dynamo.reset()
+        with inductor_config.patch(options), kernels_named(CPU), captured_code() as codes:
+            torch.compile(activation)(x)
+        documents.append({"graphs": codes, "kernels": kernels_of(codes)})
+    (change,) = code_diff(*documents)
+    assert (change.identity, change.change) == ("fused_add_mul_relu", "changed")
+    assert change.diff is not None
+    steps = [line for line in change.diff.splitlines() if "x0+=" in line]
+    assert any(line.startswith("-") and "16L" in line for line in steps), change.diff
+    assert any(line.startswith("+") and "(1L)" in line for line in steps), change.diff
+    # Its record function names the graph (graph_0_..., graph_1_...): not a change.
+    changed = [line for line in change.diff.splitlines() if line.startswith(("-", "+"))]
+    assert not any("record_" in line for line in changed), change.diff
