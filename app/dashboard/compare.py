@@ -25,7 +25,7 @@ from app.benchmarks.comparison import (
 from app.benchmarks.models import Series
 from app.core import spreadsheet
 from app.core.errors import InvalidInput
-from app.dashboard import figures
+from app.dashboard import figures, kernels_page
 from app.dashboard.queries import (
     default_channel,
     machine_channels,
@@ -198,6 +198,7 @@ def _row(key: CaseKey, results: list[dict[CaseKey, dict[str, Any]]]) -> dict[str
         "texts": [r["text_value"] if r is not None else None for r in present],
         "changes": [c.rel_change for c in changes],
         "verdicts": [c.verdict for c in changes],
+        "benchmarks": [r["benchmark_id"] if r is not None else None for r in present],
     }
 
 
@@ -228,6 +229,31 @@ def compare_page(session: Session, query: CompareQuery) -> dict[str, Any]:
             compared.unit,
         ),
         "rollback": _rollback_targets(session, compared.sides),
+        "kernel_links": _kernel_links(session, compared),
+    }
+
+
+def _kernel_links(session: Session, compared: Table) -> dict[int, str]:
+    """Per row (by index), the kernel diff of its case where both sides profiled it.
+
+    Two sides only (runs, or two configs of one run): a row's case on the first against the
+    second. One statement for the page's rows.
+    """
+    if len(compared.sides) != 2:
+        return {}
+    base, head = (side.run.id for side in compared.sides)
+    pairs = [
+        (i, row["benchmarks"][0], row["benchmarks"][1])
+        for i, row in enumerate(compared.rows)
+        if None not in row["benchmarks"]
+    ]
+    wanted = {(base, b) for _, b, _ in pairs} | {(head, h) for _, _, h in pairs}
+    held = kernels_page.profiled(session, wanted)
+    return {
+        i: f"/kernels?base_run={base}&head_run={head}&benchmark={b}"
+        + (f"&head_benchmark={h}" if h != b else "")
+        for i, b, h in pairs
+        if (base, b) in held and (head, h) in held
     }
 
 

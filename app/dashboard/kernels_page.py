@@ -29,16 +29,22 @@ CHANGE_WORDS = {
 
 
 def kernels_page(
-    session: Session, base_run: int, head_run: int, benchmark_id: int
+    session: Session,
+    base_run: int,
+    head_run: int,
+    benchmark_id: int,
+    head_benchmark_id: int | None = None,
 ) -> dict[str, Any]:
-    """The kernel diff of one case between two runs, as the page shows it."""
-    found = kernels.case_diff(session, base_run, head_run, benchmark_id)
+    """The kernel diff of one case between two runs (or two cases: two configs), as shown."""
+    head_case = head_benchmark_id or benchmark_id
+    found = kernels.case_diff(session, base_run, head_run, benchmark_id, head_case)
     try:
-        code = kernel_code.case_code_diff(session, base_run, head_run, benchmark_id)
+        code = kernel_code.case_code_diff(session, base_run, head_run, benchmark_id, head_case)
     except NotFound:  # eager, a CI run without code, or cleared by retention
         code = None
     page = _page(found.diff, found.benchmark, base_run, head_run)
-    return page | {"regression": None, "code": code}
+    head = session.get(Benchmark, head_case) if head_case != benchmark_id else None
+    return page | {"regression": None, "code": code, "head_benchmark": head}
 
 
 def regression_kernels_page(session: Session, regression_id: int) -> dict[str, Any]:
@@ -81,25 +87,26 @@ def _page(found: KernelDiff, benchmark: Benchmark, base_run: int, head_run: int)
     }
 
 
-def profiled_steps(session: Session, regressions: list[Regression]) -> set[int]:
-    """The regressions whose two runs both kept a profile of their case; one statement.
-
-    The alerts page links their kernel diff.
-    """
-    pairs = {
-        (run_id, r.series.benchmark_id)
-        for r in regressions
-        for run_id in (r.last_good_run_id, r.first_bad_run_id)
-    }
+def profiled(session: Session, pairs: set[tuple[int, int]]) -> set[tuple[int, int]]:
+    """Of the (run, benchmark) pairs, those with a kernel profile; one statement."""
     if not pairs:
         return set()
     query = select(KernelProfile.run_id, KernelProfile.benchmark_id).where(
         tuple_(KernelProfile.run_id, KernelProfile.benchmark_id).in_(sorted(pairs))
     )
-    held = {(run_id, benchmark_id) for run_id, benchmark_id in session.execute(query)}
-    return {
-        r.id
+    return {(run_id, benchmark_id) for run_id, benchmark_id in session.execute(query)}
+
+
+def profiled_steps(session: Session, regressions: list[Regression]) -> set[int]:
+    """The regressions whose two runs both kept a profile of their case.
+
+    The alerts page links their kernel diff.
+    """
+    sides = {
+        r.id: {
+            (run_id, r.series.benchmark_id) for run_id in (r.last_good_run_id, r.first_bad_run_id)
+        }
         for r in regressions
-        if (r.last_good_run_id, r.series.benchmark_id) in held
-        and (r.first_bad_run_id, r.series.benchmark_id) in held
     }
+    held = profiled(session, set().union(*sides.values()) if sides else set())
+    return {regression for regression, pairs in sides.items() if pairs <= held}

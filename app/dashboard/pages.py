@@ -110,10 +110,18 @@ def localization_view(
 
 @router.get("/kernels", response_class=HTMLResponse)
 def kernels_view(
-    request: Request, session: SessionDep, base_run: RowId, head_run: RowId, benchmark: RowId
+    request: Request,
+    session: SessionDep,
+    base_run: RowId,
+    head_run: RowId,
+    benchmark: RowId,
+    head_benchmark: RowId | None = None,
 ) -> HTMLResponse:
-    """One case's kernels from a base run to a head run: where the step is, what fused."""
-    context = kernels_page(session, base_run, head_run, benchmark)
+    """One case's kernels from a base run to a head run, or against another config of it.
+
+    Where the step is, what fused, what Inductor generated differently.
+    """
+    context = kernels_page(session, base_run, head_run, benchmark, head_benchmark)
     return render(request, session, "kernels.html", **context)
 
 

@@ -98,16 +98,23 @@ def read(session: Session, run_id: int, benchmark_id: int) -> dict[str, Any] | N
 
 
 def case_code_diff(
-    session: Session, base_run: int, head_run: int, benchmark_id: int, only: str | None = None
+    session: Session,
+    base_run: int,
+    head_run: int,
+    benchmark_id: int,
+    head_benchmark_id: int | None = None,
+    only: str | None = None,
 ) -> list[KernelCodeChange]:
-    """One case's generated code from one run to another; NotFound names a run without it."""
+    """One case's generated code from one run to another; NotFound names a side without it.
+
+    ``head_benchmark_id``: the head side's case where it is another (two configs of a case).
+    """
     sides = []
-    for side, run_id in (("base", base_run), ("head", head_run)):
-        document = read(session, run_id, benchmark_id)
+    head_case = head_benchmark_id or benchmark_id
+    for side, run_id, case in (("base", base_run, benchmark_id), ("head", head_run, head_case)):
+        document = read(session, run_id, case)
         if document is None:
-            raise NotFound(
-                f"run {run_id} ({side}) kept no generated code of benchmark {benchmark_id}"
-            )
+            raise NotFound(f"run {run_id} ({side}) kept no generated code of benchmark {case}")
         sides.append(document)
     base, head = sides
     return code_diff(base, head, only)

@@ -49,7 +49,14 @@ def run_kernels(
 
 @reads.get("/kernels/diff", response_model=KernelDiffRead, responses=errors(404))
 def kernel_diff(
-    base_run: RowId, head_run: RowId, benchmark_id: RowId, session: SessionDep
+    base_run: RowId,
+    head_run: RowId,
+    benchmark_id: RowId,
+    session: SessionDep,
+    head_benchmark_id: Annotated[
+        RowId | None,
+        Query(description="the head side's case, where it is another (two configs of a case)"),
+    ] = None,
 ) -> KernelDiffRead:
     """One case's kernels from `base_run` to `head_run`: what appeared, went, moved or fused.
 
@@ -58,7 +65,7 @@ def kernel_diff(
     either run has no profile of the case; 422 when one times device kernels and the other
     CPU time.
     """
-    found = service.case_diff(session, base_run, head_run, benchmark_id)
+    found = service.case_diff(session, base_run, head_run, benchmark_id, head_benchmark_id)
     return KernelDiffRead(
         base_run_id=base_run,
         head_run_id=head_run,
@@ -77,6 +84,10 @@ def code_diff(
         str | None,
         Query(max_length=200, description="diff this kernel (an identity, e.g. fused_add_mul)"),
     ] = None,
+    head_benchmark_id: Annotated[
+        RowId | None,
+        Query(description="the head side's case, where it is another (two configs of a case)"),
+    ] = None,
 ) -> CodeDiffRead:
     """What Inductor generated for one case, kernel by kernel, from `base_run` to `head_run`.
 
@@ -88,7 +99,9 @@ def code_diff(
     benchmark = session.get(Benchmark, benchmark_id)
     if benchmark is None:
         raise NotFound(f"benchmark {benchmark_id} not found")
-    found = kernel_code.case_code_diff(session, base_run, head_run, benchmark_id, kernel)
+    found = kernel_code.case_code_diff(
+        session, base_run, head_run, benchmark_id, head_benchmark_id, kernel
+    )
     return CodeDiffRead(
         base_run_id=base_run,
         head_run_id=head_run,

@@ -140,18 +140,26 @@ class CaseDiff:
     diff: KernelDiff
 
 
-def case_diff(session: Session, base_run: int, head_run: int, benchmark_id: int) -> CaseDiff:
-    """The kernel diff of one case from one run to another; NotFound names a missing side."""
+def case_diff(
+    session: Session,
+    base_run: int,
+    head_run: int,
+    benchmark_id: int,
+    head_benchmark_id: int | None = None,
+) -> CaseDiff:
+    """The kernel diff of one case from one run to another; NotFound names a missing side.
+
+    ``head_benchmark_id``: the head side's case where it is another (two configs of a case).
+    """
     sides = []
-    for side, run_id in (("base", base_run), ("head", head_run)):
-        profile = of_case(session, run_id, benchmark_id)
+    head_case = head_benchmark_id or benchmark_id
+    for side, run_id, case in (("base", base_run, benchmark_id), ("head", head_run, head_case)):
+        profile = of_case(session, run_id, case)
         if profile is None:
-            raise NotFound(
-                f"run {run_id} ({side}) has no kernel profile of benchmark {benchmark_id}"
-            )
+            raise NotFound(f"run {run_id} ({side}) has no kernel profile of benchmark {case}")
         sides.append(profile)
     try:
-        return CaseDiff(sides[1].benchmark, diff(*sides))
+        return CaseDiff(sides[0].benchmark, diff(*sides))
     except ProfilesDiffer as exc:
         raise InvalidInput(str(exc)) from exc
 

@@ -184,6 +184,7 @@ def compared_results(session: Session, run_id: int) -> list[dict[str, Any]]:
     """
     query = (
         select(
+            Benchmark.id.label("benchmark_id"),
             Benchmark.suite,
             Benchmark.model,
             Benchmark.mode,

@@ -1,6 +1,7 @@
 """Kernel profiles through the API: stored once per case, read back, diffed, bounded."""
 
 import copy
+import re
 from typing import Any
 
 import pytest
@@ -205,3 +206,43 @@ def test_a_deleted_run_takes_its_profiles_along(
     admin = {"Authorization": f"Bearer {make_token(database, 'admin')}"}
     assert client.delete(f"/api/v1/runs/{run_id}", headers=admin).status_code == 200
     assert stored(database) == 0
+
+
+def test_the_compare_page_links_each_profiled_case_to_its_kernels(
+    client: TestClient, ingest_headers: dict[str, str]
+) -> None:
+    ids = []
+    for key, wall in (("one", 100.0), ("two", 130.0)):
+        payload = run_with(key, profile(wall, triton_poi_fused_add_0=wall / 2))
+        eager = {**payload["results"][0], "config": "eager"}  # the same case, eager too
+        payload["results"].append(eager)
+        payload["kernel_profiles"].append(
+            {**payload["kernel_profiles"][0], "config": "eager", "wall_us": 3 * wall}
+        )
+        ids.append(client.post("/api/v1/runs", json=payload, headers=ingest_headers).json()["id"])
+    runs = client.get(
+        "/compare",
+        params={"kind": "runs", "machine": "mi300x-8", "base_run": ids[0], "new_run": ids[1]},
+    ).text
+    links = re.findall(r'href="(/kernels\?[^"]+)"', runs)
+    assert len(links) == 2  # resnet50 under cudagraphs and under eager; hf_T5 failed
+    page = client.get(links[0].replace("&amp;", "&"))
+    assert page.status_code == 200
+    assert "Kernels of resnet50" in page.text
+
+    configs = client.get(
+        "/compare",
+        params={
+            "kind": "configs",
+            "machine": "mi300x-8",
+            "base_config": "eager",
+            "new_config": "cudagraphs",
+        },
+    ).text
+    (link,) = re.findall(r'href="(/kernels\?[^"]+)"', configs)
+    assert f"base_run={ids[1]}&amp;head_run={ids[1]}" in link
+    assert "head_benchmark=" in link
+    page = client.get(link.replace("&amp;", "&"))
+    assert "eager against cudagraphs" in page.text
+    diff = page.text[page.text.index('id="kernel-step"') :]
+    assert "390 us → 130 us" in diff  # eager's call against the compiled one's
