@@ -20,6 +20,7 @@ from app.benchmarks.comparison import relative_change, threshold_for
 from app.benchmarks.service import BenchmarkKey
 from app.kernels import service as kernels
 from app.kernels.diff import KernelDiff
+from app.kernels.identity import Identity
 from app.runs.reads import list_run_results
 
 ENVIRONMENT_FIELDS = ("torch", "torch_git_sha", "triton", "python", "cuda", "hip", "driver")
@@ -155,6 +156,7 @@ def root_cause_hints(
     scope: Scope,
     same_case: Mapping[str, Reading],
     collectives: Mapping[str, Mapping[str, Reading]],
+    kernels: KernelDiff | None = None,
 ) -> list[str]:
     """Likely causes of a regression, each naming the measured metrics that back it.
 
@@ -164,17 +166,44 @@ def root_cause_hints(
         same_case: the other metrics of the same benchmark in the last good and first bad run.
         collectives: the collective benchmarks of the same two runs (a label, such as the
             case and its message size, to their metrics); the regressed one too, if it is one.
+        kernels: the step's kernel diff, where both runs kept a profile of the case: its
+            kernel count and recompiles stand in for metrics the runs lack
+            (``kernel_readings``), and the code-size hint names the kernels that appeared.
     """
     if direction != "regression":
         return []
+    if kernels is not None:
+        same_case = {**kernel_readings(kernels), **same_case}
     hints = []
     if scope.compiled and (hint := _code_size(same_case)):
+        if kernels is not None and (new := _appeared(kernels)):
+            hint += f"; new kernels: {new}"
         hints.append(hint)
     if scope.dynamic and (hint := _fragmentation(same_case)):
         hints.append(hint)
     if scope.distributed and (hint := _congestion(collectives)):
         hints.append(hint)
     return hints
+
+
+def kernel_readings(found: KernelDiff) -> dict[str, Reading]:
+    """What a kernel diff measured, as readings: kernels launched a call, recompiles."""
+    readings = {
+        "kernel_count": Reading(
+            sum(k.base_calls for k in found.kernels), sum(k.head_calls for k in found.kernels)
+        )
+    }
+    before, after = found.recompiles
+    if before is not None and after is not None:
+        readings["recompiles"] = Reading(float(before), float(after))
+    return readings
+
+
+def _appeared(found: KernelDiff, shown: int = 3) -> str:
+    """The kernels that appeared, the largest first: ``fused_a, fused_b and 2 more``."""
+    new = [str(Identity(k.kind, k.name)) for k in found.kernels if k.change == "appeared"]
+    more = f" and {len(new) - shown} more" if len(new) > shown else ""
+    return ", ".join(new[:shown]) + more
 
 
 def _code_size(same_case: Mapping[str, Reading]) -> str | None:
@@ -343,6 +372,6 @@ def regression_hints(
     )
     return [
         *hints,
-        *root_cause_hints(regression.direction, scope, readings, collectives),
+        *root_cause_hints(regression.direction, scope, readings, collectives, found),
         *(kernel_hints(found) if found is not None else []),
     ]

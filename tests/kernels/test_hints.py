@@ -5,7 +5,7 @@ from typing import Any
 import numpy as np
 from fastapi.testclient import TestClient
 
-from app.anomalies.explain import kernel_hints
+from app.anomalies.explain import Reading, Scope, kernel_hints, root_cause_hints
 from app.kernels.diff import diff
 from app.notifications.message import finding_line
 from tests.anomalies.test_service import BAD, RUNS, dynamic_bert_slower, history_rows, regressions
@@ -96,3 +96,18 @@ def test_a_steps_hints_and_page_say_where_it_is_among_the_kernels(
     assert page.status_code == 200
     assert "78% of the step is in `fused_softmax` (+130%)" in page.text
     assert client.get("/regressions/999/kernels").status_code == 404
+
+
+def test_the_code_size_hint_reads_the_kernel_diff_where_the_runs_count_no_kernels() -> None:
+    base = side(100.0, triton_poi_fused_add_0=30.0)
+    head = side(
+        130.0, triton_poi_fused_add_3=30.0, triton_poi_fused_mul_4=10.0, triton_poi_fused_sub_5=10.0
+    )
+    scope = Scope("default", {}, 1)
+    launches = {"host_time": Reading(1.0, 1.3)}
+    (hint,) = root_cause_hints("regression", scope, launches, {}, diff(base, head))
+    assert hint == (
+        "likely instruction-cache pressure / code size: kernel_count +200% (1 -> 3), "
+        "host_time +30% (1 -> 1.3); new kernels: fused_mul, fused_sub"
+    )
+    assert root_cause_hints("regression", scope, launches, {}) == []  # no kernel count
