@@ -115,7 +115,8 @@ def read_outputs(
             None, f"the command's output could not be read: {problems}", retry=False
         )
     rows = [result.model_dump(mode="json", exclude_unset=True) for result in run.results]
-    return ShardOutcome(rows)
+    profiles = [p.model_dump(mode="json", exclude={"code"}) for p in run.kernel_profiles]
+    return ShardOutcome(rows, profiles=profiles)
 
 
 def _where(problem: dict[str, Any]) -> str:

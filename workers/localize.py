@@ -90,6 +90,7 @@ class _Environment:
     samples: list[float] = field(default_factory=list)
     rounds: int = 0
     failure: str | None = None
+    profile: dict[str, Any] | None = None  # the case's kernel profile, of the last round
 
 
 class Oracle:
@@ -113,6 +114,11 @@ class Oracle:
         """Every sample measured in ``spec``'s environment so far."""
         found = self.measured.get(spec.canonical())
         return list(found.samples) if found else []
+
+    def profile(self, spec: Measured) -> dict[str, Any] | None:
+        """The case's kernel profile in ``spec``'s environment, if its command gave one."""
+        found = self.measured.get(spec.canonical())
+        return found.profile if found else None
 
     def strategy(self, to_spec: Callable[[S], Measured | str]) -> Measure[S]:
         """The oracle one strategy sees, samples another strategy measured given first.
@@ -151,7 +157,9 @@ class Oracle:
             if isinstance(got, str):
                 found.failure = got
                 break
-            found.samples.extend(got)
+            samples, profile = got
+            found.samples.extend(samples)
+            found.profile = profile or found.profile
         return found
 
     def _prepare(self, spec: EnvSpec) -> Prepared | str:
@@ -166,10 +174,13 @@ class Oracle:
             return made
         return f"does not build: {made.reason}"
 
-    def _run(self, prepared: Prepared, settings: Mapping[str, Any]) -> list[float] | str:
+    def _run(
+        self, prepared: Prepared, settings: Mapping[str, Any]
+    ) -> tuple[list[float], dict[str, Any] | None] | str:
         """One run of the command suite in the environment, under ``settings``.
 
-        The case's samples, or why there are none.
+        The case's samples and its kernel profile (None where the output had none), or why
+        there are no samples.
         """
         measuring, suite = self.measuring, self.measuring.suite
         with tempfile.TemporaryDirectory(prefix="benchwatch-probe-") as folder:
@@ -200,7 +211,25 @@ class Oracle:
             )
         if outcome.rows is None:
             return f"the command's output could not be read: {outcome.reason}"
-        return case_samples(outcome.rows, self.case)
+        samples = case_samples(outcome.rows, self.case)
+        if isinstance(samples, str):
+            return samples
+        return samples, case_profile(outcome.profiles, self.case)
+
+
+PROFILE_KEY = ("suite", "model", "mode", "precision", "config", "batch_size")
+
+
+def case_profile(
+    profiles: Sequence[Mapping[str, Any]], case: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """The case's kernel profile among a probe's (its identity's; None where none is)."""
+    for profile in profiles:
+        if all(profile.get(name) == case.get(name) for name in PROFILE_KEY) and (
+            profile.get("params") or {}
+        ) == (case.get("params") or {}):
+            return dict(profile)
+    return None
 
 
 def case_samples(rows: Sequence[Mapping[str, Any]], case: Mapping[str, Any]) -> list[float] | str:
@@ -462,8 +491,10 @@ class Search:
             label = record.label
             if clone is not None:  # a commit: its title beside it
                 label = f"{label[:12]} {clone.describe(label)['title']}"
+            made = to_spec(record.spec)
+            profile = None if isinstance(made, str) else self.oracle.profile(made)
             row = ProbeRow.of(strategy, record, spec)
-            row = ProbeRow(**{**asdict(row), "label": label})
+            row = ProbeRow(**{**asdict(row), "label": label, "kernels": profile})
             self.report(row, self.oracle.costs(self.probe_count))
 
         return report
@@ -496,6 +527,7 @@ class Search:
                 samples=samples,
                 rounds=self.oracle.measured[key].rounds,
                 reason=f"the {side} reference of the {strategy} pre-flight",
+                kernels=self.oracle.profile(made),
             )
             self.report(row, self.oracle.costs(self.probe_count))
 

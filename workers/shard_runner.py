@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,8 @@ class ShardOutcome:
     rows: list[dict[str, Any]] | None
     reason: str = ""
     retry: bool = True  # False: trying again would fail the same way (a file that does not parse)
+    # The kernel profiles its output carried (a native run's kernel_profiles), without code.
+    profiles: list[dict[str, Any]] = field(default_factory=list)
 
 
 def run_shard_process(

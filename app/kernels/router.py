@@ -3,6 +3,7 @@
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
+from sqlalchemy import select
 
 from app.anomalies.models import Regression
 from app.api.deps import ReadAccess, SessionDep
@@ -15,7 +16,13 @@ from app.core.errors import NotFound
 from app.core.pagination import Page, PageParams
 from app.kernels import code as kernel_code
 from app.kernels import service
-from app.kernels.schemas import CodeDiffRead, KernelDiffRead, KernelProfileRead
+from app.kernels.schemas import (
+    CodeDiffRead,
+    KernelDiffRead,
+    KernelProfileRead,
+    ProbeKernelDiffRead,
+)
+from app.localization.models import LocalizationProbe
 from app.runs.models import Run
 
 reads = APIRouter(
@@ -129,4 +136,47 @@ def regression_kernels(regression_id: RowId, session: SessionDep) -> KernelDiffR
         head_run_id=head,
         benchmark=BenchmarkRead.model_validate(found.benchmark),
         diff=found.diff,
+    )
+
+
+@reads.get(
+    "/localizations/{localization_id}/probes/{position}/kernels",
+    response_model=ProbeKernelDiffRead,
+    responses=errors(404),
+)
+def probe_kernels(
+    localization_id: RowId, position: int, session: SessionDep
+) -> ProbeKernelDiffRead:
+    """A probe's kernels against the last good reference's, as a regression's are diffed.
+
+    Which kernels a component or commit moved, probe by probe. 404 when the localization,
+    the probe, or a profile of either is missing (a probe's command may give none).
+    """
+    probes = {
+        p.position: p
+        for p in session.scalars(
+            select(LocalizationProbe).where(LocalizationProbe.localization_id == localization_id)
+        )
+    }
+    probe = probes.get(position)
+    if probe is None:
+        raise NotFound(f"localization {localization_id} has no probe {position}")
+    good = next(
+        (
+            p
+            for _, p in sorted(probes.items())
+            if p.outcome == "reference" and "last good" in p.label and p.kernel_profile
+        ),
+        None,
+    )
+    if good is None or good.kernel_profile is None:
+        raise NotFound(f"localization {localization_id}: its last good reference has no profile")
+    if not probe.kernel_profile:
+        raise NotFound(f"localization {localization_id}: probe {position} has no kernel profile")
+    found = service.diff_of(good.kernel_profile, probe.kernel_profile)
+    return ProbeKernelDiffRead(
+        localization_id=localization_id,
+        base_position=good.position,
+        position=position,
+        diff=found,
     )

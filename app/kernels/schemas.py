@@ -51,3 +51,12 @@ class CodeDiffRead(BaseModel):
     head_run_id: int
     benchmark: BenchmarkRead
     kernels: list[KernelCodeChange]
+
+
+class ProbeKernelDiffRead(BaseModel):
+    """A localization probe's kernels against its last good reference's."""
+
+    localization_id: int
+    base_position: int  # the last good reference probe
+    position: int
+    diff: KernelDiff

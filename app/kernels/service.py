@@ -1,7 +1,8 @@
 """Kernel profiles: stored once per case of a run, under each kernel's normalised identity."""
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from sqlalchemy import select
@@ -87,29 +88,48 @@ def merged(kernels: Sequence[KernelTime]) -> list[Kernel]:
     return sorted(by_identity.values(), key=lambda k: (-k.time_us, k.kind, k.name))
 
 
+def stored_profile(profile: CaseProfile) -> dict[str, Any]:
+    """A profile as ``KernelProfile`` keeps it (and a localization probe beside its samples)."""
+    kernels = merged(profile.kernels)
+    return {
+        "timing": profile.timing,
+        "calls": profile.calls,
+        "wall_us": profile.wall_us,
+        "kernel_us": sum(k.time_us for k in kernels),
+        "other_us": profile.other_us,
+        "graphs": profile.graphs,
+        "recompiles": profile.recompiles,
+        "kernels": [k.as_json() for k in kernels],
+    }
+
+
+def case_profile(benchmark_id: int, payload: Mapping[str, Any]) -> CaseProfile:
+    """A profile as the payload gives it (``kernel_profiles[i]``, validated) for a case."""
+    return CaseProfile(
+        benchmark_id=benchmark_id,
+        timing=payload["timing"],
+        calls=payload["calls"],
+        wall_us=payload["wall_us"],
+        kernels=[
+            KernelTime(k["name"], k["calls"], k["time_us"], k.get("graph", ""))
+            for k in payload["kernels"]
+        ],
+        other_us=payload.get("other_us", 0.0),
+        graphs=payload.get("graphs"),
+        recompiles=payload.get("recompiles"),
+    )
+
+
 def store(session: Session, run_id: int, profiles: Sequence[CaseProfile]) -> None:
     """Keep the run's case profiles; a case the run holds a profile of already keeps it.
 
     A run's shards may profile the same case (a retried job): the first stored stays, as a
     run's first result of a series does.
     """
-    rows = []
-    for profile in profiles:
-        kernels = merged(profile.kernels)
-        rows.append(
-            {
-                "run_id": run_id,
-                "benchmark_id": profile.benchmark_id,
-                "timing": profile.timing,
-                "calls": profile.calls,
-                "wall_us": profile.wall_us,
-                "kernel_us": sum(k.time_us for k in kernels),
-                "other_us": profile.other_us,
-                "graphs": profile.graphs,
-                "recompiles": profile.recompiles,
-                "kernels": [k.as_json() for k in kernels],
-            }
-        )
+    rows = [
+        {"run_id": run_id, "benchmark_id": profile.benchmark_id, **stored_profile(profile)}
+        for profile in profiles
+    ]
     if rows:
         insert_missing(session, KernelProfile, rows, ["run_id", "benchmark_id"])
 
@@ -160,6 +180,14 @@ def case_diff(
         sides.append(profile)
     try:
         return CaseDiff(sides[0].benchmark, diff(*sides))
+    except ProfilesDiffer as exc:
+        raise InvalidInput(str(exc)) from exc
+
+
+def diff_of(base: Mapping[str, Any], head: Mapping[str, Any]) -> KernelDiff:
+    """The diff of two profiles kept as JSON (a localization probe's); 422 if they differ."""
+    try:
+        return diff(SimpleNamespace(**base), SimpleNamespace(**head))
     except ProfilesDiffer as exc:
         raise InvalidInput(str(exc)) from exc
 

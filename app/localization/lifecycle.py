@@ -29,6 +29,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from app.core.db import utcnow
+from app.kernels import service as kernels
 from app.localization.models import (
     FAILED,
     QUEUED,
@@ -83,6 +84,9 @@ class ProbeRow:
     p_bad: float | None = None
     step_position: float | None = None
     effect: float | None = None
+    # The case's kernel profile in the probe's environment, as its command's output gave it
+    # (a payload's kernel_profiles[i], validated); None where it gave none.
+    kernels: Mapping[str, Any] | None = None
 
     @classmethod
     def of(cls, strategy: str, record: ProbeRecord, spec: Mapping[str, Any]) -> "ProbeRow":
@@ -162,6 +166,9 @@ def record_probe(
     row.reason = probe.reason[:REASON_CHARS]
     row.p_good, row.p_bad = probe.p_good, probe.p_bad
     row.step_position, row.effect = probe.step_position, probe.effect
+    if probe.kernels is not None:  # kept as a run's profile is (merged under identities)
+        profile = kernels.case_profile(0, probe.kernels)  # the case: the localization's
+        row.kernel_profile = kernels.stored_profile(profile)
     row.measured_at = utcnow()
     _set_costs(found, costs)
     session.flush()

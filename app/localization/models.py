@@ -105,5 +105,8 @@ class LocalizationProbe(Base):
     rounds: Mapped[int] = mapped_column(Integer, default=1)
     reason: Mapped[str] = mapped_column(Text, default="")
     measured_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # The case's kernel profile in this environment (its last round), as a run's is stored
+    # (``app.kernels``): None where the probe's command gave none.
+    kernel_profile: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
     localization: Mapped[Localization] = relationship(back_populates="probes")

@@ -88,6 +88,11 @@ class ProbeRead(BaseModel):
     rounds: int = Field(description="Measurements of this environment (1: no repeat).")
     reason: str
     measured_at: datetime
+    kernel_profile: dict[str, Any] | None = Field(
+        default=None,
+        description="The case's kernels in this environment, as a run's profile is read "
+        "(docs/kernels.md); null where the probe's command gave none.",
+    )
 
 
 class LocalizationRead(BaseModel):

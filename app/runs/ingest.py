@@ -373,18 +373,7 @@ def _case_profiles(
     run_in: RunIn, profiled: Sequence[int], benchmark_ids: Sequence[int]
 ) -> list[kernels.CaseProfile]:
     return [
-        kernels.CaseProfile(
-            benchmark_id=benchmark_ids[case],
-            timing=profile.timing,
-            calls=profile.calls,
-            wall_us=profile.wall_us,
-            kernels=[
-                kernels.KernelTime(k.name, k.calls, k.time_us, k.graph) for k in profile.kernels
-            ],
-            other_us=profile.other_us,
-            graphs=profile.graphs,
-            recompiles=profile.recompiles,
-        )
+        kernels.case_profile(benchmark_ids[case], profile.model_dump(exclude={"code"}))
         for profile, case in zip(run_in.kernel_profiles, profiled, strict=True)
     ]
 

@@ -32,6 +32,7 @@ from fastapi.testclient import TestClient
 from app.core.command_suites import CommandSuite
 from app.core.config import Settings
 from app.core.db import Database
+from app.kernels import service as kernels
 from app.localization.judge import SCHEDULE
 from app.localization.lifecycle import Costs, ProbeRow
 from tests.factories import run_payload
@@ -123,6 +124,13 @@ def test_a_built_in_case_is_measured_in_each_environment_and_localized(config: S
     assert statistics.median(bad) > 2 * statistics.median(good), (good, bad)
     assert found.costs.builds == 2
     assert found.costs.samples == len(good) + len(bad)
+    # Each probe kept the case's kernel profile in its environment: the diff of the two
+    # references names aten's softmax, slower with the scalar kernels (issue 29 point 1).
+    profiles = [references[f"{side} (reference)"].kernels for side in ("last good", "first bad")]
+    assert all(p is not None and p["timing"] == "cpu_self" for p in profiles), profiles
+    stored = [kernels.stored_profile(kernels.case_profile(0, p)) for p in profiles if p]
+    top = kernels.diff_of(*stored).kernels[0]
+    assert ("softmax" in top.name, top.change) == (True, "slower"), top
 
 
 @pytest.mark.slow

@@ -292,9 +292,9 @@ class Seeded(Oracle):
             return "does not build: setup.py raised"
         return spec
 
-    def _run(self, prepared: Any, settings: Any) -> list[float]:
+    def _run(self, prepared: Any, settings: Any) -> tuple[list[float], None]:
         level = 1.4 if self._index(prepared) >= SLOW else 1.0
-        return [float(x) for x in self.rng.normal(level, 0.02 * level, 10)]
+        return [float(x) for x in self.rng.normal(level, 0.02 * level, 10)], None
 
     def _index(self, spec: EnvSpec) -> int:
         return self.tiny.commits.index(spec.components["tinypkg"].commit or "")
