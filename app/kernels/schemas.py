@@ -1,6 +1,6 @@
 """What the kernel reads answer."""
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.benchmarks.schemas import BenchmarkRead
 from app.kernels.code import KernelCodeChange
@@ -17,6 +17,8 @@ class KernelRead(BaseModel):
     instances: int  # kernels of the profile merged under this identity
     graphs: list[str]
     names: list[str]  # as the profiler named them (the first few)
+    mean_us: float | None = Field(default=None, description="time of one call of it")
+    share: float | None = Field(default=None, description="its part of the case's call")
 
 
 class KernelProfileRead(BaseModel):

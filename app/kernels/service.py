@@ -91,6 +91,7 @@ def merged(kernels: Sequence[KernelTime]) -> list[Kernel]:
 def stored_profile(profile: CaseProfile) -> dict[str, Any]:
     """A profile as ``KernelProfile`` keeps it (and a localization probe beside its samples)."""
     kernels = merged(profile.kernels)
+    wall = profile.wall_us
     return {
         "timing": profile.timing,
         "calls": profile.calls,
@@ -99,7 +100,14 @@ def stored_profile(profile: CaseProfile) -> dict[str, Any]:
         "other_us": profile.other_us,
         "graphs": profile.graphs,
         "recompiles": profile.recompiles,
-        "kernels": [k.as_json() for k in kernels],
+        "kernels": [
+            k.as_json()
+            | {
+                "mean_us": round(k.time_us / k.calls, 3) if k.calls else None,
+                "share": round(k.time_us / wall, 4) if wall > 0 else None,
+            }
+            for k in kernels
+        ],
     }
 
 

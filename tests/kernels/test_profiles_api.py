@@ -70,6 +70,7 @@ def test_a_runs_profiles_are_kept_once_and_read_by_identity(
     summed, added = read["kernels"]
     assert (summed["kind"], summed["name"], summed["time_us"]) == ("fused", "sum", 30.0)
     assert (added["name"], added["instances"], added["time_us"]) == ("add", 2, 14.0)
+    assert (added["mean_us"], added["share"]) == (7.0, 0.14)  # two calls; of a 100 us call
     assert added["names"] == ["triton_poi_fused_add_0", "triton_poi_fused_add_5"]
     one_case = client.get(
         f"/api/v1/runs/{run_id}/kernels", params={"benchmark_id": read["benchmark"]["id"] + 1}
