@@ -123,7 +123,7 @@ def _headline(changes: Sequence[KernelChange], outside_us: float, step_us: float
     if not step_us:
         return ""
     top = changes[0] if changes else None
-    share = top.share or 0.0 if top is not None else 0.0
+    share = (top.share or 0.0) if top is not None else 0.0
     outside = outside_us / step_us
     if outside >= max(share, HEADLINE_SHARE):
         return f"{outside:.0%} of the step is outside the kernels"
@@ -154,7 +154,9 @@ def _change(
         change = "appeared"
     elif head is None:
         change = "disappeared"
-    elif relative is not None and abs(relative) > threshold_for():
+    elif relative is None:  # a zero base: any time now is a slowdown
+        change = "slower" if head_us > 0 else "same"
+    elif abs(relative) > threshold_for():
         change = "slower" if relative > 0 else "faster"
     else:
         change = "same"

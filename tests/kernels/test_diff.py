@@ -111,3 +111,9 @@ def test_one_identity_merges_its_instances() -> None:
     assert (kernel.kind, kernel.name, kernel.instances) == ("fused", "add", 2)
     assert (kernel.calls, kernel.time_us, kernel.graphs) == (3.0, 15.0, ["0/0", "1/0"])
     assert identity_of("triton_poi_fused_add_4") == identity_of("cpp_fused_add_9")
+
+
+def test_a_kernel_from_nothing_is_slower() -> None:
+    found = diff(side(100.0, aten_zero=0.0), side(110.0, aten_zero=8.0))
+    (kernel,) = found.kernels
+    assert (kernel.change, kernel.relative, kernel.share) == ("slower", None, 0.8)
