@@ -1,4 +1,4 @@
-"""Kernel profiles: a run's, and the diff of one case between two runs or across a regression."""
+"""Kernel reads: a run's profiles; kernel and code diffs of a case across runs, steps, probes."""
 
 from typing import Annotated
 
