@@ -8,6 +8,7 @@ The rules are pure functions over plain values, so they are easy to read and to 
 """
 
 import json
+import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -181,8 +182,13 @@ def root_cause_hints(
         hints.append(hint)
     if scope.dynamic and (hint := _fragmentation(same_case)):
         hints.append(hint)
-    if scope.distributed and (hint := _congestion(collectives)):
-        hints.append(hint)
+    if scope.distributed:
+        hint = _congestion(collectives)
+        waiting = _collective_kernels(kernels) if kernels is not None else None
+        if hint and waiting:
+            hints.append(f"{hint}; {waiting}")
+        elif hint or waiting:
+            hints.append(hint or f"likely network congestion: {waiting}")
     return hints
 
 
@@ -197,6 +203,21 @@ def kernel_readings(found: KernelDiff) -> dict[str, Reading]:
     if before is not None and after is not None:
         readings["recompiles"] = Reading(float(before), float(after))
     return readings
+
+
+def _collective_kernels(found: KernelDiff) -> str | None:
+    """The collective kernels (NCCL, RCCL) that got slower, when they carry enough of the step.
+
+    ``collective kernels carry 62% of the step: ncclDevKernel_AllReduce +40%``.
+    """
+    slower = [k for k in found.kernels if COLLECTIVE_KERNEL.search(k.name) and k.change == "slower"]
+    share = sum(k.share or 0.0 for k in slower)
+    if not slower or share < COLLECTIVE_SHARE:
+        return None
+    top = slower[0]
+    return (
+        f"collective kernels carry {share:.0%} of the step: {top.name} {top.relative or 0.0:+.0%}"
+    )
 
 
 def _appeared(found: KernelDiff, shown: int = 3) -> str:
@@ -261,6 +282,8 @@ def _congestion(collectives: Mapping[str, Mapping[str, Reading]]) -> str | None:
 
 # A step is launch-bound when most of it is outside the kernels while their time held.
 LAUNCH_BOUND_SHARE = 0.5
+COLLECTIVE_KERNEL = re.compile(r"nccl|rccl", re.IGNORECASE)  # NCCL's and RCCL's kernels
+COLLECTIVE_SHARE = 0.25  # of the step, for the congestion hint to cite them
 KERNELS_HINT = "kernels: "  # the hint that says where the step is; a notice's line ends on it
 
 

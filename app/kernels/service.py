@@ -17,6 +17,7 @@ from app.kernels.identity import identity_of
 from app.kernels.models import KernelProfile
 
 RAW_NAMES_KEPT = 3  # of the kernels one identity merges, the names shown beside it
+RAW_NAME_CHARS = 200  # of each: a profile stays under 200 KiB with 200 kernels
 
 
 @dataclass(frozen=True)
@@ -81,8 +82,9 @@ def merged(kernels: Sequence[KernelTime]) -> list[Kernel]:
         entry.instances += 1
         if kernel.graph and kernel.graph not in entry.graphs:
             entry.graphs.append(kernel.graph)
-        if len(entry.names) < RAW_NAMES_KEPT and kernel.name not in entry.names:
-            entry.names.append(kernel.name)
+        name = kernel.name[:RAW_NAME_CHARS]
+        if len(entry.names) < RAW_NAMES_KEPT and name not in entry.names:
+            entry.names.append(name)
     for entry in by_identity.values():
         entry.graphs.sort()
     return sorted(by_identity.values(), key=lambda k: (-k.time_us, k.kind, k.name))

@@ -111,3 +111,17 @@ def test_the_code_size_hint_reads_the_kernel_diff_where_the_runs_count_no_kernel
         "host_time +30% (1 -> 1.3); new kernels: fused_mul, fused_sub"
     )
     assert root_cause_hints("regression", scope, launches, {}) == []  # no kernel count
+
+
+def test_the_congestion_hint_cites_the_collective_kernels_that_carry_the_step() -> None:
+    allreduce = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+    base = side(100.0, **{allreduce: 50.0, "triton_poi_fused_add_0": 20.0})
+    head = side(140.0, **{allreduce: 80.0, "triton_poi_fused_add_1": 20.0})
+    eight_gpus = Scope("eager", {}, 8)
+    (hint,) = root_cause_hints("regression", eight_gpus, {}, {}, diff(base, head))
+    assert hint == (
+        "likely network congestion: collective kernels carry 75% of the step: "
+        "ncclDevKernel_AllReduce_Sum_f32_RING_LL +60%"
+    )
+    one_gpu = Scope("eager", {}, 1)
+    assert root_cause_hints("regression", one_gpu, {}, {}, diff(base, head)) == []

@@ -1,8 +1,10 @@
 """Real Inductor kernels on the CPU: identities across renumbering, a split in the diff."""
 
+import copy
 import re
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from fastapi.testclient import TestClient
@@ -11,7 +13,10 @@ from torch._inductor.utils import run_and_get_code
 
 from app.kernels.code import code_diff
 from app.kernels.identity import identity_of
-from app.suite_runs.rows import payload_rows
+from app.suite_runs.rows import CASE_FIELDS, payload_rows
+from tests.anomalies.test_service import BAD, RUNS
+from tests.factories import run_payload
+from tests.posting import drain
 from workers.compile_configs import kernels_named
 from workers.harness import Case, Plan, measure
 from workers.inductor_code import captured_code, kernels_of
@@ -87,12 +92,21 @@ def worker_run(key: str) -> dict[str, Any]:
     }
 
 
-def test_a_setting_that_splits_a_kernel_is_named_in_the_kernel_diff(
-    client: TestClient, ingest_headers: dict[str, str]
-) -> None:
+@pytest.fixture(scope="module")
+def scatter_runs() -> tuple[dict[str, Any], dict[str, Any]]:
+    """The worker's runs of the scatter case under the setting and under the default."""
     with inductor_config.patch({"cpp.fallback_scatter_reduce_sum": False}):
         fused = worker_run("fused")  # the scatter generated inside one kernel
     split = worker_run("split")  # the default: aten's scatter, a kernel before and one after
+    return fused, split
+
+
+def test_a_setting_that_splits_a_kernel_is_named_in_the_kernel_diff(
+    client: TestClient,
+    ingest_headers: dict[str, str],
+    scatter_runs: tuple[dict[str, Any], dict[str, Any]],
+) -> None:
+    fused, split = copy.deepcopy(scatter_runs)
     latency = next(r for r in fused["results"] if r["metric"] == "latency")
     recorded = latency["extra"]["compiler_settings"]  # (other tests' settings may linger)
     assert recorded["inductor.cpp.fallback_scatter_reduce_sum"] is False
@@ -147,3 +161,38 @@ def test_a_setting_that_changes_a_kernels_code_shows_in_the_code_diff() -> None:
     # Its record function names the graph (graph_0_..., graph_1_...): not a change.
     changed = [line for line in change.diff.splitlines() if line.startswith(("-", "+"))]
     assert not any("record_" in line for line in changed), change.diff
+
+
+def test_the_regression_the_split_made_names_it_in_its_kernel_diff(
+    client: TestClient,
+    ingest_headers: dict[str, str],
+    scatter_runs: tuple[dict[str, Any], dict[str, Any]],
+) -> None:
+    """Nightlies of the case, fused then split (the real runs' profiles, latencies 30% apart):
+    the step detection finds carries the split in its kernel diff and its hints."""
+    noise = np.random.default_rng(0)
+    (case,) = {
+        tuple(sorted((k, v) for k, v in r.items() if k in CASE_FIELDS and k != "params"))
+        for r in scatter_runs[0]["results"]
+    }
+    for index in range(RUNS):
+        run = scatter_runs[index >= BAD]
+        level = 1.3 if index >= BAD else 1.0
+        samples = [level * (1 + noise.normal(0, 0.005)) for _ in range(5)]
+        payload = {
+            **run_payload(f"nightly-{index}", [], machine="cpu-box", device="cpu", index=index),
+            "results": [{**dict(case), "metric": "latency", "unit": "ms", "samples": samples}],
+            "kernel_profiles": run["kernel_profiles"],
+        }
+        answer = client.post("/api/v1/runs", json=payload, headers=ingest_headers)
+        assert answer.status_code == 201, answer.text
+    drain(client)
+    (step,) = client.get("/api/v1/regressions").json()["items"]
+    found = client.get(f"/api/v1/regressions/{step['id']}/kernels").json()["diff"]
+    (change,) = found["fusions"]
+    assert (change["change"], change["before"]) == (
+        "split",
+        ["fused_add_mul_relu_scatter_reduce_zeros"],
+    )
+    assert change["share"] == pytest.approx(change["delta_us"] / found["step_us"])
+    assert any(h.startswith("fusion changed: fused_add_mul_relu_scatter") for h in step["hints"])

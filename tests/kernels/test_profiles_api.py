@@ -194,6 +194,7 @@ def test_long_kernel_names_are_kept_within_their_bounds(
     assert answer.status_code == 201, answer.text
     (read,) = client.get(f"/api/v1/runs/{answer.json()['id']}/kernels").json()["items"]
     assert all(len(k["name"]) <= 200 for k in read["kernels"])
+    assert all(len(n) <= 200 for k in read["kernels"] for n in k["names"])
     assert len(read["kernels"]) == 2
 
 
