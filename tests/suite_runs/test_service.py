@@ -8,11 +8,13 @@ import pytest
 from sqlalchemy import func, select
 
 from app.core.db import Database, utcnow
+from app.kernels.models import KernelCode, KernelProfile
 from app.runs.ingest import ingest_run
 from app.runs.models import Result, Run
 from app.runs.schemas import RunIn
 from app.suite_runs import service
 from app.suite_runs.models import SuiteRun, SuiteShard
+from app.suite_runs.rows import PROFILE
 from tests.factories import run_payload
 
 DESCRIPTION = {
@@ -213,3 +215,27 @@ def test_a_run_that_cannot_be_ingested_fails_the_suite_run_with_the_reason(
         assert suite_run.finished_at is not None
         assert session.scalar(select(func.count()).select_from(Run)) == 1  # only the other one
         assert service.finalize(session, suite_run_id) is None  # and it stays failed
+
+
+def test_a_shards_kernel_profile_is_kept_once_by_the_run(database: Database) -> None:
+    """The worker hands a case's profile (and code) over in its kernel_count row: the run keeps
+    it in kernel_profile and kernel_code, and the shard's rows let go of it."""
+    first, second = open_run(database)
+    code = {"graphs": ["# output code"], "kernels": [{"name": "cpp_fused_add_0", "source": "x"}]}
+    profile = {"timing": "cpu_self", "calls": 3, "wall_us": 9.0, "kernels": [], "code": code}
+    for shard_id, model in ((first, "matmul"), (second, "softmax")):
+        rows = measured(model, 2.0)
+        rows.append(
+            {**ident(model), "metric": "kernel_count", "value": 1.0, "extra": {PROFILE: profile}}
+        )
+        with database.session_scope() as session:
+            lease = service.claim_shard(session, shard_id, "w1", 30).lease
+            assert service.finish_shard(session, shard_id, lease, rows, "")
+    with database.session_scope() as session:
+        run = service.finalize(session, service_run_id(database))
+        assert run is not None
+        assert session.scalar(select(func.count()).select_from(KernelProfile)) == 2
+        assert session.scalar(select(func.count()).select_from(KernelCode)) == 2
+        for shard in session.scalars(select(SuiteShard)):
+            (count,) = [row for row in shard.rows if row["metric"] == "kernel_count"]
+            assert count["extra"] == {}
