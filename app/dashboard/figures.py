@@ -18,6 +18,7 @@ from plotly.subplots import make_subplots
 from app.core.escape import plotly as text
 from app.dashboard import format as fmt
 from app.kernels.diff import KernelDiff
+from app.kernels.identity import Identity
 
 Figure = dict[str, Any]  # a Plotly figure: {"data": [...], "layout": {...}}
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b")
@@ -634,5 +635,5 @@ def kernel_waterfall(found: KernelDiff) -> Figure:
 
 
 def _kernel_label(kind: str, name: str) -> str:
-    label = name if kind in ("aten", "kernel") else f"{kind}_{name}"
+    label = str(Identity(kind, name))
     return label if len(label) <= KERNEL_LABEL else label[: KERNEL_LABEL - 1] + "…"

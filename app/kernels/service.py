@@ -188,16 +188,19 @@ def case_diff(
         if profile is None:
             raise NotFound(f"run {run_id} ({side}) has no kernel profile of benchmark {case}")
         sides.append(profile)
-    try:
-        return CaseDiff(sides[0].benchmark, diff(*sides))
-    except ProfilesDiffer as exc:
-        raise InvalidInput(str(exc)) from exc
+    base, head = sides
+    return CaseDiff(base.benchmark, _diffed(base, head))
 
 
 def diff_of(base: Mapping[str, Any], head: Mapping[str, Any]) -> KernelDiff:
     """The diff of two profiles kept as JSON (a localization probe's); 422 if they differ."""
+    return _diffed(SimpleNamespace(**base), SimpleNamespace(**head))
+
+
+def _diffed(base: Any, head: Any) -> KernelDiff:
+    """``diff``, profiles that time different things refused as bad input (a 422)."""
     try:
-        return diff(SimpleNamespace(**base), SimpleNamespace(**head))
+        return diff(base, head)
     except ProfilesDiffer as exc:
         raise InvalidInput(str(exc)) from exc
 
