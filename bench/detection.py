@@ -79,6 +79,16 @@ d. oracle (a reference, not a contestant): knows the truth but where exactly eac
 **Speed.** benchwatch's detector alone over 10,000 series of 500 points from the same
 generator (``--quick``: 1,000), in this process, one core; target 60 s.
 
+**Noise-unit corpus.** Then a second corpus whose steps are sized in noise units and whose
+levels have chosen lengths, close steps and skewed or bimodal noise among them
+(``bench/unit_corpus.py``), scored by ``bench/noise_units.py``: recall by step size in noise
+units and the shorter level's length, false alarms per 1,000 step-free points, benchwatch
+beside itself without its small-step rule (as it was before it), and issue 30's case of a
+step six nightlies after a step, walked nightly. Its targets: recall >= 0.9 for steps of 3
+noise units or more with 10 points a side, >= 0.6 for 1-3 units with 30, <= 0.5 false alarms
+per 1,000 step-free points, F1 >= 0.95, both steps of the case reported by their third
+nightly.
+
 **Failures, silent machines and aggregates.** Three more kinds of finding, each on a seeded
 corpus of its own (``--seed``; the same in ``--quick``; failures and silences together under a
 second, aggregates some 15 s), built and walked in ``bench/finding_kinds.py`` without a
@@ -387,9 +397,13 @@ def prf(outcomes: list[Outcome]) -> tuple[float, float, float]:
 
 def f1_from(size: float, outcomes: list[Outcome]) -> float:
     """F1 against the steps of at least ``size``; detections of smaller steps count neither way."""
-    big = by_size((size, math.inf))
-    tp = sum(o.hit[k] for o in outcomes for k in range(len(o.hit)) if big(o.series, k))
-    steps = sum(big(o.series, k) for o in outcomes for k in range(len(o.hit)))
+    return f1_over(by_size((size, math.inf)), outcomes)
+
+
+def f1_over(keep: Keep, outcomes: list[Outcome]) -> float:
+    """F1 against the steps ``keep`` selects; detections of the others count neither way."""
+    tp = sum(o.hit[k] for o in outcomes for k in range(len(o.hit)) if keep(o.series, k))
+    steps = sum(keep(o.series, k) for o in outcomes for k in range(len(o.hit)))
     precision, rec = ratio(tp, tp + sum(o.false for o in outcomes)), ratio(tp, steps)
     return ratio(2 * precision * rec, precision + rec)
 
@@ -669,10 +683,18 @@ def main() -> int:
     if TARGET_MIX in results:
         print_targets(results[TARGET_MIX], timing, timing_count)
         print_examples(results[TARGET_MIX][0], args.examples)
+    print_noise_units(args.seed, args.quick)
     print_finding_kinds(kinds, kinds_seconds)
     print_suspected(args.seed, 120 if args.quick else 400)
     print(f"\nelapsed {time.perf_counter() - began:.0f} s")
     return 0
+
+
+def print_noise_units(seed: int, quick: bool) -> None:
+    """The noise-unit corpus: bench/noise_units.py."""
+    from bench import noise_units
+
+    noise_units.print_scores(noise_units.scores(seed, quick), seed)
 
 
 def print_suspected(seed: int, count: int) -> None:

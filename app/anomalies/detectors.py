@@ -12,7 +12,11 @@ The method, in three stages:
    outliers do not fool it) must give ``p <= max_p_value`` (and so must the raw samples,
    where they are given), the Hodges-Lehmann shift (the median of all pairwise differences
    across the split) must be at least the series' *minimum effect* of the level before,
-   and both levels must hold at least ``min_segment`` points. Rejected proposals are dropped
+   and both levels must hold at least ``min_segment`` points. Levels too short for a rank
+   test to reach ``max_p_value`` (six points against six cannot go under 0.0022) are judged
+   by the distance of their medians against the noise of the whole series
+   (``_noise_p_value``), once their ranks separate them: a step a few points after a step is
+   found as soon as its level holds ``min_segment`` points. Rejected proposals are dropped
    one at a time, the weakest first (highest p-value), and the rest re-confirmed with the
    wider windows that leaves, until all pass: a spurious proposal squeezed between two real
    steps cannot take them down with it by shortening their windows.
@@ -32,12 +36,19 @@ shares shift, would be many times the noise, so a step under ``min_rel_change`` 
 stand out from the trend of the levels and leave the range of the points before it
 (``_stands_out``).
 
+Under the minimum effect, a *small step* of ``small_noise_multiple`` sigmas or more is still
+reported where both levels hold ``small_points`` points and it passes a stricter test, on the
+points and on the points less the trend of the levels (``_small_weakness``): a step of one or
+two sigmas is plain on twenty points a side, and drift and chance are what it must be told
+from.
+
 What this ignores, by construction: single outliers (stage 1's median and stage 2's ranks),
 short blips (``min_segment``), bimodal noise (the mixture is the same on both sides, so the
 ranks do not separate), slow drift (adjacent windows differ by less than ``min_rel_change``),
 and steps at the very end (fewer than ``min_segment`` points after: no verdict yet).
 """
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -46,6 +57,8 @@ import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
 PROPOSAL_THRESHOLD = 4.0  # normalised CUSUM needed to propose a split
+SMALL_P_SHARE = 0.03  # a step under the minimum effect must pass at this share of max_p_value
+SHORT_RANK_P = 0.01  # where a rank test cannot decide, it must at least separate the levels
 TOO_SHORT = 2.0  # the weakness of a proposal whose levels hold too few points: above any p
 REFINE_RADIUS = 5  # points either side of a proposal where the step may really start
 MIN_NOISE_SAMPLES = 3  # samples a result needs before its spread says anything
@@ -61,6 +74,13 @@ class DetectorConfig:
     window: int = 20  # points each side used to confirm a step
     noise_multiple: float = 3.0  # on a quiet series, the minimum effect is this many sigmas
     min_rel_floor: float = 0.005  # ... but never under this (the registry sets it per kind)
+    small_noise_multiple: float = 1.0  # a smaller step, down to this many sigmas, ...
+    small_points: int = 20  # ... needs this many points either side (and a stricter test)
+
+    def small_effect(self, relative_noise: float) -> float:
+        """The least relative step reported where both levels hold ``small_points`` points."""
+        wanted = self.small_noise_multiple * relative_noise
+        return min(self.min_effect(relative_noise), max(self.min_rel_floor, wanted))
 
     def min_effect(self, relative_noise: float, within_run: float = 0.0) -> float:
         """The least relative step reported on a series with this relative noise.
@@ -110,11 +130,10 @@ def find_change_points(
     if not proposals:
         return []
     within = typical_within_run_noise(kept_samples) if kept_samples is not None else 0.0
-    least = config.min_effect(relative_noise(points, sigma), within)
-    confirmed = _confirm(points, proposals, config, least, kept_samples)
+    noise = max(relative_noise(points, sigma), within)
+    confirmed = _confirm(points, proposals, config, noise, kept_samples, sigma)
     return [
-        _change_point(points, observed, split, bounds, config, kept_samples)
-        for split, bounds in confirmed
+        _change_point(points, observed, split, bounds, config, sigma) for split, bounds in confirmed
     ]
 
 
@@ -196,8 +215,9 @@ def _confirm(
     points: FloatArray,
     proposals: list[int],
     config: DetectorConfig,
-    least: float,
+    noise: float,
     samples: Sequence[Sequence[float] | None] | None,
+    sigma: float,
 ) -> list[tuple[int, Bounds]]:
     """The proposals that pass, each with the window bounds it was judged on."""
     # Dropping a proposal widens only its neighbours' windows: every other result is reused.
@@ -213,7 +233,7 @@ def _confirm(
         judged = _with_bounds(placed, len(points), config.window)
         for key in judged:
             if key not in verdicts:
-                verdicts[key] = _weakness(points, *key, config, least, samples)
+                verdicts[key] = _weakness(points, *key, config, noise, samples, sigma)
         failing = [(weakness, key[0]) for key in judged if (weakness := verdicts[key]) is not None]
         if not failing:
             return judged
@@ -234,29 +254,62 @@ def _weakness(
     split: int,
     bounds: Bounds,
     config: DetectorConfig,
-    least: float,
+    noise: float,
     samples: Sequence[Sequence[float] | None] | None,
+    sigma: float,
 ) -> float | None:
     """None when the split passes; else how weak it is (its p-value, ``TOO_SHORT`` at most).
 
-    ``least``: the series' minimum effect (``DetectorConfig.min_effect``).
+    ``noise``: the series' relative noise (at least its typical within-run noise);
+    ``sigma``: its noise scale (``noise_scale``).
     """
     left, right = points[bounds[0] : split], points[split : bounds[1]]
     if min(len(left), len(right)) < config.min_segment:
         return TOO_SHORT
-    p_value = _p_value(left, right)
+    p_value = _level_p_value(left, right, sigma, config.max_p_value)
     before = float(np.median(left))
     shift = float(np.median(np.subtract.outer(right, left)))  # Hodges-Lehmann estimate
-    if before == 0 or abs(shift) / abs(before) < least:
-        return p_value
-    if p_value > config.max_p_value:
-        return p_value
-    if abs(shift) / abs(before) < config.min_rel_change and not _stands_out(left, right, least):
+    size = abs(shift) / abs(before) if before else 0.0
+    least = config.min_effect(noise)
+    if size < least:
+        if (weakness := _small_weakness(left, right, config, noise, size, p_value)) is not None:
+            return weakness
+    elif p_value > config.max_p_value or (
+        size < config.min_rel_change and not _stands_out(left, right, least)
+    ):
         return p_value
     if samples is not None:
         pooled = _pooled(samples, bounds[0], split), _pooled(samples, split, bounds[1])
         if len(pooled[0]) and len(pooled[1]) and _p_value(*pooled) > config.max_p_value:
             return p_value
+    return None
+
+
+def _small_weakness(
+    left: FloatArray,
+    right: FloatArray,
+    config: DetectorConfig,
+    noise: float,
+    size: float,
+    p_value: float,
+) -> float | None:
+    """The verdict on a step under the minimum effect (``size``: its relative shift).
+
+    Such a step is a sigma or two, and its two likenesses, a drift and chance, are ruled
+    out with more points and a stricter test: both levels hold ``small_points`` points, the
+    shift is at least ``small_effect``, and the rank test passes at ``SMALL_P_SHARE`` of
+    ``max_p_value`` on the points as they are and on the points less the trend of the levels
+    (a drift leaves no step once its slope is taken out), whose new level must also stand
+    off that trend (``_beyond_trend``).
+    """
+    least = config.small_effect(noise)
+    if size < least or min(len(left), len(right)) < config.small_points:
+        return p_value
+    strict = config.max_p_value * SMALL_P_SHARE
+    if p_value > strict:
+        return p_value
+    if _p_value(*_detrended(left, right)) > strict or not _beyond_trend(left, right, least):
+        return p_value
     return None
 
 
@@ -292,6 +345,14 @@ def _beyond_trend(left: FloatArray, right: FloatArray, least: float) -> bool:
     return abs(float(np.median(right)) - expected) / abs(expected) >= least
 
 
+def _detrended(left: FloatArray, right: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Both levels less the trend of the levels (``_beyond_trend``'s slope, from the start)."""
+    slopes = np.concatenate([_pair_slopes(left), _pair_slopes(right)])
+    slope = float(np.median(slopes)) if len(slopes) else 0.0
+    at = np.arange(len(left) + len(right), dtype=np.float64) * slope
+    return left - at[: len(left)], right - at[len(left) :]
+
+
 def _pair_slopes(points: FloatArray) -> FloatArray:
     """The slope between every pair of points (at most ``window`` of them: a few hundred)."""
     i, j = np.triu_indices(len(points), k=1)
@@ -301,6 +362,41 @@ def _pair_slopes(points: FloatArray) -> FloatArray:
 def _pooled(samples: Sequence[Sequence[float] | None], start: int, stop: int) -> FloatArray:
     chunks = [np.asarray(s, dtype=np.float64) for s in samples[start:stop] if s]
     return np.concatenate(chunks) if chunks else np.empty(0)
+
+
+def _level_p_value(left: FloatArray, right: FloatArray, sigma: float, max_p: float) -> float:
+    """How likely two levels this far apart are one: by their ranks, or their noise if short.
+
+    Levels too short for the rank test to reach ``max_p`` are judged by ``_noise_p_value``,
+    where their ranks at least separate them (``SHORT_RANK_P``).
+    """
+    p_value = _p_value(left, right)
+    if _rank_floor(len(left), len(right)) > max_p and p_value <= SHORT_RANK_P:
+        return _noise_p_value(left, right, sigma)
+    return p_value
+
+
+def _rank_floor(left: int, right: int) -> float:
+    """The smallest two-sided p-value a rank test of this many points either side can give."""
+    return 2.0 / math.comb(left + right, left)
+
+
+def _noise_p_value(left: FloatArray, right: FloatArray, sigma: float) -> float:
+    """Two levels' medians apart, judged against the noise of the whole series.
+
+    For levels too short for a rank test to decide (``_rank_floor``): six points against
+    six can never give a p-value under 0.0022, however far apart they are. The series'
+    noise scale, learnt from all of its points, can: the difference of two medians of
+    ``n`` and ``m`` points has a standard deviation of about ``sigma * sqrt(pi / 2 *
+    (1 / n + 1 / m))`` under Gaussian noise, and no less under heavy tails (where
+    ``sigma``, a median absolute deviation, is small beside the standard deviation, but
+    the medians are steadier still).
+    """
+    from scipy.stats import norm
+
+    spread = sigma * math.sqrt(math.pi / 2 * (1 / len(left) + 1 / len(right)))
+    z = abs(float(np.median(right)) - float(np.median(left))) / spread
+    return float(2 * norm.sf(z))
 
 
 def _p_value(left: FloatArray, right: FloatArray) -> float:
@@ -319,20 +415,27 @@ def _change_point(
     split: int,
     bounds: Bounds,
     config: DetectorConfig,
-    samples: Sequence[Sequence[float] | None] | None,
+    sigma: float,
 ) -> ChangePoint:
-    return step_between(int(observed[split]), points[bounds[0] : split], points[split : bounds[1]])
+    left, right = points[bounds[0] : split], points[split : bounds[1]]
+    p_value = _level_p_value(left, right, sigma, config.max_p_value)
+    return step_between(int(observed[split]), left, right, p_value)
 
 
-def step_between(index: int, left: FloatArray, right: FloatArray) -> ChangePoint:
-    """The step from the points ``left`` to the points ``right``, starting at ``index``."""
+def step_between(
+    index: int, left: FloatArray, right: FloatArray, p_value: float | None = None
+) -> ChangePoint:
+    """The step from the points ``left`` to the points ``right``, starting at ``index``.
+
+    ``p_value``: the test's that decided it; by default the rank test's of the two.
+    """
     before, after = float(np.median(left)), float(np.median(right))
     return ChangePoint(
         index=index,
         before=before,
         after=after,
         rel_change=(after - before) / abs(before),
-        p_value=_p_value(left, right),
+        p_value=_p_value(left, right) if p_value is None else p_value,
         before_spread=float(np.median(np.abs(left - before))),
         after_spread=float(np.median(np.abs(right - after))),
     )

@@ -276,7 +276,6 @@ def _record(
     known: list[Regression],
     detection: Detection,
 ) -> Regression | None:
-    first_bad = history.run_ids[change.index]
     position = {run_id: i for i, run_id in enumerate(history.run_ids)}
     # The recorded step the change finds again: an open one before a withdrawn one, then the
     # nearest, then the older. A step withdrawn one run away (found while the change's first
@@ -299,16 +298,30 @@ def _record(
         if regression.state != "confirmed":  # suspected (or withdrawn) before: now found
             _confirm(regression, series, history, change, found_by)
             detection.confirmed.append(regression)
+            _mark_reverted(regression, change, found_by, known, position, detection)
         return None  # already recorded: its triage stands
     regression = _regression(series, history, change, found_by.describe())
-    for earlier in known:
-        if _reverts(earlier, change, found_by, position):
-            earlier.reverted = True
-            earlier.reverted_by_run_id = first_bad
-            regression.hints = [f"reverts the step of regression {earlier.id}"]
-            detection.reverted.append(earlier)
+    _mark_reverted(regression, change, found_by, known, position, detection)
     detection.regressions.append(regression)
     return regression
+
+
+def _mark_reverted(
+    regression: Regression,
+    change: ChangePoint,
+    found_by: Finder,
+    known: list[Regression],
+    position: Mapping[int, int],
+    detection: Detection,
+) -> None:
+    """Mark the earlier steps that ``regression``, found as ``change``, takes back."""
+    for earlier in known:
+        if earlier is not regression and _reverts(earlier, change, found_by, position):
+            earlier.reverted = True
+            earlier.reverted_by_run_id = regression.first_bad_run_id
+            hint = f"reverts the step of regression {earlier.id}"
+            regression.hints = [*(regression.hints or []), hint]
+            detection.reverted.append(earlier)
 
 
 def _last_good(history: History, index: int) -> int:

@@ -3,7 +3,10 @@
 The change-point detector (``detectors``) needs ``min_segment`` points of a new level before
 it judges a step: two and a half days at 12-hourly runs. A step large against the series'
 noise is plain much sooner, so the newest points are judged on their own, against the level
-before them (the ``reference`` points since the last recorded step):
+before them (the ``reference`` points since the last recorded step; where that level is
+new, under ``min_reference`` points, its noise is taken from the points before the newest
+however far back, so that a step soon after a step is judged against the spread of its own
+level, not against the swing of the step before it):
 
 - the newest ``points`` (2) all lie beyond ``z`` robust sigmas of that level and at least
   its minimum effect (``DetectorConfig.min_effect``) away, on the same side, and further
@@ -51,7 +54,8 @@ class SuspectConfig:
     first_point_z: float = 15.0  # or the newest one alone, by this many
     first_point_spread: float = 3.0  # ... and this many times the reference's widest deviation
     reference: int = 40  # points before them that give the level and its noise
-    min_reference: int = 15  # fewer, and nothing is suspected
+    min_reference: int = 15  # fewer, and the level's noise is taken from the points before it
+    min_level: int = 4  # fewer points since the last step, and nothing is suspected
     withdraw_after: int = 8  # points from the suspected start without the test agreeing
 
 
@@ -76,49 +80,71 @@ def suspect(
         single_point: whether the newest point alone may do (not when its whole run is odd).
     """
     series = np.asarray(values, dtype=np.float64)
-    observed = np.flatnonzero(np.isfinite(series))
-    observed = observed[observed >= since]
+    everything = np.flatnonzero(np.isfinite(series))
     rules = [(suspect_config.points, suspect_config.z, suspect_config.spread)]
     if single_point:
         rules.append((1, suspect_config.first_point_z, suspect_config.first_point_spread))
     for count, z, spread in rules:
-        found = _judge_tail(series, observed, count, z, spread, config, suspect_config)
+        rule = Rule(count, z, spread)
+        found = _judge_tail(series, everything, since, rule, config, suspect_config)
         if found is not None:
             return found
     return None
 
 
+@dataclass(frozen=True)
+class Rule:
+    """How many newest points, and how far: ``z`` sigmas and ``spread`` widest deviations."""
+
+    count: int
+    z: float
+    spread: float
+
+
 def _judge_tail(
     series: npt.NDArray[np.float64],
-    observed: npt.NDArray[np.intp],
-    count: int,
-    z: float,
-    spread: float,
+    everything: npt.NDArray[np.intp],
+    since: int,
+    rule: Rule,
     config: DetectorConfig,
     suspect_config: SuspectConfig,
 ) -> ChangePoint | None:
-    """The step the newest ``count`` points make, if they are far enough from the level.
+    """The step the newest ``rule.count`` points make, if they are far enough from the level.
 
     Far enough: beyond ``z`` sigmas, the minimum effect, and ``spread`` times the widest
-    deviation of the reference points (1: just outside the range they cover).
+    deviation of the reference points (1: just outside the range they cover). The level and
+    its widest deviation come from the reference points of the current level (from
+    ``since``); its noise too, unless that level is new (under ``min_reference`` points but
+    at least ``min_level`` of them): then the noise is the one of the points before the tail
+    however far back, which a step among them barely moves (``noise_scale`` takes the point
+    to point differences). A step soon after a step is judged against its own level's
+    spread that way, not against the swing of the step before it.
     """
-    if len(observed) < suspect_config.min_reference + count:
+    count = rule.count
+    if len(everything) < suspect_config.min_reference + count:
         return None
-    tail = series[observed[-count:]]
-    reference = series[observed[-count - suspect_config.reference : -count]]
+    tail = series[everything[-count:]]
+    wide = series[everything[-count - suspect_config.reference : -count]]
+    current = everything[everything >= since]
+    reference = series[current[-count - suspect_config.reference : -count]]
+    if len(current) < count + suspect_config.min_reference:
+        if len(current) < count + suspect_config.min_level:
+            return None
+        sigma = noise_scale(wide)
+    else:
+        sigma = noise_scale(reference)
     level = float(np.median(reference))
     if level == 0:
         return None
-    sigma = noise_scale(reference)
     least = config.min_effect(relative_noise(reference, sigma))
-    widest = spread * float(np.max(np.abs(reference - level)))
-    margin = max(z * sigma, least * abs(level), widest)
+    widest = rule.spread * float(np.max(np.abs(reference - level)))
+    margin = max(rule.z * sigma, least * abs(level), widest)
     above = bool(np.all(tail > level + margin))
     below = bool(np.all(tail < level - margin))
     if not (above or below):
         return None
     # Its rank test's p-value, with so few points, is never small: kept as the evidence so far.
-    return step_between(int(observed[-count]), reference, tail)
+    return step_between(int(everything[-count]), reference, tail)
 
 
 def verdict(

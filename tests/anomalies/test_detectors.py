@@ -1,6 +1,7 @@
 """The detector on constructed series: steps found, everything else left alone."""
 
 import csv
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -142,6 +143,49 @@ def test_a_drift_on_a_quiet_series_is_not_a_step(seed: int) -> None:
     # 4% over 80 points at 0.2% noise: neighbouring windows differ by many sigmas, but the
     # later level is where the earlier trend leads, so it is no step.
     values = noise(seed, 80, 0.002) * np.linspace(1.0, 1.04, 80)
+    assert find_change_points(values) == []
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_step_six_points_after_a_step_is_found_once_its_level_holds_five(seed: int) -> None:
+    # Issue 30's nightlies: +15%, then +15% again six points later, at 1% noise. Six points
+    # against six can never pass a rank test at p <= 0.001; the series' noise decides.
+    rng = np.random.default_rng(seed)
+    level = np.array([100.0] * 25 + [115.0] * 6 + [132.25] * 6)
+    values = level * (1 + 0.01 * rng.standard_normal(len(level)))
+    assert [c.index for c in find_change_points(values[:35])] == [25]  # four: too new
+    first, second = find_change_points(values[:36])
+    assert (first.index, second.index) == (25, 31)
+    assert first.rel_change == pytest.approx(0.15, abs=0.02)
+    assert second.rel_change == pytest.approx(0.15, abs=0.02)
+    assert second.p_value <= 0.001
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_short_level_inside_the_noise_is_no_step(seed: int) -> None:
+    # Six points 1.5 sigmas up in the middle of a flat series: their ranks do not separate
+    # them from their neighbours, so the noise test does not judge them.
+    values = noise(seed, 60, 0.01)
+    values[30:36] += 1.5
+    assert find_change_points(values) == []
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_step_of_two_sigmas_is_found_on_long_levels(seed: int) -> None:
+    # 1.2% at 0.5% noise: under a minimum effect of four sigmas, plain on 20 points a side.
+    values = step(seed, 40, 40, 0.012, cv=0.005)
+    config = DetectorConfig(noise_multiple=4.0)
+    (change,) = find_change_points(values, config)
+    assert abs(change.index - 40) <= 2
+    assert change.rel_change == pytest.approx(0.012, abs=0.004)
+    assert find_change_points(values, replace(config, small_points=1000)) == []
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_drift_of_a_sigma_per_window_is_not_a_small_step(seed: int) -> None:
+    # 5% over 160 points at 1% noise: neighbouring windows differ by 1.25 sigmas, enough for
+    # the small-step rule's size, but the levels slope with the drift.
+    values = noise(seed, 160, 0.01) * np.linspace(1.0, 1.05, 160)
     assert find_change_points(values) == []
 
 

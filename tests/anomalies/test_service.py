@@ -130,6 +130,8 @@ def test_injected_regression_is_one_regression_in_one_group(
         "window": 20,
         "noise_multiple": 3.0,
         "min_rel_floor": 0.005,
+        "small_noise_multiple": 1.0,
+        "small_points": 20,
     }
 
     (group,) = client.get("/api/v1/alert-groups").json()["items"]

@@ -63,6 +63,19 @@ def test_the_reference_starts_after_the_last_recorded_step() -> None:
     assert change.before == pytest.approx(130, rel=0.01)
 
 
+def test_a_step_soon_after_a_step_is_judged_against_its_own_level() -> None:
+    # +15% six points after a +15% step recorded at 25: its own level holds six points,
+    # too few for their noise, which comes from the points before (the step barely moves it).
+    level = np.array([100.0] * 25 + [115.0] * 6 + [132.25] * 2)
+    values = level * (1 + np.random.default_rng(7).normal(0, 0.01, len(level)))
+    change = suspect(values, since=25, single_point=False)
+    assert change is not None
+    assert change.index == 31
+    assert change.before == pytest.approx(115, rel=0.01)
+    assert suspect(values[:-1], since=25, single_point=False) is None  # one point: not here
+    assert suspect(values[:28], since=25) is None  # three points of the level: too few
+
+
 def test_verdicts() -> None:
     values = flat(6, 40)
     values[30:] *= 1.2
@@ -113,6 +126,39 @@ def test_a_large_step_is_suspected_at_its_first_point_and_confirmed_later(
     assert confirmed["rel_change"] == pytest.approx(0.2, abs=0.02)
     assert confirmed["confirmation"]["suspected"] == found["confirmation"]["suspected"]
     assert "confirmed" in confirmed["confirmation"]
+
+
+def resnet_steps(model: str, config: str, index: int) -> dict[str, float]:
+    """Issue 30's resnet50: +15% from nightly 25, +15% again from 31, at 1% noise."""
+    if model != "resnet50" or config != "default":
+        return {}
+    level = 20.0 * 1.15 ** ((index >= 25) + (index >= 31))
+    return {"latency": level * (1 + np.random.default_rng([30, index]).normal(0, 0.01))}
+
+
+def test_a_step_six_nightlies_after_a_step_is_suspected_then_confirmed_apart(
+    client: TestClient, ingest_headers: dict[str, str]
+) -> None:
+    ids = post_history(client, ingest_headers, resnet_steps, runs=range(31))
+    (first,) = regressions(client)
+    assert (first["first_bad_run_id"], first["state"]) == (ids[25], "confirmed")
+
+    ids += post_history(client, ingest_headers, resnet_steps, runs=range(31, 33))
+    second = next(r for r in regressions(client) if r["id"] != first["id"])
+    assert second["state"] == "suspected"
+    assert second["first_bad_run_id"] == ids[31]
+    assert second["before"] == pytest.approx(23.0, rel=0.02)  # its own level's, not the first's
+
+    ids += post_history(client, ingest_headers, resnet_steps, runs=range(33, 36))
+    found = sorted(regressions(client), key=lambda r: r["id"])
+    assert [(r["first_bad_run_id"], r["state"]) for r in found] == [
+        (ids[25], "confirmed"),
+        (ids[31], "confirmed"),
+    ]
+    assert [r["rel_change"] for r in found] == [
+        pytest.approx(0.15, abs=0.02),
+        pytest.approx(0.15, abs=0.02),
+    ]
 
 
 def test_a_blip_is_withdrawn_and_leaves_no_open_group(
