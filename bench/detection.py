@@ -89,6 +89,11 @@ noise units or more with 10 points a side, >= 0.6 for 1-3 units with 30, <= 0.5 
 per 1,000 step-free points, F1 >= 0.95, both steps of the case reported by their third
 nightly.
 
+**Shape changes.** Then ``bench/shapes.py``'s corpus of series whose noise rises or that turn
+bimodal, the level unmoved, on the points or on the samples within runs, beside look-alikes
+(flat heavy-tailed noise, two modes from the start, a step, a drift, outliers): recall per
+kind within 5 points, precision, false alarms per 1,000 points without a shape change.
+
 **Failures, silent machines and aggregates.** Three more kinds of finding, each on a seeded
 corpus of its own (``--seed``; the same in ``--quick``; failures and silences together under a
 second, aggregates some 15 s), built and walked in ``bench/finding_kinds.py`` without a
@@ -684,6 +689,7 @@ def main() -> int:
         print_targets(results[TARGET_MIX], timing, timing_count)
         print_examples(results[TARGET_MIX][0], args.examples)
     print_noise_units(args.seed, args.quick)
+    print_shapes(args.seed, args.quick)
     print_finding_kinds(kinds, kinds_seconds)
     print_suspected(args.seed, 120 if args.quick else 400)
     print(f"\nelapsed {time.perf_counter() - began:.0f} s")
@@ -695,6 +701,13 @@ def print_noise_units(seed: int, quick: bool) -> None:
     from bench import noise_units
 
     noise_units.print_scores(noise_units.scores(seed, quick), seed)
+
+
+def print_shapes(seed: int, quick: bool) -> None:
+    """Shape changes: bench/shapes.py."""
+    from bench import shapes
+
+    shapes.run(seed, quick)
 
 
 def print_suspected(seed: int, count: int) -> None:

@@ -1,8 +1,13 @@
 """The demo history's shape: recent enough that only its silent channel is silent."""
 
+import random
 from datetime import UTC, datetime, timedelta
 
-from app.demo import SILENT, SILENT_DAYS, _flaky, points
+import numpy as np
+
+from app.anomalies.detectors import find_change_points
+from app.anomalies.shapes import find_shape_changes
+from app.demo import MODELS, SILENT, SILENT_DAYS, _case_rows, _flaky, points
 
 
 def test_only_the_silent_channel_stops_and_the_rest_is_fresh() -> None:
@@ -26,3 +31,33 @@ def test_the_flaky_case_fails_every_other_run_late_in_the_history() -> None:
     assert failing
     assert all(i % 2 == 1 and i // 2 >= 80 for i in failing)
     assert not any(_flaky(p, "gcn", "cudagraphs", "bf16") for p in h100)
+
+
+def latency_of(machine: str, channel: str, model: str, config: str, precision: str) -> np.ndarray:
+    """One case's latency over the demo history, as its runs carry it."""
+    history = points(90, datetime(2026, 12, 1, tzinfo=UTC))
+    values = []
+    for point in history:
+        if (point.machine.name, point.channel) != (machine, channel):
+            continue
+        rng = random.Random(f"{machine}/{channel}/{point.index}")  # as run_payload draws
+        rows = [row for m in MODELS for row in _case_rows(point, rng, *m)]
+        case = (model, config, precision, "latency")
+        values.append(
+            next(
+                r["value"]
+                for r in rows
+                if (r["model"], r["config"], r["precision"], r["metric"]) == case
+            )
+        )
+    return np.array(values)
+
+
+def test_the_demo_history_holds_a_noise_change_and_a_bimodal_one() -> None:
+    noisy = latency_of("demo-h100", "2.12", "dlrm", "eager", "fp32")
+    split = latency_of("demo-mi300x", "2.13", "lstm", "max_autotune", "bf16")
+    for values, kind, day in ((noisy, "noise", 55), (split, "bimodal", 65)):
+        assert find_change_points(values) == []  # neither moves its level
+        ((found, at),) = [(c.kind, c.index) for c in find_shape_changes(values)]
+        assert found == kind
+        assert abs(at - 2 * day) <= 8  # two runs a day

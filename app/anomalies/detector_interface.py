@@ -49,6 +49,8 @@ class SeriesHistory:
         load_samples: reads the raw samples of every point; called through ``samples`` only,
             by a detector that needs them (it is a query per series).
         kind: the metric's kind (``performance``, ``memory``, ``compile``, ...).
+        steps: where the detectors run before this one found steps (positions in
+            ``values``), for a detector of something else to leave them alone.
     """
 
     suite: str
@@ -57,6 +59,7 @@ class SeriesHistory:
     run_ids: Sequence[int]
     load_samples: Callable[[], Samples] = field(repr=False)
     kind: str = "performance"
+    steps: list[int] = field(default_factory=list)
     _samples: Samples | None = field(default=None, init=False, repr=False)
 
     def samples(self) -> Samples:

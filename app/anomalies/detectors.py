@@ -94,6 +94,9 @@ class DetectorConfig:
         return min(self.min_rel_change, max(self.min_rel_floor, wanted))
 
 
+SHAPES = ("noise", "bimodal")  # the kinds of a shape change (``shapes``); any other: "step"
+
+
 @dataclass(frozen=True)
 class ChangePoint:
     """A confirmed step: ``index`` is the first point of the new level (in the input)."""
@@ -105,6 +108,7 @@ class ChangePoint:
     p_value: float
     before_spread: float  # median absolute deviation before
     after_spread: float  # median absolute deviation after
+    kind: str = "step"  # or a shape change's (``SHAPES``): spreads, not levels, moved
 
 
 def find_change_points(

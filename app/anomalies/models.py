@@ -6,6 +6,7 @@ from typing import Any, ClassVar
 from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
+from app.anomalies.detectors import SHAPES
 from app.benchmarks.models import Benchmark, Machine, Series
 from app.core.db import Base, UTCDateTime, utcnow
 
@@ -71,7 +72,8 @@ class Regression(Triaged, Base):
     group_id: Mapped[int] = mapped_column(ForeignKey("alert_group.id"), index=True)
     last_good_run_id: Mapped[int] = mapped_column(ForeignKey("run.id"))
     first_bad_run_id: Mapped[int] = mapped_column(ForeignKey("run.id"), index=True)
-    direction: Mapped[str] = mapped_column(String(16))  # regression | improvement | change
+    # regression | improvement | change, or a shape change's kind: noise | bimodal
+    direction: Mapped[str] = mapped_column(String(16))
     before: Mapped[float] = mapped_column(Float)
     after: Mapped[float] = mapped_column(Float)
     before_spread: Mapped[float] = mapped_column(Float)
@@ -93,6 +95,21 @@ class Regression(Triaged, Base):
 
     series: Mapped[Series] = relationship(lazy="joined")
     group: Mapped[AlertGroup] = relationship(back_populates="regressions")
+
+    @property
+    def is_shape(self) -> bool:
+        """Whether it is a shape change (noise, bimodal): spreads moved, not the level."""
+        return self.direction in SHAPES
+
+    @property
+    def kind(self) -> str:
+        """What a notice calls it: ``improvement``, ``regression``, ``noise`` or ``bimodal``.
+
+        A step of a metric with no better way (``change``) is told as a regression.
+        """
+        if self.is_shape or self.direction == "improvement":
+            return self.direction
+        return "regression"
 
 
 class CaseFailure(Triaged, Base):

@@ -17,6 +17,7 @@ from app.anomalies.detector_interface import (
     Thresholds,
 )
 from app.anomalies.detectors import ChangePoint, DetectorConfig, find_change_points
+from app.anomalies.shapes import ShapeConfig, find_shape_changes
 
 
 class ChangePointDetector(Detector[DetectorConfig]):
@@ -53,8 +54,33 @@ class ChangePointDetector(Detector[DetectorConfig]):
         return thresholds.min_rel_change
 
 
+class ShapeDetector(Detector[ShapeConfig]):
+    """Noise that rises and modes that split, the level unmoved (``shapes``).
+
+    Its findings are of their own kinds, ``noise`` and ``bimodal``; a place where a step
+    detector before it found a step is left to that step. Its keys are
+    ``"shape:kind:<kind>"``, ``"shape:suite:<suite>"`` and ``"shape:metric:<metric>"``.
+    """
+
+    name = "shape"
+    defaults = ShapeConfig()
+
+    def find(self, series: SeriesHistory, thresholds: ShapeConfig) -> list[ChangePoint]:
+        """The shape changes of the points.
+
+        Not of the samples within runs: they are read per series, too slow for every series
+        of every run (``find_shape_changes`` takes them where a caller has them).
+        """
+        return find_shape_changes(series.values, thresholds, steps=series.steps)
+
+    def level_tolerance(self, thresholds: ShapeConfig) -> float:
+        """No level: a shape change reverts no step, and no step reverts it."""
+        return 0.0
+
+
 CHANGE_POINT = ChangePointDetector()  # its thresholds also decide when a step is suspected
-DETECTORS: tuple[Detector[Any], ...] = (CHANGE_POINT,)
+SHAPE = ShapeDetector()
+DETECTORS: tuple[Detector[Any], ...] = (CHANGE_POINT, SHAPE)
 
 
 def read_thresholds(thresholds: Thresholds) -> DetectorThresholds:

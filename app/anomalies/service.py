@@ -12,6 +12,12 @@ A step whose newest points are far beyond the series' noise is recorded before t
 detectors can confirm it, as ``suspected`` (``suspects``); it becomes ``confirmed`` when a
 detector finds it, or ``withdrawn`` when the series comes back or the test does not agree in
 time. Only one step of a series is suspected at a time.
+
+A shape change (``shapes``: the noise rose, or the points split into two modes, the level
+unmoved) is recorded the same way, as a finding whose ``direction`` is its kind (``noise``,
+``bimodal``), grouped and notified like a step. Steps and shape changes are told apart when a
+finding is matched to the one recorded near it, and only steps revert steps or start the
+level a suspected step is judged against.
 """
 
 import math
@@ -42,7 +48,7 @@ from app.anomalies.detector_interface import (
     SeriesHistory,
     Thresholds,
 )
-from app.anomalies.detectors import REFINE_RADIUS, ChangePoint
+from app.anomalies.detectors import REFINE_RADIUS, SHAPES, ChangePoint
 from app.anomalies.history import History, load_histories, load_samples
 from app.anomalies.locks import hold_machine_channel
 from app.anomalies.models import (
@@ -221,19 +227,19 @@ def _detect(
         view = SeriesHistory(
             one.suite, one.metric, history.values, history.run_ids, samples, one.kind
         )
-        found_at: list[int] = []
         for detector in registry.DETECTORS:
             found_by = Finder(
                 detector, thresholds.for_series(detector, one.suite, one.metric, one.kind)
             )
             for change in detector.find(view, found_by.thresholds):
-                found_at.append(change.index)
+                if change.kind not in SHAPES:
+                    view.steps.append(change.index)
                 stored = session.get_one(Series, one.id)
                 recorded = _record(stored, history, change, found_by, known[one.id], detection)
                 if recorded is not None:
                     known[one.id].append(recorded)
         change_point = thresholds.for_series(registry.CHANGE_POINT, one.suite, one.metric, one.kind)
-        judged = SeriesScan(history, found_at, change_point, single_points)
+        judged = SeriesScan(history, view.steps, change_point, single_points)
         _judge_suspects(session, one, judged, known[one.id], detection)
     if detection.regressions:  # grouping adds them to the session
         _group_and_explain(session, detection.regressions)
@@ -285,6 +291,7 @@ def _record(
         for regression in known
         if (at := position.get(regression.first_bad_run_id)) is not None
         and abs(at - change.index) <= REFINE_RADIUS
+        and regression.is_shape == (change.kind in SHAPES)
     ]
     if near:
         regression = min(
@@ -315,6 +322,8 @@ def _mark_reverted(
     detection: Detection,
 ) -> None:
     """Mark the earlier steps that ``regression``, found as ``change``, takes back."""
+    if regression.is_shape:
+        return
     for earlier in known:
         if earlier is not regression and _reverts(earlier, change, found_by, position):
             earlier.reverted = True
@@ -336,12 +345,13 @@ def _last_good(history: History, index: int) -> int:
 def _regression(
     series: Series, history: History, change: ChangePoint, detector: dict[str, Any]
 ) -> Regression:
+    shape = change.kind in SHAPES
     return Regression(
         series_id=series.id,
         series=series,
         last_good_run_id=_last_good(history, change.index),
         first_bad_run_id=history.run_ids[change.index],
-        direction=_direction(series.metric, change.rel_change),
+        direction=change.kind if shape else _direction(series.metric, change.rel_change),
         before=change.before,
         after=change.after,
         before_spread=change.before_spread,
@@ -445,6 +455,7 @@ def _judge_suspects(
         at
         for regression in known
         if regression.state != "withdrawn"
+        and not regression.is_shape
         and (at := position.get(regression.first_bad_run_id)) is not None
     ]
     since = max(standing, default=0)
@@ -454,6 +465,7 @@ def _judge_suspects(
     if any(
         (at := position.get(r.first_bad_run_id)) is not None
         and abs(at - change.index) <= REFINE_RADIUS
+        and not r.is_shape
         for r in known
     ):
         return  # recorded there already (a withdrawn suspicion, or a triaged step)
@@ -487,6 +499,8 @@ def _reverts(
     """A later opposite step that brings the series back to the level before ``earlier``."""
     at = position.get(earlier.first_bad_run_id)
     if earlier.reverted or earlier.status == "invalid" or earlier.state != "confirmed":
+        return False
+    if earlier.is_shape:
         return False
     if at is not None and at >= change.index:
         return False

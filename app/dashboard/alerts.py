@@ -8,7 +8,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.annotations import service as annotations_service
-from app.anomalies import step_summary, triage
+from app.anomalies import shapes, step_summary, triage
 from app.anomalies.models import (
     STATUSES,
     AggregateFinding,
@@ -208,8 +208,14 @@ def _regression(regression: Regression) -> dict[str, Any]:
         "unit": metric.unit,
         "direction": regression.direction,
         "rel_change": regression.rel_change,
+        # a shape change's words (its spread's ratio): its rel_change is no level's
+        "shape": shapes.in_words(regression.direction, regression.rel_change)
+        if regression.is_shape
+        else "",
         "before": regression.before,
         "after": regression.after,
+        "before_spread": regression.before_spread,
+        "after_spread": regression.after_spread,
         "p_value": regression.p_value,
         "hints": regression.hints,
         "status": regression.status,
@@ -330,7 +336,7 @@ def _charts(session: Session, members: list[Regression], runs: dict[int, Run]) -
 
 
 def _chart(session: Session, regression: Regression, runs: dict[int, Run]) -> dict[str, Any]:
-    """The series around the step, with the before and after levels."""
+    """The series around the step, with the before and after levels (or distributions)."""
     at = runs.get(regression.first_bad_run_id) or session.get(Run, regression.first_bad_run_id)
     assert at is not None
     # The levels alone: a chart draws no samples, which may be thousands a point.
@@ -343,12 +349,12 @@ def _chart(session: Session, regression: Regression, runs: dict[int, Run]) -> di
     )
     benchmark, metric = regression.series.benchmark, regression.series.metric
     title = f"{benchmark.model} · {benchmark.config} · {benchmark.precision}"
-    figure = figures.step_chart(
-        [(r.measured_at, r.value) for r in rows],
-        at.started_at,
-        (regression.before, regression.after),
-        metric.name,
-        title,
-        metric.unit,
-    )
+    points = [(r.measured_at, r.value) for r in rows]
+    if regression.is_shape:
+        figure = figures.shape_chart(
+            points, at.started_at, regression.direction, metric.name, title, metric.unit
+        )
+    else:
+        levels = (regression.before, regression.after)
+        figure = figures.step_chart(points, at.started_at, levels, metric.name, title, metric.unit)
     return {"id": f"step-{regression.id}", "figure": figure, "title": title}

@@ -15,6 +15,8 @@ import plotly.graph_objects as go
 from plotly.io.json import to_json_plotly
 from plotly.subplots import make_subplots
 
+from app.anomalies import shapes
+from app.anomalies.detectors import SHAPES
 from app.core.escape import plotly as text
 from app.dashboard import format as fmt
 from app.kernels.diff import KernelDiff
@@ -90,7 +92,7 @@ def _built(traces: list[dict[str, Any]], title: str, y_title: str, **layout: Any
     ``_plain(_figure(...))`` gives for the same traces (``tests/dashboard/test_figures.py``).
     """
     return {
-        "data": [{**trace, "type": "scatter"} for trace in traces],
+        "data": [{"type": "scatter", **trace} for trace in traces],
         "layout": {
             **LAYOUT,
             "template": _template(),
@@ -329,6 +331,16 @@ def _transparent(color: str) -> str:
     return f"rgba({red},{green},{blue},0.15)"
 
 
+STEP_COLORS = {"regression": REGRESSION, "noise": MARK, "bimodal": MARK}  # else improvement
+
+
+def _step_symbol(step: Step) -> str:
+    """A step's marker points its way; a shape change's is a diamond (no level moved)."""
+    if step.direction in SHAPES:
+        return "diamond"
+    return "triangle-up" if step.rel_change > 0 else "triangle-down"
+
+
 def _markers(line: Line, color: str) -> list[go.Scatter]:
     """A marker per step at its first bad run, with the before and after levels."""
     if not line.steps:
@@ -342,16 +354,18 @@ def _markers(line: Line, color: str) -> list[go.Scatter]:
             name=text(f"{line.name}: steps"),
             legendgroup=line.name,
             marker={
-                "symbol": ["triangle-up" if s.rel_change > 0 else "triangle-down" for s in found],
+                "symbol": [_step_symbol(s) for s in found],
                 "size": 13,
-                "color": [
-                    REGRESSION if s.direction == "regression" else IMPROVEMENT for s in found
-                ],
+                "color": [STEP_COLORS.get(s.direction, IMPROVEMENT) for s in found],
                 "line": {"color": color, "width": 1},
             },
             hovertext=[
-                f"{s.direction} {fmt.percent(s.rel_change)}<br>"
-                f"{fmt.number(s.before, s.unit)} → {fmt.number(s.after, s.unit)}"
+                (
+                    f"{shapes.in_words(s.direction, s.rel_change)}<br>level "
+                    if s.direction in SHAPES
+                    else f"{s.direction} {fmt.percent(s.rel_change)}<br>"
+                )
+                + f"{fmt.number(s.before, s.unit)} → {fmt.number(s.after, s.unit)}"
                 f"<br>status {text(s.status)}"
                 for s in found
             ],
@@ -384,17 +398,82 @@ def step_chart(
     before = [x for x, _ in points if x < at]
     after = [x for x, _ in points if x >= at]
     traces = [
-        {
-            "x": [x for x, _ in points],
-            "y": [y for _, y in points],
-            "mode": "lines+markers",
-            "name": text(metric),
-            "marker": {"size": 4},
-        },
+        _around(points, metric),
         _level(before, levels[0], "before", NEUTRAL),
         _level(after, levels[1], "after", REGRESSION),
     ]
     return _built(traces, title, unit, height=240, showlegend=False)
+
+
+def _around(points: Sequence[tuple[datetime, float | None]], metric: str) -> dict[str, Any]:
+    """The series around a finding, as its chart draws it."""
+    return {
+        "x": [x for x, _ in points],
+        "y": [y for _, y in points],
+        "mode": "lines+markers",
+        "name": text(metric),
+        "marker": {"size": 4},
+    }
+
+
+def shape_chart(
+    points: Sequence[tuple[datetime, float | None]],
+    at: datetime,
+    kind: str,
+    metric: str,
+    title: str,
+    unit: str,
+) -> Figure:
+    """A series around a shape change, beside the distributions of its points either side.
+
+    Args:
+        points: the series' results, oldest first.
+        at: when the first run of the new shape started.
+        kind: ``noise`` or ``bimodal``.
+        metric: the series' metric.
+        title: the chart's title.
+        unit: the metric's unit.
+
+    Returns:
+        The series on the left; on the right, sharing its value axis, a histogram of the
+        points before and one of the points after, overlaid: the spread that doubled, or
+        the second mode, shows there.
+    """
+    before = [y for x, y in points if x < at and y is not None]
+    after = [y for x, y in points if x >= at and y is not None]
+    line = _around(points, metric)
+    mark = {
+        "x": [at, at],
+        "y": [min(before + after, default=0), max(before + after, default=0)],
+        "mode": "lines",
+        "name": text(f"{kind} from here"),
+        "line": {"dash": "dot", "color": MARK},
+        "hoverinfo": "name",
+    }
+    sides = (("before", before, NEUTRAL), ("after", after, MARK))
+    histograms = [
+        {
+            "type": "histogram",
+            "y": values,
+            "name": f"{side} ({len(values)} points)",
+            "xaxis": "x2",
+            "marker": {"color": color},
+            "opacity": 0.55,
+            "histnorm": "probability",
+            "nbinsy": 30,
+        }
+        for side, values, color in sides
+    ]
+    return _built(
+        [line, mark, *histograms],
+        title,
+        unit,
+        height=260,
+        showlegend=False,
+        barmode="overlay",
+        xaxis={"domain": [0, 0.7]},
+        xaxis2={"domain": [0.74, 1], "title": {"text": "share of points"}},
+    )
 
 
 def probe_chart(

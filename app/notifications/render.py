@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.anomalies import shapes
 from app.anomalies.models import (
     AggregateFinding,
     AlertGroup,
@@ -174,9 +175,9 @@ class Renderer:
             (a for a in chosen if isinstance(a, AggregateFinding)),
             key=lambda a: (-abs(a.rel_change), a.id),
         )
-        steps = sorted(
+        steps = sorted(  # steps by their size, then shape changes by their spread's
             (r for r in chosen if isinstance(r, Regression)),
-            key=lambda r: (-abs(r.rel_change), r.id),
+            key=lambda r: (r.is_shape, -abs(r.rel_change), r.id),
         )
         worst: list[Found] = [*silent, *failing, *summed, *steps, *coverage]
         listed = worst[:MAX_FINDINGS]
@@ -224,7 +225,7 @@ class Renderer:
         benchmark = series.benchmark
         found: dict[str, Any] = {
             "id": regression.id,
-            "kind": "improvement" if regression.direction == "improvement" else "regression",
+            "kind": regression.kind,
             "url": self.series_url(regression),
             "suite": benchmark.suite,
             "model": benchmark.model,
@@ -400,7 +401,7 @@ def headline(
     if coverage:
         counts["coverage change"] = len(coverage)
     for regression in steps:
-        kind = "improvement" if regression.direction == "improvement" else "regression"
+        kind = SHAPE_WORDS.get(regression.kind, regression.kind)
         counts[kind] = counts.get(kind, 0) + 1
     parts = [f"{n} {kind}{'s' if n != 1 else ''}" for kind, n in sorted(counts.items())]
     text = f"{', '.join(parts) or 'no findings'} on {machine} ({group.channel})"
@@ -415,12 +416,19 @@ def headline(
     elif steps:
         top = steps[0]
         model = top.series.benchmark.model
-        text += f": worst {percent(top.rel_change)} {top.series.metric.name} {model}"
+        if top.is_shape:
+            words = shapes.in_words(top.direction, top.rel_change)
+            text += f": {words} {top.series.metric.name} {model}"
+        else:
+            text += f": worst {percent(top.rel_change)} {top.series.metric.name} {model}"
         if top.state == "suspected":
             text += " (suspected)"
     elif coverage:
         text += f": {coverage_words(coverage[0])[:120]}"
     return text
+
+
+SHAPE_WORDS = {"noise": "noise change", "bimodal": "bimodal change"}  # a headline's count
 
 
 def coverage_words(change: CaseFailure) -> str:

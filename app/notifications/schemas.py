@@ -40,8 +40,11 @@ Texts = Annotated[list[Text], Field(min_length=1, max_length=100)]
 TextRule = Annotated[Texts, _one_or_more(Text | Texts)]
 Direction = Literal["regression", "improvement", "change"]
 Directions = Annotated[list[Direction], Field(min_length=1, max_length=3)]
-Kind = Literal["regression", "improvement", "failure", "coverage", "machine_silent", "aggregate"]
-Kinds = Annotated[list[Kind], Field(min_length=1, max_length=6)]
+Kind = Literal[
+    "regression", "improvement", "noise", "bimodal", "failure", "coverage", "machine_silent",
+    "aggregate",
+]  # fmt: skip
+Kinds = Annotated[list[Kind], Field(min_length=1, max_length=8)]
 StepState = Literal["suspected", "confirmed"]
 StepStates = Annotated[list[StepState], Field(min_length=1, max_length=2)]
 Name = Annotated[str, NulFree, Field(min_length=1, max_length=128)]

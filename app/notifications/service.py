@@ -355,8 +355,10 @@ def finding_of(found: Found) -> Finding:
     that asks for ``failure`` is not told of it); one no longer reported is a ``regression``
     (a model can vanish because it crashed before writing anything), a new one a ``change``.
     A dashboard aggregate that got worse is an ``aggregate`` whose ``metric`` names the
-    aggregate. A finding's ``project`` is its series' (a step) or its first bad run's (a
-    failure, an aggregate); a machine's silence has none.
+    aggregate. A shape change is a ``noise`` or ``bimodal`` finding, whose ``direction`` is
+    ``regression`` (a series that scatters more, or splits, got worse) and whose
+    ``rel_change`` is its spread's. A finding's ``project`` is its series' (a step) or its
+    first bad run's (a failure, an aggregate); a machine's silence has none.
     """
     if isinstance(found, MachineSilence):
         return Finding(
@@ -401,7 +403,7 @@ def finding_of(found: Found) -> Finding:
     series = found.series
     benchmark = series.benchmark
     return Finding(
-        kind="improvement" if found.direction == "improvement" else "regression",
+        kind=found.kind,
         machine=series.machine.name,
         channel=series.channel,
         project=series.project,
@@ -412,7 +414,7 @@ def finding_of(found: Found) -> Finding:
         precision=benchmark.precision,
         mode=benchmark.mode,
         metric=series.metric.name,
-        direction=found.direction,
+        direction="regression" if found.is_shape else found.direction,
         rel_change=found.rel_change,
         state="confirmed" if found.state == "confirmed" else "suspected",
     )

@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from workers.cli import main
@@ -41,6 +42,22 @@ def test_json_list_with_missing_points_and_options(
     code, out, _ = run(capsys, str(path), *fixed, "--min-rel-change", "0.01")
     assert code == 0
     assert json.loads(out)["change_points"][0]["index"] == 31
+
+
+def test_a_series_whose_noise_grows_fourfold_is_a_shape_change(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    noise = np.random.default_rng(3).standard_normal(90)
+    values = 100 + noise * np.where(np.arange(90) < 50, 0.5, 2.0)
+    path = tmp_path / "series.json"
+    path.write_text(json.dumps(values.tolist()))
+    code, out, _ = run(capsys, str(path))
+    assert code == 0
+    result = json.loads(out)
+    assert result["change_points"] == []  # the level did not move
+    (shape,) = result["shape_changes"]
+    assert (shape["kind"], abs(shape["index"] - 50) <= 5) == ("noise", True)
+    assert shape["after_spread"] > 2 * shape["before_spread"]
 
 
 @pytest.mark.parametrize(

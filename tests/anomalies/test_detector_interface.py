@@ -125,7 +125,7 @@ def test_todays_keys_reach_the_change_point_detector() -> None:
             "metric:latency": {"min_rel_change": 0.1, "min_segment": 7.0},
         }
     )
-    (change_points,) = registry.DETECTORS
+    change_points = registry.CHANGE_POINT
     both = read.for_series(change_points, "timm_models", "latency")
     assert both == DetectorConfig(min_segment=7, max_p_value=0.0001, min_rel_change=0.1)
     assert type(both.min_segment) is int
@@ -147,7 +147,7 @@ def test_each_detector_reads_its_own_keys() -> None:
             "metric:latency": {"window": 30},
         }
     )
-    change_points, toy = registry.DETECTORS
+    change_points, toy = registry.CHANGE_POINT, registry.DETECTORS[-1]
     assert read.for_series(toy, "timm_models", "latency") == MoveThresholds(0.1, 3)
     assert read.for_series(toy, "timm_models", "memory") == MoveThresholds(0.2, 3)
     assert read.for_series(toy, "torchbench", "memory") == MoveThresholds()

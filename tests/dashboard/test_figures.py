@@ -123,6 +123,20 @@ def test_the_step_chart_draws_the_levels_either_side_of_the_first_bad_run() -> N
     assert json.loads(figures.embed(fig))["layout"]["template"]["layout"]["font"]
 
 
+def test_the_shape_chart_puts_the_distributions_either_side_beside_the_series() -> None:
+    points = [(at(day), 10.0 + (day % 2) * (0.1 if day < 4 else 0.8)) for day in range(8)]
+    fig = figures.shape_chart(points, at(4), "noise", "latency", "bert · eager", "ms")
+    series, mark, before, after = fig["data"]
+    assert series["y"] == [y for _, y in points]
+    assert mark["x"] == [at(4), at(4)]
+    assert (before["type"], after["type"]) == ("histogram", "histogram")
+    assert before["y"] == [10.0, 10.1, 10.0, 10.1]
+    assert after["y"] == [10.0, 10.8, 10.0, 10.8]
+    assert (before["xaxis"], fig["layout"]["barmode"]) == ("x2", "overlay")
+    checked = go.Figure(data=fig["data"], layout=fig["layout"]).to_dict()  # valid Plotly
+    assert checked["data"][2]["type"] == "histogram"
+
+
 def test_the_hardware_chart_has_a_panel_per_metric() -> None:
     assert figures.hardware_chart({}) is None
     fig = figures.hardware_chart(

@@ -26,7 +26,10 @@ from tests.notifications.test_delivery import (  # noqa: F401  (fixtures)
 )
 
 WITHOUT_T5 = tuple(m for m in MODELS if m != "t5")
-KINDS = ["regression", "improvement", "failure", "coverage", "machine_silent", "aggregate"]
+KINDS = [
+    "regression", "improvement", "noise", "bimodal", "failure", "coverage", "machine_silent",
+    "aggregate",
+]  # fmt: skip
 
 
 def test_removed_and_added_cases_are_coverage_findings(

@@ -5,6 +5,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from workers.cli.common import Command, open_database, safe_url
 
@@ -203,11 +204,12 @@ def cmd_token_revoke(args: argparse.Namespace) -> int:
 
 
 def cmd_detect(args: argparse.Namespace) -> int:
-    """Run the change-point detector on a series file and print its findings as JSON."""
-    from dataclasses import asdict
+    """Run the step and shape detectors on a series file and print their findings as JSON."""
+    from dataclasses import asdict, fields
 
-    from app.anomalies.detectors import DetectorConfig, find_change_points
+    from app.anomalies.detectors import ChangePoint, DetectorConfig, find_change_points
     from app.anomalies.series_file import SeriesFileError, read_series
+    from app.anomalies.shapes import find_shape_changes
 
     if args.all:
         return _rescan(args.machine)
@@ -219,21 +221,26 @@ def cmd_detect(args: argparse.Namespace) -> int:
     except SeriesFileError as exc:
         print(f"benchwatch detect: {exc}", file=sys.stderr)
         return 1
-    config = DetectorConfig(
-        min_segment=args.min_segment,
-        max_p_value=args.max_p_value,
-        min_rel_change=args.min_rel_change,
-        window=args.window,
-        noise_multiple=args.noise_multiple,
-        min_rel_floor=args.min_rel_floor,
-    )
-    found = []
-    for change in find_change_points(series.values, config):
+    config = DetectorConfig(**{f.name: getattr(args, f.name) for f in fields(DetectorConfig)})
+    steps = find_change_points(series.values, config)
+    shapes = find_shape_changes(series.values, steps=[change.index for change in steps])
+
+    def described(change: ChangePoint) -> dict[str, Any]:
         point = asdict(change)
         if series.timestamps is not None:
             point["timestamp"] = series.timestamps[change.index]
-        found.append(point)
-    print(json.dumps({"points": len(series.values), "change_points": found}, indent=2))
+        return point
+
+    print(
+        json.dumps(
+            {
+                "points": len(series.values),
+                "change_points": [described(change) for change in steps],
+                "shape_changes": [described(change) for change in shapes],
+            },
+            indent=2,
+        )
+    )
     return 0
 
 
@@ -395,6 +402,13 @@ def _detect_options(detect: argparse.ArgumentParser) -> None:
         ("--max-p-value", float, defaults.max_p_value, "confirmation test threshold"),
         ("--min-segment", int, defaults.min_segment, "points a new level must hold"),
         ("--window", int, defaults.window, "points each side used to confirm a step"),
+        (
+            "--small-noise-multiple",
+            float,
+            defaults.small_noise_multiple,
+            "a step under the minimum effect, down to this many sigmas, ...",
+        ),
+        ("--small-points", int, defaults.small_points, "... where both levels hold this many"),
     ):
         detect.add_argument(
             flag, type=kind, default=default, help=f"with FILE: {text} (default: %(default)s)"

@@ -1,0 +1,52 @@
+"""Shape changes through the API: recorded as findings of their own kind, grouped, told."""
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from app.anomalies.models import Regression
+from app.core.db import Database
+from app.notifications.matching import compile_subscription
+from app.notifications.service import finding_of
+from tests.anomalies.test_service import BAD, post_history, regressions
+from tests.dashboard.test_pages import figures
+
+
+def bert_noisier(model: str, config: str, index: int) -> dict[str, float]:
+    """bert eager's latency scatters four times as far from run BAD on, its level unmoved."""
+    if model != "bert" or config != "eager":
+        return {}
+    sigma = 0.02 if index >= BAD else 0.005
+    return {"latency": 10.0 * (1 + np.random.default_rng([7, index]).normal(0, sigma))}
+
+
+def test_a_series_that_gets_noisier_is_a_noise_finding(
+    client: TestClient, ingest_headers: dict[str, str], database: Database
+) -> None:
+    ids = post_history(client, ingest_headers, bert_noisier, runs=range(55))
+    (found,) = regressions(client)
+    assert found["direction"] == "noise"
+    assert found["series"]["benchmark"]["model"] == "bert"
+    assert found["series"]["metric"]["name"] == "latency"
+    assert abs(ids.index(found["first_bad_run_id"]) - BAD) <= 5
+    assert found["after_spread"] > 2 * found["before_spread"]
+    assert found["detector"]["name"] == "shape"
+    assert found["before"] == pytest.approx(10.0, rel=0.01)
+    (group,) = client.get("/api/v1/alert-groups").json()["items"]
+    assert group["counts"] == {"noise": 1}
+    assert client.get("/api/v1/regressions", params={"direction": "noise"}).json()["total"] == 1
+
+    with database.session_scope() as session:
+        stored = session.get_one(Regression, found["id"])
+        assert stored.is_shape
+        assert stored.kind == "noise"
+        told = finding_of(stored)
+    assert (told.kind, told.direction) == ("noise", "regression")
+    assert compile_subscription({"kind": "noise"}).matches(told)
+    assert not compile_subscription({"kind": "regression"}).matches(told)
+
+    page = client.get("/alerts")  # its chart: the series beside its distributions
+    charts = figures(page.text)
+    chart = charts[f"step-{found['id']}"]
+    assert [t.get("type", "scatter") for t in chart["data"]][-2:] == ["histogram", "histogram"]
+    assert f">noise x{found['rel_change'] + 1:.1f}</td>" in page.text  # its change, in words
