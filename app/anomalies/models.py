@@ -292,3 +292,23 @@ class AggregateFinding(Triaged, Base):
 
     machine: Mapped[Machine] = relationship(lazy="joined")
     group: Mapped[AlertGroup] = relationship(back_populates="aggregates")
+
+
+class SeriesSensitivity(Base):
+    """How sensitive detection is on one series: learnt from its triage, or pinned by a person.
+
+    ``factor`` multiplies the change-point detector's minimum effect on the series
+    (``sensitivity``): above 1 when people marked most of its findings invalid, under 1
+    when they recorded steps it missed. ``learning`` off keeps it at 1; ``pinned`` holds
+    thresholds a person set, which replace the learnt ones. Every change is in the audit log.
+    """
+
+    __tablename__ = "series_sensitivity"
+
+    series_id: Mapped[int] = mapped_column(ForeignKey("series.id"), primary_key=True)
+    factor: Mapped[float] = mapped_column(Float, default=1.0)
+    learning: Mapped[bool] = mapped_column(Boolean, default=True)
+    pinned: Mapped[dict[str, float] | None] = mapped_column(JSON)
+    reason: Mapped[str] = mapped_column(Text, default="")
+    updated_by: Mapped[str] = mapped_column(String(200), default="")
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

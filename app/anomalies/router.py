@@ -1,10 +1,10 @@
 """Regressions, case failures, aggregate findings, alert groups and anomalous runs."""
 
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query
 
-from app.anomalies import step_summary, triage
+from app.anomalies import manual, registry, sensitivity, step_summary, triage
 from app.anomalies.models import AggregateFinding, AlertGroup, CaseFailure, Regression, RunAnomaly
 from app.anomalies.schemas import (
     AggregateFindingRead,
@@ -14,19 +14,27 @@ from app.anomalies.schemas import (
     AlertGroupRead,
     CaseFailureRead,
     FailureKind,
+    LabelShare,
     MachineSilenceRead,
+    ManualFinding,
     RegressionRead,
     RunAnomalyRead,
+    SensitivityRead,
+    SensitivityUpdate,
     Severity,
     Status,
+    StepPosition,
     StepState,
     TriageUpdate,
 )
 from app.api.deps import ProjectQuery, ReadAccess, SessionDep, TriageActor
 from app.api.responses import READS, WRITES, errors
 from app.api.validation import ApiRoute
+from app.benchmarks.models import Series
+from app.benchmarks.service import SeriesNotFound
 from app.core import queue
 from app.core.bounds import QueryTime, RowId
+from app.core.config import settings
 from app.core.pagination import Page, PageParams
 from app.tokens import service as tokens_service
 from app.tokens.auth import Actor
@@ -118,6 +126,95 @@ def update_regression(
 ) -> Regression:
     """Triage a regression: status, assignee, note, bug link (scope `triage`)."""
     return _triage(session, actor, triage.REGRESSION, regression_id, update, "path.regression_id")
+
+
+@writes.post("/regressions", response_model=RegressionRead, status_code=201, responses=errors(409))
+def create_regression(
+    finding: ManualFinding, session: SessionDep, actor: TriageActor
+) -> Regression:
+    """Record a step detection missed, at a run of a series (scope `triage`; audited).
+
+    Its levels are the 20 points either side; it joins the alert group of its runs, counts as
+    a real finding (a label), and detection does not record the same step again.
+    """
+    series = session.get(Series, finding.series_id)
+    if series is not None:
+        tokens_service.check_project(actor.token, series.project, "series_id")
+    regression = manual.create(
+        session, finding.series_id, finding.first_bad_run_id, actor.label, finding.note
+    )
+    queue.commit(session)
+    return regression
+
+
+@writes.patch(
+    "/regressions/{regression_id}/position", response_model=RegressionRead, responses=errors(409)
+)
+def move_regression(
+    regression_id: RowId, position: StepPosition, session: SessionDep, actor: TriageActor
+) -> Regression:
+    """Move a step by up to 5 points of its series (scope `triage`; audited).
+
+    The bisect range of a localization follows its last good and first bad runs; its levels
+    are taken again at the new place, its triage and alert group stay.
+    """
+    _own(
+        session, actor, triage.find(session, triage.REGRESSION, regression_id), "path.regression_id"
+    )
+    regression = manual.move(session, regression_id, position.first_bad_run_id, actor.label)
+    queue.commit(session)
+    return regression
+
+
+def _change_point_thresholds(series: Series) -> Any:
+    """The configured change-point thresholds of a series (BENCHWATCH_DETECTOR_THRESHOLDS)."""
+    read = registry.read_thresholds(settings.DETECTOR_THRESHOLDS)
+    metric = series.metric
+    return read.for_series(registry.CHANGE_POINT, series.benchmark.suite, metric.name, metric.kind)
+
+
+@reads.get("/series/{series_id}/sensitivity", response_model=SensitivityRead, responses=errors(404))
+def get_sensitivity(series_id: RowId, session: SessionDep) -> dict[str, Any]:
+    """How sensitive detection is on a series, and why.
+
+    Its triage record, the learnt factor, the pinned thresholds, and the change-point
+    thresholds in use now.
+    """
+    series = session.get(Series, series_id)
+    if series is None:
+        raise SeriesNotFound(series_id)
+    return sensitivity.describe(session, series, _change_point_thresholds(series))
+
+
+@writes.put("/series/{series_id}/sensitivity", response_model=SensitivityRead)
+def set_sensitivity(
+    series_id: RowId, update: SensitivityUpdate, session: SessionDep, actor: TriageActor
+) -> dict[str, Any]:
+    """Turn learning from triage on or off, pin thresholds or unpin them.
+
+    Scope `triage`; audited.
+    """
+    series = session.get(Series, series_id)
+    if series is None:
+        raise SeriesNotFound(series_id)
+    tokens_service.check_project(actor.token, series.project, "path.series_id")
+    pinned = update.pinned.model_dump(exclude_none=True) if update.pinned else None
+    sensitivity.set_by_person(
+        session, series_id, actor.label, update.learning, pinned or None, update.unpin
+    )
+    queue.commit(session)
+    return sensitivity.describe(session, series, _change_point_thresholds(series))
+
+
+@reads.get("/triage-labels", response_model=list[LabelShare])
+def triage_labels(
+    session: SessionDep, by: Literal["series", "suite", "config", "detector"] = "series"
+) -> list[dict[str, Any]]:
+    """Labels from triage and the share marked invalid, per series, suite, config or detector.
+
+    Over the newest 5,000 findings.
+    """
+    return sensitivity.label_shares(session, by)
 
 
 def failure_filter(

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.benchmarks.schemas import SeriesRead
-from app.core.bounds import NulFree
+from app.core.bounds import NulFree, RowId
 from app.core.urls import HttpUrlText
 
 Status = Literal["new", "acknowledged", "invalid", "expected", "fixed"]
@@ -133,6 +133,91 @@ class TriageUpdate(BaseModel):
     assignee: Annotated[str, NulFree] | None = Field(default=None, max_length=128)
     note: Annotated[str, NulFree] | None = Field(default=None, max_length=10_000)
     bug_url: HttpUrlText | None = None
+
+
+class ManualFinding(BaseModel):
+    """A step a person saw that detection missed: a finding, and a label."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    series_id: RowId
+    first_bad_run_id: RowId = Field(description="the first run of the new level")
+    note: Annotated[str, NulFree] = Field(default="", max_length=10_000)
+
+
+class StepPosition(BaseModel):
+    """Where a step starts: the first run of its new level."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    first_bad_run_id: RowId = Field(
+        description="a run of the step's series at most 5 points from where it starts now"
+    )
+
+
+class PinnedThresholds(BaseModel):
+    """Change-point thresholds a person pins on a series: they replace configured and learnt."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    min_segment: int | None = Field(default=None, ge=2, le=100)
+    max_p_value: float | None = Field(default=None, gt=0, le=1)
+    min_rel_change: float | None = Field(default=None, ge=0, le=10)
+    window: int | None = Field(default=None, ge=5, le=1000)
+    noise_multiple: float | None = Field(default=None, gt=0, le=100)
+    min_rel_floor: float | None = Field(default=None, ge=0, le=10)
+    small_noise_multiple: float | None = Field(default=None, gt=0, le=100)
+    small_points: int | None = Field(default=None, ge=5, le=1000)
+
+
+class SensitivityUpdate(BaseModel):
+    """What a person sets of a series' sensitivity; absent fields stay as they are."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    learning: bool | None = Field(
+        default=None, description="learn from triage (false: back to the configured thresholds)"
+    )
+    pinned: PinnedThresholds | None = Field(
+        default=None, description="thresholds that replace the configured and learnt ones"
+    )
+    unpin: bool = Field(default=False, description="drop the pinned thresholds")
+
+
+class TriageRecord(BaseModel):
+    """A series' last labels: how many, how many marked invalid, how many missed steps."""
+
+    labels: int
+    invalid: int
+    missed: int
+    invalid_share: float
+    words: str = Field(description="`7 of the last 9 findings on this series were invalid`")
+
+
+class SensitivityRead(BaseModel):
+    """How sensitive detection is on a series, and the evidence for it."""
+
+    series_id: int
+    record: TriageRecord
+    factor: float = Field(description="the learnt multiple of the minimum effect (1: none)")
+    learning: bool
+    pinned: dict[str, float] | None
+    reason: str
+    updated_by: str
+    updated_at: datetime | None
+    thresholds: dict[str, float] = Field(
+        description="the change-point thresholds detection uses on the series now"
+    )
+
+
+class LabelShare(BaseModel):
+    """The labels of findings of one series, suite, config or detector."""
+
+    key: str
+    labels: int
+    invalid: int
+    missed: int
+    invalid_share: float
 
 
 class AlertGroupRead(TriageRead):

@@ -39,6 +39,7 @@ from app.anomalies import (
     grouping,
     outliers,
     registry,
+    sensitivity,
     silence,
     suspects,
 )
@@ -218,6 +219,7 @@ def _detect(
 ) -> Detection:
     """Steps in the series' histories; ``single_points``: may one point make a step suspected."""
     known = _regressions_by_series(session, [s.id for s in series])
+    tuned = sensitivity.settings_of(session, [s.id for s in series])
     detection = Detection([], [])
     for one in series:
         history = histories.get(one.id)
@@ -227,9 +229,16 @@ def _detect(
         view = SeriesHistory(
             one.suite, one.metric, history.values, history.run_ids, samples, one.kind
         )
+        change_point = sensitivity.adjusted(
+            thresholds.for_series(registry.CHANGE_POINT, one.suite, one.metric, one.kind),
+            tuned.get(one.id),
+        )
         for detector in registry.DETECTORS:
             found_by = Finder(
-                detector, thresholds.for_series(detector, one.suite, one.metric, one.kind)
+                detector,
+                change_point
+                if detector is registry.CHANGE_POINT
+                else thresholds.for_series(detector, one.suite, one.metric, one.kind),
             )
             for change in detector.find(view, found_by.thresholds):
                 if change.kind not in SHAPES:
@@ -238,7 +247,6 @@ def _detect(
                 recorded = _record(stored, history, change, found_by, known[one.id], detection)
                 if recorded is not None:
                     known[one.id].append(recorded)
-        change_point = thresholds.for_series(registry.CHANGE_POINT, one.suite, one.metric, one.kind)
         judged = SeriesScan(history, view.steps, change_point, single_points)
         _judge_suspects(session, one, judged, known[one.id], detection)
     if detection.regressions:  # grouping adds them to the session
@@ -293,6 +301,22 @@ def _record(
         and abs(at - change.index) <= REFINE_RADIUS
         and regression.is_shape == (change.kind in SHAPES)
     ]
+    around = [
+        regression
+        for regression in known
+        if (at := position.get(regression.first_bad_run_id)) is not None
+        and abs(at - change.index) <= REFINE_RADIUS
+        and regression.is_shape != (change.kind in SHAPES)
+    ]
+    if around and change.kind in SHAPES:
+        return None  # a recorded step is there: the shape is the step's
+    if around and not near:  # a shape change recorded where a step is found: it was the step
+        shape = min(around, key=lambda one: abs(position[one.first_bad_run_id] - change.index))
+        was = shape.direction
+        _confirm(shape, series, history, change, found_by)
+        shape.confirmation = {**shape.confirmation, "was": was}
+        detection.confirmed.append(shape)
+        return None
     if near:
         regression = min(
             near,
@@ -364,6 +388,30 @@ def _regression(
         state="confirmed",
         confirmation={},
     )
+
+
+def manual_regression(
+    session: Session,
+    series: Series,
+    history: History,
+    change: ChangePoint,
+    detector: dict[str, Any],
+    group: bool = True,
+) -> Regression:
+    """A step a person placed (``manual``), as detection would record it there.
+
+    ``group``: add it to the session in its alert group, explained; else it stays out of the
+    session (the new place of a step being moved, whose fields are copied over).
+    """
+    regression = _regression(series, history, change, detector)
+    if group:
+        _group_and_explain(session, [regression])
+    return regression
+
+
+def regressions_of(session: Session, series_id: int) -> list[Regression]:
+    """Every finding recorded on the series, oldest first."""
+    return _regressions_by_series(session, [series_id])[series_id]
 
 
 WITHDRAWN_BY = "detection: withdrawn"  # triaged_by of a suspected step that came to nothing

@@ -73,14 +73,18 @@ class Modes:
     separation: float
 
     def interleaved(self, values: FloatArray) -> bool:
-        """Whether ``values`` (in time order) cross between the modes ``MIN_CROSSINGS`` times.
+        """Whether ``values`` (in time order) cross between the modes as drawn modes do.
 
-        Two modes drawn from run to run alternate, in both halves of the window; two levels
-        one after the other (a step inside the window) cross once, or a few times near the
-        step, and a half of the window holds one of them only.
+        Two modes drawn from run to run alternate, in both halves of the window, at least
+        half as often as modes drawn at random would; two levels one after the other (a step
+        inside the window, or levels that take turns for days) cross once or a few times,
+        and a half of the window may hold one of them only.
         """
         upper = values > (self.low + self.high) / 2
-        if int(np.count_nonzero(upper[1:] != upper[:-1])) < MIN_CROSSINGS:
+        share = float(upper.mean())
+        expected = 2 * share * (1 - share) * (len(values) - 1)  # of modes drawn at random
+        crossings = int(np.count_nonzero(upper[1:] != upper[:-1]))
+        if crossings < max(MIN_CROSSINGS, expected / 2):
             return False
         halves = upper[: len(upper) // 2], upper[len(upper) // 2 :]
         return all(half.any() and not half.all() for half in halves)

@@ -10,7 +10,7 @@ from sqlalchemy.orm import InstrumentedAttribute, Session, lazyload
 from sqlalchemy.orm.interfaces import ORMOption
 from sqlalchemy.orm.util import identity_key
 
-from app.anomalies import step_summary
+from app.anomalies import sensitivity, step_summary
 from app.anomalies.models import (
     STATUSES,
     AggregateFinding,
@@ -370,6 +370,9 @@ def triage(
     target = f"{kind.name}:{row.id}"
     audit.record(session, by, f"{kind.name}.triage", target, before, kind.audited(row))
     session.flush()
+    steps = [row] if isinstance(row, Regression) else getattr(row, "regressions", [])
+    for series_id in sorted({step.series_id for step in steps}):  # each step is a label
+        sensitivity.learn(session, series_id, by)
     return row
 
 

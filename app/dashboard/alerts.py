@@ -8,7 +8,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.annotations import service as annotations_service
-from app.anomalies import shapes, step_summary, triage
+from app.anomalies import sensitivity, shapes, step_summary, triage
 from app.anomalies.models import (
     STATUSES,
     AggregateFinding,
@@ -91,12 +91,22 @@ def inbox(session: Session, query: AlertQuery) -> dict[str, Any]:
     if query.direction:
         described = [g for g in described if query.direction in g["summary"]["counts"]]
     _with_localizations(session, described)
+    _with_triage_records(session, described)
     return {
         "query": query,
         "groups": described,
         "statuses": STATUSES,
         "machines": machine_names(session, query.project),
     }
+
+
+def _with_triage_records(session: Session, groups: list[dict[str, Any]]) -> None:
+    """Each step shown with its series' triage record in words (one statement a chunk)."""
+    shown = [row for g in groups for row in g["regressions"]]
+    found = sensitivity.records(session, [row["series_id"] for row in shown])
+    for row in shown:
+        record = found.get(row["series_id"])
+        row["triage_record"] = record.words() if record is not None else ""
 
 
 def _with_localizations(session: Session, groups: list[dict[str, Any]]) -> None:
@@ -224,6 +234,7 @@ def _regression(regression: Regression) -> dict[str, Any]:
         "state_why": _state_why(regression.state, regression.confirmation),
         "rerun": _rerun(regression.confirmation),
         "series_link": _series_link(regression),
+        "series_id": regression.series_id,
     }
 
 

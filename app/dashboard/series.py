@@ -8,6 +8,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.annotations import service as annotations_service
+from app.anomalies import sensitivity
 from app.anomalies.models import Regression
 from app.benchmarks.models import Benchmark, Machine, Metric, Series
 from app.benchmarks.service import SeriesFilter, search_series
@@ -116,11 +117,34 @@ def series_page(session: Session, query: SeriesQuery) -> dict[str, Any]:
         if found
         else None,
         "marks": drawn_marks,
+        "sensitivity": _sensitivity(session, found, query.by),
         "regressions": [step for line in drawn.lines for step in line.steps],
         "points": drawn.points,
         "shown": drawn.shown,
         "cut": drawn.cut,
     }
+
+
+def _sensitivity(session: Session, found: list[Series], by: str) -> list[dict[str, Any]]:
+    """Per line with triage labels or a sensitivity of its own: what its triage says."""
+    ids = [s.id for s in found]
+    records, settings = sensitivity.records(session, ids), sensitivity.settings_of(session, ids)
+    rows = []
+    for one in found:
+        record, setting = records.get(one.id), settings.get(one.id)
+        if record is None and setting is None:
+            continue
+        rows.append(
+            {
+                "label": _label(one, by),
+                "series_id": one.id,
+                "words": record.words() if record is not None else "",
+                "factor": setting.factor if setting is not None and setting.learning else 1.0,
+                "pinned": setting.pinned if setting is not None else None,
+                "learning": setting.learning if setting is not None else True,
+            }
+        )
+    return rows
 
 
 def matching_series(session: Session, query: SeriesQuery, machine: str, model: str) -> list[Series]:
