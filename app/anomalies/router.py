@@ -2,9 +2,9 @@
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request
 
-from app.anomalies import manual, registry, sensitivity, step_summary, triage
+from app.anomalies import backtest, manual, registry, sensitivity, step_summary, triage
 from app.anomalies.models import AggregateFinding, AlertGroup, CaseFailure, Regression, RunAnomaly
 from app.anomalies.schemas import (
     AggregateFindingRead,
@@ -12,6 +12,8 @@ from app.anomalies.schemas import (
     AggregateStat,
     AlertGroupDetail,
     AlertGroupRead,
+    BacktestReport,
+    BacktestRequest,
     CaseFailureRead,
     FailureKind,
     LabelShare,
@@ -31,11 +33,13 @@ from app.api.deps import ProjectQuery, ReadAccess, SessionDep, TriageActor
 from app.api.responses import READS, WRITES, errors
 from app.api.validation import ApiRoute
 from app.benchmarks.models import Series
-from app.benchmarks.service import SeriesNotFound
+from app.benchmarks.service import SeriesFilter, SeriesNotFound
 from app.core import queue
 from app.core.bounds import QueryTime, RowId
-from app.core.config import settings
+from app.core.errors import InvalidInput
 from app.core.pagination import Page, PageParams
+from app.notifications.replay import replay
+from app.notifications.service import get_subscription
 from app.tokens import service as tokens_service
 from app.tokens.auth import Actor
 
@@ -166,15 +170,20 @@ def move_regression(
     return regression
 
 
-def _change_point_thresholds(series: Series) -> Any:
+def _configured(request: Request) -> dict[str, dict[str, float]]:
+    """BENCHWATCH_DETECTOR_THRESHOLDS of the server answering."""
+    return dict(request.app.state.settings.DETECTOR_THRESHOLDS or {})
+
+
+def _change_point_thresholds(request: Request, series: Series) -> Any:
     """The configured change-point thresholds of a series (BENCHWATCH_DETECTOR_THRESHOLDS)."""
-    read = registry.read_thresholds(settings.DETECTOR_THRESHOLDS)
+    read = registry.read_thresholds(_configured(request))
     metric = series.metric
     return read.for_series(registry.CHANGE_POINT, series.benchmark.suite, metric.name, metric.kind)
 
 
 @reads.get("/series/{series_id}/sensitivity", response_model=SensitivityRead, responses=errors(404))
-def get_sensitivity(series_id: RowId, session: SessionDep) -> dict[str, Any]:
+def get_sensitivity(request: Request, series_id: RowId, session: SessionDep) -> dict[str, Any]:
     """How sensitive detection is on a series, and why.
 
     Its triage record, the learnt factor, the pinned thresholds, and the change-point
@@ -183,12 +192,16 @@ def get_sensitivity(series_id: RowId, session: SessionDep) -> dict[str, Any]:
     series = session.get(Series, series_id)
     if series is None:
         raise SeriesNotFound(series_id)
-    return sensitivity.describe(session, series, _change_point_thresholds(series))
+    return sensitivity.describe(session, series, _change_point_thresholds(request, series))
 
 
 @writes.put("/series/{series_id}/sensitivity", response_model=SensitivityRead)
 def set_sensitivity(
-    series_id: RowId, update: SensitivityUpdate, session: SessionDep, actor: TriageActor
+    request: Request,
+    series_id: RowId,
+    update: SensitivityUpdate,
+    session: SessionDep,
+    actor: TriageActor,
 ) -> dict[str, Any]:
     """Turn learning from triage on or off, pin thresholds or unpin them.
 
@@ -203,7 +216,7 @@ def set_sensitivity(
         session, series_id, actor.label, update.learning, pinned or None, update.unpin
     )
     queue.commit(session)
-    return sensitivity.describe(session, series, _change_point_thresholds(series))
+    return sensitivity.describe(session, series, _change_point_thresholds(request, series))
 
 
 @reads.get("/triage-labels", response_model=list[LabelShare])
@@ -215,6 +228,29 @@ def triage_labels(
     Over the newest 5,000 findings.
     """
     return sensitivity.label_shares(session, by)
+
+
+@writes.post("/backtests", response_model=BacktestReport, responses=errors(404))
+def run_backtest(
+    request: Request, tried: BacktestRequest, session: SessionDep, actor: TriageActor
+) -> dict[str, Any]:
+    """Try thresholds before setting them: replayed over stored history, scored by triage.
+
+    What the change-point detector would have found with `thresholds` (over
+    BENCHWATCH_DETECTOR_THRESHOLDS) on the selected series (at most 200, their newest 500
+    points), against the steps stored there: kept, added, removed, and the precision against
+    triage labels now and with the proposal. With `subscription_id`, that subscription's rules
+    over the stored steps too. Reads only; scope `triage`, which bounds who makes it work.
+    """
+    where = SeriesFilter(**tried.select.model_dump())
+    try:
+        found = backtest.backtest(session, tried.thresholds, _configured(request), where).as_dict()
+    except ValueError as exc:
+        raise InvalidInput(str(exc), errors=[{"loc": "thresholds", "message": str(exc)}]) from exc
+    if tried.subscription_id is not None:
+        subscription = get_subscription(session, tried.subscription_id, actor.token)
+        found["subscription"] = replay(session, subscription.match, subscription.exclude)
+    return found
 
 
 def failure_filter(

@@ -3,7 +3,7 @@
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt
 
 from app.benchmarks.schemas import SeriesRead
 from app.core.bounds import NulFree, RowId
@@ -160,14 +160,14 @@ class PinnedThresholds(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    min_segment: int | None = Field(default=None, ge=2, le=100)
-    max_p_value: float | None = Field(default=None, gt=0, le=1)
-    min_rel_change: float | None = Field(default=None, ge=0, le=10)
-    window: int | None = Field(default=None, ge=5, le=1000)
-    noise_multiple: float | None = Field(default=None, gt=0, le=100)
-    min_rel_floor: float | None = Field(default=None, ge=0, le=10)
-    small_noise_multiple: float | None = Field(default=None, gt=0, le=100)
-    small_points: int | None = Field(default=None, ge=5, le=1000)
+    min_segment: StrictInt | None = Field(default=None, ge=2, le=100)
+    max_p_value: StrictFloat | None = Field(default=None, gt=0, le=1)
+    min_rel_change: StrictFloat | None = Field(default=None, ge=0, le=10)
+    window: StrictInt | None = Field(default=None, ge=5, le=1000)
+    noise_multiple: StrictFloat | None = Field(default=None, gt=0, le=100)
+    min_rel_floor: StrictFloat | None = Field(default=None, ge=0, le=10)
+    small_noise_multiple: StrictFloat | None = Field(default=None, gt=0, le=100)
+    small_points: StrictInt | None = Field(default=None, ge=5, le=1000)
 
 
 class SensitivityUpdate(BaseModel):
@@ -175,13 +175,13 @@ class SensitivityUpdate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    learning: bool | None = Field(
+    learning: StrictBool | None = Field(
         default=None, description="learn from triage (false: back to the configured thresholds)"
     )
     pinned: PinnedThresholds | None = Field(
         default=None, description="thresholds that replace the configured and learnt ones"
     )
-    unpin: bool = Field(default=False, description="drop the pinned thresholds")
+    unpin: StrictBool = Field(default=False, description="drop the pinned thresholds")
 
 
 class TriageRecord(BaseModel):
@@ -201,11 +201,11 @@ class SensitivityRead(BaseModel):
     record: TriageRecord
     factor: float = Field(description="the learnt multiple of the minimum effect (1: none)")
     learning: bool
-    pinned: dict[str, float] | None
+    pinned: dict[str, int | float] | None
     reason: str
     updated_by: str
     updated_at: datetime | None
-    thresholds: dict[str, float] = Field(
+    thresholds: dict[str, int | float] = Field(
         description="the change-point thresholds detection uses on the series now"
     )
 
@@ -218,6 +218,86 @@ class LabelShare(BaseModel):
     invalid: int
     missed: int
     invalid_share: float
+
+
+Name = Annotated[str, NulFree, Field(min_length=1, max_length=256)]
+
+
+class SeriesSelection(BaseModel):
+    """Which series a backtest replays; each field optional, an exact name."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    machine: Name | None = None
+    channel: Name | None = None
+    project: Name | None = None
+    suite: Name | None = None
+    model: Name | None = None
+    category: Name | None = None
+    mode: Name | None = None
+    precision: Name | None = None
+    config: Name | None = None
+    metric: Name | None = None
+
+
+class BacktestRequest(BaseModel):
+    """Thresholds to try, shaped like BENCHWATCH_DETECTOR_THRESHOLDS, over some series."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    thresholds: dict[Name, dict[Name, StrictFloat]] = Field(
+        default_factory=dict,
+        max_length=100,
+        description='e.g. {"suite:torchbench": {"min_rel_change": 0.05}}; over the configured',
+    )
+    select: SeriesSelection = Field(default_factory=SeriesSelection)
+    subscription_id: RowId | None = Field(
+        default=None, description="also replay this subscription's rules over stored findings"
+    )
+
+
+class BacktestSide(BaseModel):
+    """One side of a backtest: findings and their triage labels."""
+
+    findings: int
+    real: int
+    invalid: int
+    missed: int
+    precision: float | None = Field(description="real over real and invalid labels")
+
+
+class BacktestItem(BaseModel):
+    """A finding the proposal adds or removes."""
+
+    change: Literal["added", "removed"]
+    series_id: int
+    case: str
+    metric: str
+    machine: str
+    first_bad_run_id: int
+    regression_id: int | None
+    label: str
+
+
+class SubscriptionReplay(BacktestSide):
+    """A subscription's rules over stored steps: what it would have been told of."""
+
+    untriaged: int
+
+
+class BacktestReport(BaseModel):
+    """What the thresholds would have found against what was found, and how it was triaged."""
+
+    series: int
+    points: int
+    now: BacktestSide
+    proposed: BacktestSide
+    kept: int
+    added: int
+    removed: int
+    items: list[BacktestItem]
+    truncated: bool = Field(description="more series or findings than one backtest takes")
+    subscription: SubscriptionReplay | None = None
 
 
 class AlertGroupRead(TriageRead):

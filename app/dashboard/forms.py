@@ -15,7 +15,7 @@ from app.core import queue
 from app.core.bounds import RowId
 from app.core.errors import Conflict, NotFound
 from app.corrections import service as corrections
-from app.dashboard import access, annotations_page
+from app.dashboard import access, annotations_page, backtest_page
 from app.dashboard import subscriptions as subs
 from app.dashboard.alerts import AlertQuery, inbox
 from app.dashboard.shell import page_router, render
@@ -174,6 +174,20 @@ def expire_silence_form(
     silences.expire_silence(session, silence_id, by=actor.label, token=actor.token)
     queue.commit(session)
     return RedirectResponse(subs.with_done(safe_next(back), "expired"), status_code=303)
+
+
+@router.post("/backtest", response_class=HTMLResponse)
+def run_backtest_form(
+    request: Request,
+    session: SessionDep,
+    actor: access.TriageForm,
+    form: Annotated[backtest_page.BacktestForm, Depends(backtest_page.backtest_form)],
+) -> HTMLResponse:
+    """Run the page's backtest and show its report (it reads, and changes nothing)."""
+    configured = request.app.state.settings.DETECTOR_THRESHOLDS
+    report, error = backtest_page.run(session, form, configured)
+    context = backtest_page.page_context(session, True, form, report, error)
+    return render(request, session, "backtest.html", **context)
 
 
 @router.post("/annotations", response_class=HTMLResponse, response_model=None)

@@ -16,7 +16,7 @@ from app.api.deps import SessionDep
 from app.audit import service as audit
 from app.core.bounds import INT32_MAX, RowId
 from app.core.names import is_project_name
-from app.dashboard import access, annotations_page
+from app.dashboard import access, annotations_page, backtest_page
 from app.dashboard import subscriptions as subs
 from app.dashboard.alerts import AlertQuery, inbox
 from app.dashboard.compare import KINDS, CompareQuery, compare_page, csv_page
@@ -293,6 +293,13 @@ def annotations_view(
     may_annotate = access.may(request, session, "triage")
     context = annotations_page.page_context(session, may_annotate, done=done)
     return render(request, session, "annotations.html", **context)
+
+
+@router.get("/backtest", response_class=HTMLResponse)
+def backtest_view(request: Request, session: SessionDep) -> HTMLResponse:
+    """The backtest form (triage runs it)."""
+    context = backtest_page.page_context(session, access.may(request, session, "triage"))
+    return render(request, session, "backtest.html", **context)
 
 
 @router.get("/audit", response_class=HTMLResponse)

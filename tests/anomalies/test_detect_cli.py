@@ -106,3 +106,16 @@ def test_detect_all_rescans_the_configured_database(tmp_path: Path) -> None:
     neither = subprocess.run([*cli, "detect"], env=env, capture_output=True, text=True, check=False)
     assert neither.returncode == 2
     assert "--all" in neither.stderr
+
+    def backtest(field: str) -> subprocess.CompletedProcess[str]:
+        thresholds = json.dumps({"suite:torchbench": {field: 0.1}})
+        command = [*cli, "detect", "--backtest", thresholds]
+        return subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+
+    tried = backtest("min_rel_change")
+    assert tried.returncode == 0, tried.stderr
+    report = json.loads(tried.stdout)
+    assert (report["series"], report["kept"], report["added"], report["removed"]) == (0, 0, 0, 0)
+    refused = backtest("min_rel_chnge")
+    assert refused.returncode == 2
+    assert "min_rel_chnge" in refused.stderr

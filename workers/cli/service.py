@@ -211,6 +211,8 @@ def cmd_detect(args: argparse.Namespace) -> int:
     from app.anomalies.series_file import SeriesFileError, read_series
     from app.anomalies.shapes import find_shape_changes
 
+    if args.backtest is not None:
+        return _backtest(args)
     if args.all:
         return _rescan(args.machine)
     if args.file is None:
@@ -241,6 +243,28 @@ def cmd_detect(args: argparse.Namespace) -> int:
             indent=2,
         )
     )
+    return 0
+
+
+def _backtest(args: argparse.Namespace) -> int:
+    """Replay thresholds over the stored history of the selected series; print the report."""
+    from app.anomalies import backtest
+    from app.benchmarks.service import SeriesFilter
+    from app.core.config import settings
+
+    try:
+        proposed = json.loads(args.backtest)
+        if not isinstance(proposed, dict):
+            raise ValueError("expected a JSON object of threshold keys")
+        where = SeriesFilter(
+            machine=args.machine, suite=args.suite, model=args.model, metric=args.metric
+        )
+        with open_database().session_scope() as session:
+            report = backtest.backtest(session, proposed, settings.DETECTOR_THRESHOLDS, where)
+    except ValueError as exc:  # bad JSON, or a key or field no detector knows
+        print(f"benchwatch detect --backtest: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(report.as_dict(), indent=2))
     return 0
 
 
@@ -377,8 +401,20 @@ def _detect_options(detect: argparse.ArgumentParser) -> None:
         "BENCHWATCH_DETECTOR_THRESHOLDS (default: off)",
     )
     detect.add_argument(
-        "--machine", help="with --all: only this machine's series (default: every machine)"
+        "--backtest",
+        metavar="THRESHOLDS",
+        help="replay these thresholds (JSON shaped like BENCHWATCH_DETECTOR_THRESHOLDS, over "
+        "it) on the stored series chosen by --machine/--suite/--model/--metric and report "
+        "what they would find against what was found and triaged (default: off)",
     )
+    detect.add_argument(
+        "--machine",
+        help="with --all or --backtest: only this machine's series (default: every machine)",
+    )
+    for name in ("suite", "model", "metric"):
+        detect.add_argument(
+            f"--{name}", help=f"with --backtest: only this {name}'s series (default: any)"
+        )
     defaults = DetectorConfig()
     for flag, kind, default, text in (
         (
