@@ -180,3 +180,23 @@ def test_a_blip_is_withdrawn_and_leaves_no_open_group(
     assert client.get("/api/v1/alert-groups", params={"status": "new"}).json()["items"] == []
     detail = client.get(f"/api/v1/alert-groups/{group['id']}").json()
     assert detail["status"] == "invalid"
+
+
+def bert_a_little_slower(model: str, config: str, index: int) -> dict[str, float]:
+    """bert default's latency 1.2% up from nightly 25: under three sigmas of its 0.5% noise."""
+    if model != "bert" or config != "default":
+        return {}
+    level = 10.0 * (1.012 if index >= 25 else 1.0)
+    return {"latency": level * (1 + np.random.default_rng([2, index]).normal(0, 0.005))}
+
+
+def test_a_step_of_two_sigmas_is_found_once_both_levels_hold_twenty_nightlies(
+    client: TestClient, ingest_headers: dict[str, str]
+) -> None:
+    ids = post_history(client, ingest_headers, bert_a_little_slower, runs=range(40))
+    assert regressions(client) == []  # fifteen nightlies after it: under the minimum effect
+    ids += post_history(client, ingest_headers, bert_a_little_slower, runs=range(40, 50))
+    (found,) = regressions(client)
+    assert abs(ids.index(found["first_bad_run_id"]) - 25) <= 2
+    assert found["rel_change"] == pytest.approx(0.012, abs=0.004)
+    assert found["detector"]["small_points"] == 20
