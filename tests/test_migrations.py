@@ -215,3 +215,34 @@ def test_feed_tokens_not_kept_strips_the_plain_token(scratch_url: str) -> None:
         assert plain not in kept
         assert "email" in kept
         assert digest == hashlib.sha256(plain.encode()).hexdigest()
+
+
+def test_result_spread_is_filled_for_the_results_stored_before(scratch_url: str) -> None:
+    """Down to before ``result.spread``, then up: each ok result with samples gets its spread."""
+    from alembic import command
+
+    from app.core.migrate import alembic_config
+    from tests.factories import result, run_payload
+
+    upgrade_database(scratch_url)
+    application = create_app(
+        Settings(DATABASE_URL=scratch_url, TOKEN_PEPPER=PEPPER, BROKER_URL=None)
+    )
+    with TestClient(application) as client:
+        headers = {"Authorization": f"Bearer {make_token(application.state.database, 'ingest')}"}
+        rows = [
+            result(value=10.0, samples=[9.0, 10.0, 11.0, 10.0]),
+            result(metric="peak_memory", value=4.0, samples=[4.0, 4.0]),  # too few samples
+        ]
+        assert client.post("/api/v1/runs", json=run_payload("s", rows), headers=headers).is_success
+    application.state.database.dispose()
+    command.downgrade(alembic_config(scratch_url), "f2b4d6e80034")
+    upgrade_database(scratch_url)
+    engine = create_engine(scratch_url)
+    with engine.connect() as connection:
+        spreads = sorted(
+            (value, spread)
+            for value, spread in connection.execute(text("SELECT value, spread FROM result"))
+        )
+    engine.dispose()
+    assert spreads == [(4.0, None), (10.0, pytest.approx(0.05))]  # MAD 0.5 over median 10

@@ -51,6 +51,7 @@ class SeriesHistory:
         kind: the metric's kind (``performance``, ``memory``, ``compile``, ...).
         steps: where the detectors run before this one found steps (positions in
             ``values``), for a detector of something else to leave them alone.
+        spreads: each point's stored within-run spread (NaN: none), read with the values.
     """
 
     suite: str
@@ -60,6 +61,7 @@ class SeriesHistory:
     load_samples: Callable[[], Samples] = field(repr=False)
     kind: str = "performance"
     steps: list[int] = field(default_factory=list)
+    spreads: Sequence[float] = ()
     _samples: Samples | None = field(default=None, init=False, repr=False)
 
     def samples(self) -> Samples:

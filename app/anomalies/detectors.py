@@ -55,13 +55,15 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from app.core.spread import MIN_SAMPLES, relative_spread
+
 FloatArray = npt.NDArray[np.float64]
 PROPOSAL_THRESHOLD = 4.0  # normalised CUSUM needed to propose a split
 SMALL_P_SHARE = 0.03  # a step under the minimum effect must pass at this share of max_p_value
 SHORT_RANK_P = 0.01  # where a rank test cannot decide, it must at least separate the levels
 TOO_SHORT = 2.0  # the weakness of a proposal whose levels hold too few points: above any p
 REFINE_RADIUS = 5  # points either side of a proposal where the step may really start
-MIN_NOISE_SAMPLES = 3  # samples a result needs before its spread says anything
+MIN_NOISE_SAMPLES = MIN_SAMPLES  # samples a result needs before its spread says anything
 
 
 @dataclass(frozen=True)
@@ -159,15 +161,10 @@ def relative_noise(points: FloatArray, sigma: float) -> float:
 def within_run_noise(samples: Sequence[float]) -> float | None:
     """One result's within-run noise: its samples' median absolute deviation over their median.
 
-    None with fewer than ``MIN_NOISE_SAMPLES`` samples or a median of 0 (no spread to tell).
+    None with fewer than ``MIN_NOISE_SAMPLES`` samples or a median of 0 (no spread to tell);
+    ``core.spread`` is its one home (ingest stores it as ``Result.spread``).
     """
-    if len(samples) < MIN_NOISE_SAMPLES:
-        return None
-    values = np.asarray(samples, dtype=np.float64)
-    median = float(np.median(values))
-    if median == 0 or not np.isfinite(median):
-        return None
-    return float(np.median(np.abs(values - median))) / abs(median)
+    return relative_spread(samples)
 
 
 def typical_within_run_noise(samples: Sequence[Sequence[float] | None]) -> float:

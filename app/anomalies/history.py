@@ -14,22 +14,27 @@ from sqlalchemy.orm import Session
 from app.core.bulk import is_postgres, member_of
 from app.runs.models import Result
 
-# What a point needs (series, run, status, value) and what orders the points (time, run).
+# What a point needs (series, run, status, value, spread) and what orders them (time, run).
 _COLUMNS = (
     Result.series_id,
     Result.run_id,
     Result.status,
     Result.value,
+    Result.spread,
     Result.measured_at,
 )
 
 
 @dataclass
 class History:
-    """One series' points in time order: value (NaN when not ok) and run."""
+    """One series' points in time order: value (NaN when not ok), run and within-run spread.
+
+    ``spreads``: each point's stored ``Result.spread`` (NaN without samples or not ok).
+    """
 
     values: list[float] = field(default_factory=list)
     run_ids: list[int] = field(default_factory=list)
+    spreads: list[float] = field(default_factory=list)
 
 
 def load_histories(
@@ -49,10 +54,12 @@ def load_histories(
         ]
     histories: dict[int, History] = defaultdict(History)
     for query in queries:
-        for series_id, run_id, status, value in session.connection().execute(query):
+        for series_id, run_id, status, value, spread in session.connection().execute(query):
             history = histories[series_id]
-            history.values.append(value if status == "ok" and value is not None else math.nan)
+            ok = status == "ok"
+            history.values.append(value if ok and value is not None else math.nan)
             history.run_ids.append(run_id)
+            history.spreads.append(spread if ok and spread is not None else math.nan)
     return dict(histories)
 
 
@@ -76,7 +83,9 @@ def _newest_per_series_lateral(
         .lateral()
     )
     return (
-        select(newest.c.series_id, newest.c.run_id, newest.c.status, newest.c.value)
+        select(
+            newest.c.series_id, newest.c.run_id, newest.c.status, newest.c.value, newest.c.spread
+        )
         .select_from(ids)
         .join(newest, true())
         .order_by(newest.c.series_id, newest.c.measured_at, newest.c.run_id)
@@ -95,7 +104,8 @@ def _newest_per_series_ranked(
         .where(condition, Result.measured_at <= until)
         .subquery()
     )
-    query = select(ranked.c.series_id, ranked.c.run_id, ranked.c.status, ranked.c.value)
+    columns = ("series_id", "run_id", "status", "value", "spread")
+    query = select(*(ranked.c[name] for name in columns))
     if last is not None:
         query = query.where(ranked.c.age <= last)
     return query.order_by(ranked.c.series_id, ranked.c.measured_at, ranked.c.run_id)

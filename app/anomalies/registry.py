@@ -17,7 +17,7 @@ from app.anomalies.detector_interface import (
     Thresholds,
 )
 from app.anomalies.detectors import ChangePoint, DetectorConfig, find_change_points
-from app.anomalies.shapes import ShapeConfig, find_shape_changes
+from app.anomalies.shapes import ShapeConfig, find_shape_changes, spread_grows
 
 
 class ChangePointDetector(Detector[DetectorConfig]):
@@ -66,11 +66,13 @@ class ShapeDetector(Detector[ShapeConfig]):
     defaults = ShapeConfig()
 
     def find(self, series: SeriesHistory, thresholds: ShapeConfig) -> list[ChangePoint]:
-        """The shape changes of the points.
+        """The shape changes of the points, and of the samples within runs.
 
-        Not of the samples within runs: they are read per series, too slow for every series
-        of every run (``find_shape_changes`` takes them where a caller has them).
+        The samples are read (a query per series) only where the stored within-run spreads
+        grew (``spread_grows``): reading them for every series of every run is too slow.
         """
+        if series.spreads and spread_grows(series.spreads, thresholds):
+            return find_shape_changes(series.values, thresholds, series.samples(), series.steps)
         return find_shape_changes(series.values, thresholds, steps=series.steps)
 
     def level_tolerance(self, thresholds: ShapeConfig) -> float:

@@ -227,7 +227,13 @@ def _detect(
             continue
         samples = partial(load_samples, session, one.id, history.run_ids)
         view = SeriesHistory(
-            one.suite, one.metric, history.values, history.run_ids, samples, one.kind
+            one.suite,
+            one.metric,
+            history.values,
+            history.run_ids,
+            samples,
+            one.kind,
+            spreads=history.spreads,
         )
         change_point = sensitivity.adjusted(
             thresholds.for_series(registry.CHANGE_POINT, one.suite, one.metric, one.kind),

@@ -235,6 +235,30 @@ def _on_samples(
     return found
 
 
+def spread_grows(spreads: Sequence[float], config: ShapeConfig = ShapeConfig()) -> bool:
+    """Whether the stored within-run spreads (``Result.spread``; NaN: none) grow somewhere.
+
+    The samples' path judged on the spreads alone, as loosely as ``_judge`` ever accepts: a
+    gate, so that detection reads a series' samples only where their spread moved.
+    """
+    from scipy.stats import mannwhitneyu
+
+    spread = np.asarray(spreads, dtype=np.float64)
+    spread = spread[np.isfinite(spread)]
+    if len(spread) < 2 * config.min_points:
+        return False
+    for k, (start, stop) in _bounds(
+        sorted(_proposals(spread, config.min_points, config.window)), len(spread), config.window
+    ):
+        before, after = spread[start:k], spread[k:stop]
+        if min(len(before), len(after)) < config.min_points or np.ptp(spread[start:stop]) == 0:
+            continue
+        p_value = float(mannwhitneyu(after, before, alternative="greater").pvalue)
+        if p_value <= config.max_p_value * BIMODAL_P_FACTOR:
+            return True
+    return False
+
+
 def _proposals(spread: FloatArray, min_points: int, window: int) -> list[int]:
     """Where ``spread`` (non-negative values) grows, best first: a rank scan.
 

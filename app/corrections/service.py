@@ -52,6 +52,7 @@ _RESULT_COLUMNS = (
     "text_value",
     "reason",
     "extra",
+    "spread",
 )
 _RUN_FIELDS = ("status", "invalidated_at", "invalidated_by", "invalidated_reason")
 

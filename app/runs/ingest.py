@@ -23,6 +23,7 @@ from app.core.db import utcnow
 from app.core.errors import Conflict, InvalidInput
 from app.core.metrics import after_commit
 from app.core.queue import enqueue_after_commit
+from app.core.spread import relative_spread
 from app.jobs import DETECT_RUN
 from app.kernels import code as kernel_code
 from app.kernels import service as kernels
@@ -504,6 +505,7 @@ def _result_row(series_id: int, result: ResultIn, factor: float) -> ResultRow:
         value = value * factor if value is not None else None
     if value is None and samples and result.status == "ok":
         value = statistics.median(samples)
+    spread = relative_spread(samples) if samples and result.status == "ok" else None
     return (
         series_id,
         result.status,
@@ -512,4 +514,5 @@ def _result_row(series_id: int, result: ResultIn, factor: float) -> ResultRow:
         result.text_value,
         result.reason,
         result.extra,
+        spread,
     )

@@ -129,6 +129,9 @@ class Result(Base):
     text_value: Mapped[str | None] = mapped_column(String(256))
     reason: Mapped[str] = mapped_column(Text, default="")
     extra: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # The samples' median absolute deviation over their median (``core.spread``), kept so
+    # that detection reads a float per point, not the samples; None without 3 samples.
+    spread: Mapped[float | None] = mapped_column(Float)
 
 
 class InvalidatedResult(Base):
@@ -148,6 +151,9 @@ class InvalidatedResult(Base):
     text_value: Mapped[str | None] = mapped_column(String(256))
     reason: Mapped[str] = mapped_column(Text, default="")
     extra: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # The samples' median absolute deviation over their median (``core.spread``), kept so
+    # that detection reads a float per point, not the samples; None without 3 samples.
+    spread: Mapped[float | None] = mapped_column(Float)
 
 
 class RunShard(Base):

@@ -19,9 +19,16 @@ from app.runs.models import Result
 # One result as written, in COLUMNS order; the run's columns come from the writer's call.
 # A plain tuple: a NamedTuple per result costs more to build than the row's COPY text.
 ResultRow = tuple[
-    int, str, float | None, list[float] | None, str | None, str, dict[str, Any] | None
+    int,
+    str,
+    float | None,
+    list[float] | None,
+    str | None,
+    str,
+    dict[str, Any] | None,
+    float | None,
 ]
-COLUMNS = ("series_id", "status", "value", "samples", "text_value", "reason", "extra")
+COLUMNS = ("series_id", "status", "value", "samples", "text_value", "reason", "extra", "spread")
 
 _ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 _NULL = "\\N"
@@ -50,14 +57,16 @@ def copy_text(run_id: int, measured_at: datetime, rows: list[ResultRow]) -> str:
     """The rows in COPY text format, the run's columns first."""
     prefix = f"{run_id}\t{measured_at.isoformat()}\t"
     values = _numbers([row[2] for row in rows])
+    spreads = _numbers([row[7] for row in rows])
     return "".join(
         [
             f"{prefix}{series_id}\t{status}\t{value}\t{_samples(samples)}"
             f"\t{_NULL if text is None else text.translate(_ESCAPES)}"
             f"\t{reason.translate(_ESCAPES) if reason else ''}"
-            f"\t{_NULL if extra is None else json.dumps(extra).translate(_ESCAPES)}\n"
-            for (series_id, status, _, samples, text, reason, extra), value in zip(
-                rows, values, strict=True
+            f"\t{_NULL if extra is None else json.dumps(extra).translate(_ESCAPES)}"
+            f"\t{spread}\n"
+            for (series_id, status, _, samples, text, reason, extra, _), value, spread in zip(
+                rows, values, spreads, strict=True
             )
         ]
     )

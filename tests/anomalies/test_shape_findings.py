@@ -3,13 +3,17 @@
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import select
 
 from app.anomalies.models import Regression
 from app.core.db import Database
 from app.notifications.matching import compile_subscription
 from app.notifications.service import finding_of
+from app.runs.models import Result
 from tests.anomalies.test_service import BAD, post_history, regressions
 from tests.dashboard.test_pages import figures
+from tests.factories import case_rows, nightly
+from tests.posting import drain
 
 
 def bert_noisier(model: str, config: str, index: int) -> dict[str, float]:
@@ -50,3 +54,28 @@ def test_a_series_that_gets_noisier_is_a_noise_finding(
     chart = charts[f"step-{found['id']}"]
     assert [t.get("type", "scatter") for t in chart["data"]][-2:] == ["histogram", "histogram"]
     assert f">noise x{found['rel_change'] + 1:.1f}</td>" in page.text  # its change, in words
+
+
+def test_samples_that_scatter_more_within_runs_are_a_noise_finding(
+    client: TestClient, ingest_headers: dict[str, str], database: Database
+) -> None:
+    # bert eager's runs keep their level and run-to-run noise; from run 25 on, the ten samples
+    # within each run scatter four times as far (a noisy neighbour during the runs).
+    ids = []
+    for index in range(50):
+        rng = np.random.default_rng([11, index])
+        value = 10.0 * (1 + rng.normal(0, 0.002))
+        within = 0.02 if index >= 25 else 0.005
+        samples = [value * (1 + x) for x in rng.normal(0, within, 10)]
+        row = case_rows("bert", "eager", value)[0] | {"samples": samples}
+        answer = client.post("/api/v1/runs", json=nightly(index, [row]), headers=ingest_headers)
+        assert answer.status_code == 201, answer.text
+        ids.append(answer.json()["id"])
+    drain(client)
+    (found,) = regressions(client)
+    assert found["direction"] == "noise"
+    assert abs(ids.index(found["first_bad_run_id"]) - 25) <= 5
+    assert found["after_spread"] > 2 * found["before_spread"]  # the runs' own spreads
+    with database.session_scope() as session:
+        (stored,) = session.scalars(select(Result.spread).where(Result.run_id == ids[0]))
+        assert stored == pytest.approx(0.005, rel=0.6)  # kept at ingest, beside the value
