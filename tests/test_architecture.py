@@ -55,6 +55,17 @@ def test_services_know_no_http(path: Path) -> None:
     assert not http, f"{module_name(path)} imports {sorted(http)}"
 
 
+MAX_LINES = 600  # a module longer holds more than one concern (issue 27)
+
+
+def test_no_module_is_over_six_hundred_lines() -> None:
+    modules = [*MODULES, *sorted((ROOT / "workers").rglob("*.py"))]
+    long = {
+        module_name(p): n for p in modules if (n := len(p.read_text().splitlines())) > MAX_LINES
+    }
+    assert not long, f"split these modules by concern: {long}"
+
+
 def test_the_service_knows_no_worker_code() -> None:
     for path in MODULES:
         workers = {m for m in imports(path) if m == "workers" or m.startswith("workers.")}

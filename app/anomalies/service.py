@@ -226,15 +226,8 @@ def _detect(
         if history is None:
             continue
         samples = partial(load_samples, session, one.id, history.run_ids)
-        view = SeriesHistory(
-            one.suite,
-            one.metric,
-            history.values,
-            history.run_ids,
-            samples,
-            one.kind,
-            spreads=history.spreads,
-        )
+        view = SeriesHistory(one.suite, one.metric, history.values, history.run_ids, samples)
+        view.kind, view.spreads = one.kind, history.spreads
         change_point = sensitivity.adjusted(
             thresholds.for_series(registry.CHANGE_POINT, one.suite, one.metric, one.kind),
             tuned.get(one.id),

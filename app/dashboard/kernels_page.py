@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from app.anomalies.models import Regression
 from app.benchmarks.models import Benchmark
 from app.core.errors import NotFound
-from app.dashboard import figures
+from app.dashboard import page_figures
 from app.kernels import code as kernel_code
 from app.kernels import service as kernels
 from app.kernels.diff import KernelDiff
@@ -83,7 +83,7 @@ def _page(found: KernelDiff, benchmark: Benchmark, base_run: int, head_run: int)
         "head_run": head_run,
         "diff": found,
         "rows": rows,
-        "chart": figures.kernel_waterfall(found),
+        "chart": page_figures.kernel_waterfall(found),
     }
 
 

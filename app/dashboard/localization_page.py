@@ -16,8 +16,8 @@ from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session, load_only
 
 from app.core.urls import is_http_url
-from app.dashboard import figures
 from app.dashboard import format as fmt
+from app.dashboard import page_figures
 from app.localization.models import UNFINISHED, Localization, LocalizationProbe
 from app.localization.service import CONFIGS, LocalizationNotFound
 
@@ -171,7 +171,7 @@ def localization_page(session: Session, localization_id: int) -> dict[str, Any]:
     culprit = answer.get("culprit")
     case = found.case or {}
     levels = reference_levels(answer, probes)
-    chart = figures.probe_chart(
+    chart = page_figures.probe_chart(
         [(p.position, p.label, p.outcome, p.samples or []) for p in probes],
         levels,
         str(case.get("metric", "")),

@@ -13,7 +13,7 @@ from app.benchmarks.models import Benchmark, CompilerConfig, Metric, Series
 from app.benchmarks.vocabulary import PASSING_ACCURACY
 from app.core.errors import NotFound
 from app.core.pagination import count_of
-from app.dashboard import figures
+from app.dashboard import page_figures
 from app.runs.branches import base_channel, is_branch_channel
 from app.runs.models import Result
 from app.runs.reads import get_run
@@ -56,7 +56,7 @@ def run_page(session: Session, run_id: int, page: int = 1, size: int = PAGE_SIZE
         "run": run,
         "problems": _problems(rows),
         "cases": _cases(rows, run.machine.name, run.channel),
-        "hardware": figures.hardware_chart(hardware_panels(rows)),
+        "hardware": page_figures.hardware_chart(hardware_panels(rows)),
         "kernels": _top_kernels(rows),
         # A pooled run's nodes judged against each other (a drifted node is flagged): only a
         # worker's run has one; an uploader's extra is its own JSON, not benchwatch's verdict.

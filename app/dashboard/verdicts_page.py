@@ -19,9 +19,10 @@ from sqlalchemy.orm import Session, aliased
 from app.anomalies.detector_interface import DetectorThresholds
 from app.anomalies.history import load_histories
 from app.benchmarks.models import Benchmark, CompilerConfig, Metric, Series
-from app.dashboard import figures
 from app.dashboard import format as fmt
-from app.dashboard.figures import BranchResult, Point
+from app.dashboard import page_figures
+from app.dashboard.figures import Point
+from app.dashboard.page_figures import BranchResult
 from app.runs.branches import base_channel
 from app.runs.models import Result, Run
 from app.runs.reads import get_run, series_levels
@@ -124,7 +125,7 @@ def _charts(
             label=f"{run.branch or run.channel} (this run)",
             hover=(f"{item['verdict']} {fmt.percent(item['rel_change'])}", str(item["reason"])),
         )
-        figure = figures.verdict_chart(
+        figure = page_figures.verdict_chart(
             points, fork.id, judged, title, base_channel(run.channel), item["unit"]
         )
         charts.append({"id": f"verdict-chart-{index}", "title": title, "figure": figure})

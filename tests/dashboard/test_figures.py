@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 import plotly.graph_objects as go
 import pytest
 
-from app.dashboard import figures
+from app.dashboard import figures, page_figures
 from app.dashboard.figures import Line, Point, Step
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -138,8 +138,8 @@ def test_the_shape_chart_puts_the_distributions_either_side_beside_the_series() 
 
 
 def test_the_hardware_chart_has_a_panel_per_metric() -> None:
-    assert figures.hardware_chart({}) is None
-    fig = figures.hardware_chart(
+    assert page_figures.hardware_chart({}) is None
+    fig = page_figures.hardware_chart(
         {"power": [("a", 300.0), ("b", 310.0)], "temperature": [("a", 60.0)]}
     )
     assert fig is not None
@@ -177,7 +177,7 @@ def test_sparkline(values: list[float | None], expected: str) -> None:
 def test_the_verdict_chart_draws_the_history_the_fork_point_and_the_branch_result() -> None:
     points = [point(day, 10.0 + 0.01 * day) for day in range(6)]
     points[2] = point(2, None, status="failed")
-    judged = figures.BranchResult(
+    judged = page_figures.BranchResult(
         at=at(4),
         value=12.0,
         verdict="regression",
@@ -186,7 +186,7 @@ def test_the_verdict_chart_draws_the_history_the_fork_point_and_the_branch_resul
         label="feature-x (this run)",
         hover=("regression +20%",),
     )
-    fig = figures.verdict_chart(points, 4, judged, "bert · latency", "nightly", "ms")  # day 3
+    fig = page_figures.verdict_chart(points, 4, judged, "bert · latency", "nightly", "ms")  # day 3
     traces = {t.get("name"): t for t in fig["data"]}
     upper, lower = (t for t in fig["data"] if t.get("legendgroup") == "band")
     assert (upper["y"], lower["y"], lower["fill"]) == ([10.1, 10.1], [9.9, 9.9], "tonexty")
@@ -203,11 +203,11 @@ def test_the_verdict_chart_draws_the_history_the_fork_point_and_the_branch_resul
 
 
 def test_the_verdict_chart_without_a_fork_point_or_a_band() -> None:
-    judged = figures.BranchResult(at(9), 8.0, "improvement", None, None, "x", ("improvement",))
-    fig = figures.verdict_chart([point(0, 10.0)], None, judged, "t", "nightly", "ms")
+    judged = page_figures.BranchResult(at(9), 8.0, "improvement", None, None, "x", ("improvement",))
+    fig = page_figures.verdict_chart([point(0, 10.0)], None, judged, "t", "nightly", "ms")
     assert [t["name"] for t in fig["data"]] == ["nightly", "x"]
     assert fig["data"][-1]["marker"]["color"] == figures.IMPROVEMENT
-    alone = figures.verdict_chart([], None, judged, "t", "nightly", "ms")
+    alone = page_figures.verdict_chart([], None, judged, "t", "nightly", "ms")
     assert [t["name"] for t in alone["data"]] == ["x"]
 
 
@@ -241,11 +241,11 @@ def test_the_verdict_hardware_and_series_charts_draw_stored_strings_as_typed() -
     the hardware panels' titles and case labels, a line's steps and an annotation's text
     reached Plotly unescaped, so a stored <a href> drew a live link."""
     points = [point(day, 10.0, commit=f"c{LINK}") for day in range(4)]
-    judged = figures.BranchResult(
+    judged = page_figures.BranchResult(
         at(5), 12.0, "regression", 10.0, (9.9, 10.1), f"b{LINK}", ("regression", f"why {LINK}")
     )
-    verdict = figures.verdict_chart(points, 2, judged, f"t{LINK}", f"ch{LINK}", "ms")
-    hardware = figures.hardware_chart({f"gpu{LINK}": [(f"case{LINK}", 1.0), ("b", 2.0)]})
+    verdict = page_figures.verdict_chart(points, 2, judged, f"t{LINK}", f"ch{LINK}", "ms")
+    hardware = page_figures.hardware_chart({f"gpu{LINK}": [(f"case{LINK}", 1.0), ("b", 2.0)]})
     mark = figures.Mark(1, at(1), None, f"deploy {LINK}", f"h100 {LINK}")
     series = figures.series_chart(
         [Line(f"line{LINK}", "ms", points, [step(status=f"s{LINK}")])],

@@ -14,7 +14,7 @@ from sqlalchemy import select
 
 from app.core.config import Settings
 from app.core.db import Database
-from app.dashboard import figures
+from app.dashboard import page_figures
 from app.dashboard.localization_page import PROBES_SHOWN
 from app.localization import service
 from app.localization.models import Localization, LocalizationProbe
@@ -308,7 +308,7 @@ def test_a_refused_localization_is_shown_beside_its_button(
 
 
 def test_the_probe_chart_is_a_valid_figure_whose_labels_stay_text() -> None:
-    drawn = figures.probe_chart(
+    drawn = page_figures.probe_chart(
         [(0, "last good (reference)", "reference", [1.0, 1.1]), (1, "<b>x</b>", "halfway", [2.0])],
         (1.05, None),
         "latency",
@@ -318,7 +318,7 @@ def test_the_probe_chart_is_a_valid_figure_whose_labels_stay_text() -> None:
     assert [t["name"] for t in drawn["data"]] == ["reference", "halfway", "good reference median"]
     assert drawn["data"][1]["hovertext"] == ["&lt;b&gt;x&lt;/b&gt;<br>2 ms"]
     assert drawn["data"][2]["x"] == [-0.5, 1.5]
-    assert figures.probe_chart([], (None, None), "latency", "ms")["data"] == []
+    assert page_figures.probe_chart([], (None, None), "latency", "ms")["data"] == []
 
 
 def test_the_suite_runs_page_links_a_localizations_run_to_its_search(
