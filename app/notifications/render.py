@@ -235,7 +235,8 @@ class Renderer:
             "mode": benchmark.mode,
             "metric": series.metric.name,
             "unit": series.metric.unit,
-            "direction": regression.direction,
+            # as subscription rules see it: a shape change (kind noise, bimodal) got worse
+            "direction": "regression" if regression.is_shape else regression.direction,
             "before": regression.before,
             "after": regression.after,
             "rel_change": regression.rel_change,

@@ -1,5 +1,7 @@
 """Shape changes through the API: recorded as findings of their own kind, grouped, told."""
 
+from typing import Any
+
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
@@ -8,6 +10,7 @@ from sqlalchemy import select
 from app.anomalies.models import Regression
 from app.core.db import Database
 from app.notifications.matching import compile_subscription
+from app.notifications.render import Renderer
 from app.notifications.service import finding_of
 from app.runs.models import Result
 from tests.anomalies.test_service import BAD, post_history, regressions
@@ -22,6 +25,11 @@ def bert_noisier(model: str, config: str, index: int) -> dict[str, float]:
         return {}
     sigma = 0.02 if index >= BAD else 0.005
     return {"latency": 10.0 * (1 + np.random.default_rng([7, index]).normal(0, sigma))}
+
+
+def stored_again(session: Any) -> Regression:
+    (regression,) = session.scalars(select(Regression))
+    return regression
 
 
 def test_a_series_that_gets_noisier_is_a_noise_finding(
@@ -48,6 +56,10 @@ def test_a_series_that_gets_noisier_is_a_noise_finding(
     assert (told.kind, told.direction) == ("noise", "regression")
     assert compile_subscription({"kind": "noise"}).matches(told)
     assert not compile_subscription({"kind": "regression"}).matches(told)
+    with database.session_scope() as session:  # a receiver's payload says the same
+        payload = Renderer(session, "https://bw.example").finding(stored_again(session), None)
+    assert (payload["kind"], payload["direction"]) == ("noise", "regression")
+    assert payload["rel_change"] == pytest.approx(found["rel_change"])
 
     page = client.get("/alerts")  # its chart: the series beside its distributions
     charts = figures(page.text)
