@@ -33,7 +33,7 @@ from app.anomalies.detectors import DetectorConfig
 from app.anomalies.models import Regression, SeriesSensitivity
 from app.audit import service as audit
 from app.benchmarks.models import Benchmark, CompilerConfig, Series
-from app.core.bulk import member_of
+from app.core.bulk import insert_missing, member_of
 from app.core.db import utcnow
 
 RECENT = 10  # labels of a series that its record holds
@@ -160,8 +160,8 @@ def learn(session: Session, series_id: int, by: str) -> SeriesSensitivity | None
     if setting is None and factor == 1.0:
         return None
     if setting is None:
-        setting = SeriesSensitivity(series_id=series_id, factor=1.0, learning=True, reason="")
-        session.add(setting)
+        setting = _row(session, series_id)
+        was = setting.factor
     if factor == was:  # the same factor: its reason follows the record, not logged again
         setting.reason = reason
         return setting
@@ -181,11 +181,7 @@ def set_by_person(
     unpin: bool = False,
 ) -> SeriesSensitivity:
     """A person turns learning on or off, pins thresholds or unpins them; audited."""
-    setting = session.get(SeriesSensitivity, series_id)
-    if setting is None:
-        setting = SeriesSensitivity(series_id=series_id, factor=1.0, learning=True, reason="")
-        session.add(setting)
-        session.flush()
+    setting = _row(session, series_id)
     before = _audited(setting)
     if learning is not None:
         setting.learning = learning
@@ -201,6 +197,24 @@ def set_by_person(
     if setting.learning and learning:
         learn(session, series_id, by)
     return setting
+
+
+def _row(session: Session, series_id: int) -> SeriesSensitivity:
+    """The series' row, made at x1 when it has none, and locked (Postgres) for this change.
+
+    Made by an insert that skips an existing row: two triagers of the same series at once
+    must not both insert it (the second would fail on the key).
+    """
+    fresh = {"factor": 1.0, "learning": True, "reason": "", "updated_by": ""}
+    insert_missing(
+        session,
+        SeriesSensitivity,
+        [{"series_id": series_id, **fresh, "updated_at": utcnow()}],
+        ["series_id"],
+    )
+    return session.get_one(
+        SeriesSensitivity, series_id, with_for_update=True, populate_existing=True
+    )
 
 
 def _audited(setting: SeriesSensitivity) -> dict[str, Any]:
