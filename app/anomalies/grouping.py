@@ -50,8 +50,17 @@ def assign(
     """The group of a finding between these two runs, with their environment diff."""
     first_bad = run_of(session, cache, first_bad_run_id)
     last_good = run_of(session, cache, last_good_run_id)
-    diff = explain.diff_environments(environment(last_good), environment(first_bad))
+    diff = environment_diff(session, cache, first_bad_run_id, last_good_run_id)
     return Grouped(group_for(session, first_bad, last_good, diff), diff)
+
+
+def environment_diff(
+    session: Session, cache: RunCache, first_bad_run_id: int, last_good_run_id: int
+) -> dict[str, Any]:
+    """What changed in the environment from the last good run to the first bad one."""
+    first_bad = run_of(session, cache, first_bad_run_id)
+    last_good = run_of(session, cache, last_good_run_id)
+    return explain.diff_environments(environment(last_good), environment(first_bad))
 
 
 def group_failures(session: Session, opened: Sequence[CaseFailure], run: Run) -> None:

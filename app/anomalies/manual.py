@@ -13,14 +13,12 @@ sensitivity learns from and a backtest scores against), and a moved step keeps i
   ``confirmation["moved"]`` keeps where it was.
 """
 
-from typing import Any
-
 import numpy as np
 from sqlalchemy.orm import Session
 
 from app.anomalies import sensitivity, service
 from app.anomalies.detectors import REFINE_RADIUS, ChangePoint, DetectorConfig, step_between
-from app.anomalies.grouping import environment
+from app.anomalies.grouping import environment_diff
 from app.anomalies.history import History, load_histories
 from app.anomalies.models import Regression
 from app.anomalies.triage import REGRESSION, find
@@ -29,7 +27,6 @@ from app.benchmarks.models import Series
 from app.benchmarks.service import SeriesNotFound
 from app.core.db import utcnow
 from app.core.errors import Conflict, InvalidInput
-from app.runs.models import Run
 
 MANUAL = "manual"  # detector["name"] of a finding a person created
 WINDOW = DetectorConfig().window  # points either side that give its levels
@@ -103,7 +100,9 @@ def move(session: Session, regression_id: int, first_bad_run_id: int, by: str) -
     )
     for name in (*AUDITED[:6], "before_spread", "after_spread", "p_value"):
         setattr(regression, name, getattr(moved, name))
-    regression.environment_diff = _diff(session, moved)
+    regression.environment_diff = environment_diff(
+        session, {}, moved.first_bad_run_id, moved.last_good_run_id
+    )
     regression.confirmation = {
         **regression.confirmation,
         "moved": {
@@ -163,14 +162,6 @@ def _step_at(history: History, index: int) -> ChangePoint:
             f"the series' level before run {history.run_ids[index]} is 0: a step is relative to it",
         )
     return step_between(index, left, right)
-
-
-def _diff(session: Session, regression: Regression) -> dict[str, Any]:
-    from app.anomalies import explain
-
-    first_bad = session.get_one(Run, regression.first_bad_run_id)
-    last_good = session.get_one(Run, regression.last_good_run_id)
-    return explain.diff_environments(environment(last_good), environment(first_bad))
 
 
 def _invalid(loc: str, message: str) -> InvalidInput:

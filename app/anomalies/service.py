@@ -293,28 +293,23 @@ def _record(
     # The recorded step the change finds again: an open one before a withdrawn one, then the
     # nearest, then the older. A step withdrawn one run away (found while the change's first
     # bad run was invalidated) must not be revived beside the step at the change itself.
-    near = [
+    close = [
         regression
         for regression in known
         if (at := position.get(regression.first_bad_run_id)) is not None
         and abs(at - change.index) <= REFINE_RADIUS
-        and regression.is_shape == (change.kind in SHAPES)
     ]
-    around = [
-        regression
-        for regression in known
-        if (at := position.get(regression.first_bad_run_id)) is not None
-        and abs(at - change.index) <= REFINE_RADIUS
-        and regression.is_shape != (change.kind in SHAPES)
-    ]
-    if around and change.kind in SHAPES:
+    shape = change.kind in SHAPES
+    near = [regression for regression in close if regression.is_shape == shape]
+    around = [regression for regression in close if regression.is_shape != shape]
+    if around and shape:
         return None  # a recorded step is there: the shape is the step's
     if around and not near:  # a shape change recorded where a step is found: it was the step
-        shape = min(around, key=lambda one: abs(position[one.first_bad_run_id] - change.index))
-        was = shape.direction
-        _confirm(shape, series, history, change, found_by)
-        shape.confirmation = {**shape.confirmation, "was": was}
-        detection.confirmed.append(shape)
+        was = min(around, key=lambda one: abs(position[one.first_bad_run_id] - change.index))
+        kind = was.direction
+        _confirm(was, series, history, change, found_by)
+        was.confirmation = {**was.confirmation, "was": kind}
+        detection.confirmed.append(was)
         return None
     if near:
         regression = min(
