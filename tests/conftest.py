@@ -7,6 +7,7 @@ both. ``BENCHWATCH_TEST_DIALECTS=both`` runs every database test on each dialect
 """
 
 import os
+import re
 import socket
 import threading
 import time
@@ -267,6 +268,16 @@ def make_token(database: Database, *scopes: str, name: str = "ci") -> str:
     with database.session_scope() as session:
         _, plain = tokens_service.create_token(session, name, list(scopes), PEPPER)
     return plain
+
+
+def sign_in(client: TestClient, database: Database, *scopes: str) -> str:
+    """Sign a page client in with a new token of ``scopes``; the CSRF value of its pages."""
+    token = make_token(database, *scopes, name="-".join(scopes))
+    answer = client.post("/login", data={"token": token}, follow_redirects=False)
+    assert answer.status_code == 303, answer.text
+    found = re.search(r'<meta name="csrf-token" content="([^"]+)">', client.get("/").text)
+    assert found, "the page carries no CSRF value: not signed in?"
+    return found.group(1)
 
 
 @pytest.fixture

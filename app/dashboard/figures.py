@@ -36,6 +36,15 @@ RANGE_BUTTONS = [
     {"count": 30, "label": "30d", "step": "day", "stepmode": "backward"},
     {"step": "all", "label": "all"},
 ]
+# Above the plot at the right: the title holds the top left.
+RANGE_SELECTOR = {
+    "buttons": RANGE_BUTTONS,
+    "x": 1,
+    "xanchor": "right",
+    "y": 1.02,
+    "yanchor": "bottom",
+}
+LOG_TICKS = "~g"  # 20, 30, 0.02: every tick in full, no SI prefix (a unit may be ms already)
 
 
 def embed(figure: Mapping[str, Any]) -> str:
@@ -153,8 +162,10 @@ def compare_scatter(
         )
     axis = axis_title(metric, unit)
     fig = figure_of(traces, f"{labels[0]} (x) vs the others (y)", axis, height=420)
-    fig.update_xaxes(title_text=text(f"{labels[0]}: {axis}"), type="log")
-    fig.update_yaxes(type="log")
+    # A tick format makes plotly write every tick in full: by default a log axis labels the
+    # ticks between powers of ten with their first digit alone ("2, 3" for 20, 30).
+    fig.update_xaxes(title_text=text(f"{labels[0]}: {axis}"), type="log", tickformat=LOG_TICKS)
+    fig.update_yaxes(type="log", tickformat=LOG_TICKS)
     return plain(fig)
 
 
@@ -251,7 +262,7 @@ def series_chart(
         )
         traces += _markers(line, color)
     fig = figure_of(traces, f"{metric} · {mode} · by {by}", axis_title(metric, unit))
-    fig.update_xaxes(rangeselector={"buttons": RANGE_BUTTONS})
+    fig.update_xaxes(rangeselector=RANGE_SELECTOR)
     _annotate(fig, marks)
     return plain(fig)
 

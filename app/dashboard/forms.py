@@ -294,7 +294,7 @@ def localize_form(
         context = inbox(session, AlertQuery(group=group))
         error = {"kind": kind, "id": finding, "message": refused.detail}
         return render(
-            request, session, "alerts.html", may_localize=True, localize_error=error, **context
+            request, session, "alerts.html", may_triage=True, localize_error=error, **context
         )
     queue.commit(session)
     done = "queued" if new else "unfinished"

@@ -93,9 +93,9 @@ def alerts_view(
     query = AlertQuery(
         status, machine or None, channel or None, direction or None, as_int(group), project
     )
-    may_localize = access.may(request, session, "triage")
+    may_triage = access.may(request, session, "triage")
     context = inbox(session, query)
-    return render(request, session, "alerts.html", may_localize=may_localize, **context)
+    return render(request, session, "alerts.html", may_triage=may_triage, **context)
 
 
 @router.get("/localizations/{localization_id}", response_class=HTMLResponse)

@@ -14,7 +14,7 @@ from app.core.config import Settings
 from app.core.db import Database
 from app.main import create_app
 from tests.anomalies.test_service import dynamic_bert_slower, post_history
-from tests.conftest import make_token
+from tests.conftest import make_token, sign_in
 
 SERIES = "/series?model=bert&precision=bf16&metric=latency"
 # The history's runs are 12 hours apart from 2026-01-01; the step's last good run is the 25th
@@ -132,14 +132,6 @@ def web(settings: Settings) -> Iterator[TestClient]:
     with TestClient(application, follow_redirects=False) as test_client:
         yield test_client
     application.state.database.dispose()
-
-
-def sign_in(client: TestClient, database: Database, *scopes: str) -> str:
-    token = make_token(database, *scopes, name="-".join(scopes))
-    assert client.post("/login", data={"token": token}).status_code == 303
-    found = re.search(r'<meta name="csrf-token" content="([^"]+)">', client.get("/").text)
-    assert found
-    return found.group(1)
 
 
 def fields(csrf: str, **changes: str) -> dict[str, str]:

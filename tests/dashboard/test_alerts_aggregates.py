@@ -2,14 +2,17 @@
 
 from fastapi.testclient import TestClient
 
+from app.core.db import Database
 from tests.anomalies.test_aggregate_findings import MODELS, nightly
 from tests.anomalies.test_aggregate_triage import pass_rate_drops
+from tests.conftest import sign_in
 
 
 def test_a_pass_rate_finding_shows_its_rule_levels_runs_explanations_and_actions(
-    client: TestClient, ingest_headers: dict[str, str]
+    client: TestClient, database: Database, ingest_headers: dict[str, str]
 ) -> None:
     runs = pass_rate_drops(client, ingest_headers)
+    sign_in(client, database, "triage")  # the actions are a triager's
     (found,) = client.get("/api/v1/aggregate-findings").json()["items"]
     group = found["group_id"]
     text = client.get("/alerts").text

@@ -8,7 +8,7 @@ from playwright.sync_api import Page, expect
 
 from app.core.db import Database
 from tests.anomalies.test_failure_triage import CRAFTED, post_nightly, three_start_failing
-from tests.conftest import make_token
+from tests.conftest import make_token, sign_in
 
 
 def failures_by_model(client: TestClient) -> dict[str, dict[str, object]]:
@@ -16,9 +16,10 @@ def failures_by_model(client: TestClient) -> dict[str, dict[str, object]]:
 
 
 def test_a_group_of_failures_shows_its_cases_reasons_runs_and_actions(
-    client: TestClient, ingest_headers: dict[str, str]
+    client: TestClient, database: Database, ingest_headers: dict[str, str]
 ) -> None:
     runs = three_start_failing(client, ingest_headers)
+    sign_in(client, database, "triage")  # the actions are a triager's
     page = client.get("/alerts")  # "new" by default: the group has failures alone
     assert page.status_code == 200
     text = page.text

@@ -8,7 +8,9 @@ import re
 import pytest
 from fastapi.testclient import TestClient
 
+from app.core.db import Database
 from tests.anomalies.test_service import BAD, dynamic_bert_slower, post_history
+from tests.conftest import sign_in
 from tests.factories import result, run_payload
 
 PAGES = ("/", "/series", "/compare", "/alerts")
@@ -62,15 +64,25 @@ def test_the_series_chart_follows_the_url(client: TestClient, history: list[int]
 
 
 def test_alerts_show_the_group_its_explanation_and_triage_actions(
-    client: TestClient, history: list[int]
+    client: TestClient, database: Database, history: list[int]
 ) -> None:
     page = client.get("/alerts")
     assert "Alert group 1" in page.text
     assert "2.6.0.dev20260113" in page.text  # the environment diff
     assert "only the dynamic-shapes config moved" in page.text
+    assert "step-1" in figures(page.text)  # the step's chart
+    # A reader who cannot triage gets a sign-in prompt, not controls that would refuse.
+    assert "data-endpoint" not in page.text
+    assert "with a <code>triage</code> token to triage" in page.text
+    sign_in(client, database, "read")
+    page = client.get("/alerts")
+    assert "data-endpoint" not in page.text
+    assert "Your token lacks the <code>triage</code> scope" in page.text
+    sign_in(client, database, "triage")
+    page = client.get("/alerts")
     assert 'data-endpoint="/api/v1/alert-groups/1"' in page.text
     assert 'data-endpoint="/api/v1/regressions/1"' in page.text
-    assert "step-1" in figures(page.text)  # the step's chart
+    assert "to triage" not in page.text
     assert "No alert groups match" in client.get("/alerts", params={"status": "fixed"}).text
 
 

@@ -22,7 +22,7 @@ from app.core.config import Settings
 from app.core.db import Database
 from app.main import create_app
 from app.notifications.models import Subscription
-from tests.conftest import make_token
+from tests.conftest import make_token, sign_in
 from tests.dashboard.conftest import VIEWPORT
 from tests.notifications.receiver import receiving
 
@@ -46,15 +46,6 @@ def web(live_settings: Settings) -> Iterator[TestClient]:
     with TestClient(application, follow_redirects=False) as client:
         yield client
     application.state.database.dispose()
-
-
-def sign_in(client: TestClient, database: Database, *scopes: str) -> str:
-    """Sign the client in with a new token of ``scopes``; the CSRF value of its pages."""
-    token = make_token(database, *scopes, name="-".join(scopes))
-    assert client.post("/login", data={"token": token}).status_code == 303
-    found = re.search(r'<meta name="csrf-token" content="([^"]+)">', client.get("/").text)
-    assert found
-    return found.group(1)
 
 
 def form(csrf: str, **fields: str) -> dict[str, str]:
