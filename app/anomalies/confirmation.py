@@ -19,7 +19,7 @@ the history as measured, is left alone) and judges each regression with ``judge`
 import json
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,14 +35,14 @@ from app.benchmarks import vocabulary as vocab
 from app.benchmarks.models import CASE_IDENTITY
 from app.core.db import utcnow
 from app.core.queue import enqueue_after_commit
+from app.core.sample_stats import rank_p_value
 from app.jobs import REQUEUE_SHARDS
 from app.runs.models import Result, Run
 from app.suite_runs.models import RERUN_TRIGGER, SuiteRun, SuiteShard
-from app.suite_runs.service import UNFINISHED, ShardPlan, SuiteRunNotFound, open_suite_run
+from app.suite_runs.pinned import measured_samples, plans, stack_of
+from app.suite_runs.service import UNFINISHED, SuiteRunNotFound, open_suite_run
 
 MAX_CASES = 8  # cases per re-run: the largest suspected steps first
-# The stack a re-run must share with the suspect run for its samples to be comparable.
-COMPARED = ("torch", "torch_git_sha", "triton", "cuda", "hip", "driver", "python")
 ENVIRONMENT_CHANGED = "environment changed since the suspect run; not re-run"
 MIN_POINTS_BEFORE = 3
 DEFAULTS = DetectorConfig()
@@ -101,7 +101,7 @@ def judge(
         )
     shift = _hodges_lehmann(pooled, level)
     rel, rerun_rel = shift / abs(base), _hodges_lehmann(again, level) / abs(base)
-    p_value, side = _p_value(level, pooled), math.copysign(1.0, suspected_change)
+    p_value, side = rank_p_value(level, pooled), math.copysign(1.0, suspected_change)
     facts = f"pooled {rel:+.1%}, p = {p_value:.2g}; re-run alone {rerun_rel:+.1%}"
     if rerun_rel * side < abs(suspected_change) / 2:
         reason = f"the re-run is back at the old level ({facts})"
@@ -117,25 +117,6 @@ def judge(
 
 def _hodges_lehmann(after: np.ndarray[Any, Any], before: np.ndarray[Any, Any]) -> float:
     return float(np.median(np.subtract.outer(after, before)))
-
-
-def _p_value(left: np.ndarray[Any, Any], right: np.ndarray[Any, Any]) -> float:
-    from scipy.stats import mannwhitneyu  # scipy.stats is slow to import; only a verdict needs it
-
-    if np.ptp(np.concatenate([left, right])) == 0:
-        return 1.0
-    return float(mannwhitneyu(left, right, alternative="two-sided").pvalue)
-
-
-def environment_changes(
-    suspect: Mapping[str, Any], here: Mapping[str, Any]
-) -> dict[str, list[str]]:
-    """The parts of the stack (``COMPARED``) that differ: ``{field: [suspect's, here]}``."""
-    return {
-        name: [str(suspect.get(name) or ""), str(here.get(name) or "")]
-        for name in COMPARED
-        if str(suspect.get(name) or "") != str(here.get(name) or "")
-    }
 
 
 def request_reruns(session: Session, suspected: Sequence[Regression]) -> None:
@@ -217,7 +198,7 @@ def _extend(
     """The unfinished request of the run with these cases added, or a new one with them."""
     ids = [r.id for r in regressions]
     if target is None:
-        environment = {name: getattr(run.environment, name) for name in COMPARED}
+        environment = stack_of(run)
         request = {"run_id": run.id, "channel": run.channel, "environment": environment}
         return open_suite_run(
             session,
@@ -226,10 +207,10 @@ def _extend(
             tier=run.tier,
             trigger=RERUN_TRIGGER,
             description={"confirm": {**request, "regression_ids": ids}},
-            shards=_plans(cases),
+            shards=plans(cases),
         )
     # A new shard per new case: a shard a worker may be measuring keeps the cases it has.
-    for plan in _plans(cases):
+    for plan in plans(cases):
         for case in plan.cases:
             position = len(target.shards)
             target.shards.append(SuiteShard(position=position, label=plan.label, cases=[case]))
@@ -238,14 +219,6 @@ def _extend(
     target.description = {**target.description, "confirm": merged}
     session.flush()
     return target
-
-
-def _plans(cases: Iterable[dict[str, Any]]) -> list[ShardPlan]:
-    """The cases in shards as ``workers.tiers.plan_shards`` cuts them: a model in one mode."""
-    shards: dict[str, list[dict[str, Any]]] = {}
-    for case in cases:
-        shards.setdefault(f"{case['model']} {case['mode']}", []).append(case)
-    return [ShardPlan(label, found) for label, found in shards.items()]
 
 
 def _request_of(suite_run: SuiteRun) -> dict[str, Any]:
@@ -370,7 +343,7 @@ def _conclude(
     series, now = regression.series, utcnow().isoformat()
     case = _key(series.benchmark.identity())
     row = rows.get((case, series.metric.name))
-    added = _numbers(row, series.metric.unit) if row is not None else []
+    added = measured_samples(row, series.metric.unit) if row is not None else []
     result = session.get(Result, (regression.first_bad_run_id, series.id))
     if not added or result is None:
         why = (row or {}).get("reason") or failed.get(case)
@@ -405,18 +378,6 @@ def _conclude(
         finished_at=now,
     )
     return True
-
-
-def _numbers(row: Mapping[str, Any], unit: str) -> list[float]:
-    """A measured row's samples (or its value) in the series' stored unit; [] if it failed."""
-    if row.get("status", "ok") != "ok":
-        return []
-    found = row.get("samples") or ([row["value"]] if row.get("value") is not None else [])
-    given = row.get("unit")
-    factor = 1.0
-    if given and unit and given in vocab.UNITS and unit in vocab.UNITS:
-        factor = vocab.unit_factor(given, unit) or 1.0
-    return [float(x) * factor for x in found]
 
 
 def _pool(result: Result, suite_run_id: int, added: list[float]) -> list[float]:

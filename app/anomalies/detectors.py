@@ -55,6 +55,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from app.core.sample_stats import rank_p_value
 from app.core.spread import MIN_SAMPLES, relative_spread
 
 FloatArray = npt.NDArray[np.float64]
@@ -281,7 +282,7 @@ def _weakness(
         return p_value
     if samples is not None:
         pooled = _pooled(samples, bounds[0], split), _pooled(samples, split, bounds[1])
-        if len(pooled[0]) and len(pooled[1]) and _p_value(*pooled) > config.max_p_value:
+        if len(pooled[0]) and len(pooled[1]) and rank_p_value(*pooled) > config.max_p_value:
             return p_value
     return None
 
@@ -309,7 +310,7 @@ def _small_weakness(
     strict = config.max_p_value * SMALL_P_SHARE
     if p_value > strict:
         return p_value
-    if _p_value(*_detrended(left, right)) > strict or not _beyond_trend(left, right, least):
+    if rank_p_value(*_detrended(left, right)) > strict or not _beyond_trend(left, right, least):
         return p_value
     return None
 
@@ -371,7 +372,7 @@ def _level_p_value(left: FloatArray, right: FloatArray, sigma: float, max_p: flo
     Levels too short for the rank test to reach ``max_p`` are judged by ``_noise_p_value``,
     where their ranks at least separate them (``SHORT_RANK_P``).
     """
-    p_value = _p_value(left, right)
+    p_value = rank_p_value(left, right)
     if _rank_floor(len(left), len(right)) > max_p and p_value <= SHORT_RANK_P:
         return _noise_p_value(left, right, sigma)
     return p_value
@@ -400,16 +401,6 @@ def _noise_p_value(left: FloatArray, right: FloatArray, sigma: float) -> float:
     return float(2 * norm.sf(z))
 
 
-def _p_value(left: FloatArray, right: FloatArray) -> float:
-    # Imported here, not on top: scipy.stats loads most of scipy, and what imports this
-    # module only for DetectorConfig, or tests a series with no step, never needs it.
-    from scipy.stats import mannwhitneyu
-
-    if np.ptp(np.concatenate([left, right])) == 0:
-        return 1.0
-    return float(mannwhitneyu(left, right, alternative="two-sided").pvalue)
-
-
 def _change_point(
     points: FloatArray,
     observed: npt.NDArray[np.intp],
@@ -436,7 +427,7 @@ def step_between(
         before=before,
         after=after,
         rel_change=(after - before) / abs(before),
-        p_value=_p_value(left, right) if p_value is None else p_value,
+        p_value=rank_p_value(left, right) if p_value is None else p_value,
         before_spread=float(np.median(np.abs(left - before))),
         after_spread=float(np.median(np.abs(right - after))),
     )

@@ -37,11 +37,10 @@ from app.anomalies.detectors import (
     FloatArray,
     within_run_noise,
 )
+from app.core.modes import MIN_SHARE, SEPARATION, Modes, best_splits, two_modes
 
 MODES_P_VALUE = 0.01  # Fisher's test of the new mode's share before and after its onset
 BIMODAL_P_FACTOR = 10  # two modes are evidence of their own: the spread test may be this weaker
-MIN_MODE_POINTS = 4  # the fewest points a mode holds: fewer are outliers
-MIN_CROSSINGS = 3  # two modes alternate: the points cross between them this often
 SCAN_Z = 3.0  # the rank scan's z-score a split needs to be judged
 
 
@@ -58,47 +57,8 @@ class ShapeConfig:
     window: int = 30  # points either side judged
     min_ratio: float = 2.0  # the spread at least doubles ...
     max_p_value: float = 0.0003  # ... by a rank test this sure (strict: every split is tried)
-    separation: float = 4.0  # two modes: their means this many pooled sd apart ...
-    min_share: float = 0.15  # ... and the smaller holds this share of the points
-
-
-@dataclass(frozen=True)
-class Modes:
-    """The best two-mode reading of some values: the modes' means, sd and the upper share."""
-
-    low: float
-    high: float
-    spread: float
-    upper_share: float
-    separation: float
-
-    def interleaved(self, values: FloatArray) -> bool:
-        """Whether ``values`` (in time order) cross between the modes as drawn modes do.
-
-        Two modes drawn from run to run alternate, in both halves of the window, at least
-        half as often as modes drawn at random would; two levels one after the other (a step
-        inside the window, or levels that take turns for days) cross once or a few times,
-        and a half of the window may hold one of them only.
-        """
-        upper = values > (self.low + self.high) / 2
-        share = float(upper.mean())
-        expected = 2 * share * (1 - share) * (len(values) - 1)  # of modes drawn at random
-        crossings = int(np.count_nonzero(upper[1:] != upper[:-1]))
-        if crossings < max(MIN_CROSSINGS, expected / 2):
-            return False
-        halves = upper[: len(upper) // 2], upper[len(upper) // 2 :]
-        return all(half.any() and not half.all() for half in halves)
-
-    def new_mode(self, values: FloatArray, level: float) -> npt.NDArray[np.bool_]:
-        """Which of ``values`` lie on the mode further from ``level`` (past the midpoint)."""
-        middle = (self.low + self.high) / 2
-        return (
-            values > middle if abs(self.high - level) > abs(self.low - level) else values < middle
-        )
-
-    def keeps(self, level: float, movement: float) -> bool:
-        """Whether one of the modes is ``level``, within twice the typical ``movement``."""
-        return min(abs(self.low - level), abs(self.high - level)) <= 2 * movement
+    separation: float = SEPARATION  # two modes: their means this many pooled sd apart ...
+    min_share: float = MIN_SHARE  # ... and the smaller holds this share of the points
 
 
 def find_shape_changes(
@@ -390,55 +350,13 @@ def _with_levels(change: ChangePoint, left: FloatArray, right: FloatArray) -> Ch
 
 
 def modes(values: FloatArray, config: ShapeConfig = ShapeConfig()) -> Modes | None:
-    """The two modes of ``values``, if they hold two (see the module docstring); else None.
-
-    The best split of the sorted values is the one whose two sides' means are furthest apart
-    in pooled standard deviations, each side holding at least ``min_share`` of the values.
-    """
-    found = _best_splits(np.asarray(values, dtype=np.float64)[None, :], config)
-    if found is None or found[0][0] < config.separation:
-        return None
-    separation, low, high, sd, upper_share = (float(column[0]) for column in found)
-    return Modes(low, high, sd, upper_share, separation)
-
-
-def _best_splits(
-    rows: FloatArray, config: ShapeConfig
-) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray] | None:
-    """Per row of values, its best two-mode split: separation, low and high means, sd, share.
-
-    All rows at once (a sort and two cumulative sums along the rows), so that every window of
-    a series is read in one pass; None when the rows are too short to hold two modes.
-    """
-    ordered = np.sort(rows, axis=1)
-    n = ordered.shape[1]
-    least = max(MIN_MODE_POINTS, int(np.ceil(config.min_share * n)))
-    if n < 2 * least:
-        return None
-    k = np.arange(least, n - least + 1)
-    total, squares = np.cumsum(ordered, axis=1), np.cumsum(ordered**2, axis=1)
-    low_mean = total[:, k - 1] / k
-    high_mean = (total[:, -1:] - total[:, k - 1]) / (n - k)
-    within = (squares[:, k - 1] - k * low_mean**2) + (
-        (squares[:, -1:] - squares[:, k - 1]) - (n - k) * high_mean**2
-    )
-    sd = np.sqrt(np.maximum(within, 0.0) / (n - 2))
-    gap = high_mean - low_mean
-    separation = np.where(sd > 0, gap / np.where(sd > 0, sd, 1.0), np.where(gap > 0, np.inf, 0))
-    best = np.argmax(separation, axis=1)
-    rows_at = np.arange(len(rows))
-    return (
-        separation[rows_at, best],
-        low_mean[rows_at, best],
-        high_mean[rows_at, best],
-        sd[rows_at, best],
-        (n - k[best]) / n,
-    )
+    """The two modes of ``values``, if they hold two (``core.modes.two_modes``); else None."""
+    return two_modes(values, config.separation, config.min_share)
 
 
 def _any_two_modes(points: FloatArray, config: ShapeConfig) -> bool:
     """Whether some ``window`` of the points (or the newest, if fewer) may hold two modes."""
     width = min(config.window, len(points))
     windows = np.lib.stride_tricks.sliding_window_view(points, width)
-    found = _best_splits(windows, config)
+    found = best_splits(windows, config.min_share)
     return found is not None and bool(np.any(found[0] >= config.separation))

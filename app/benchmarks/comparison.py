@@ -4,17 +4,24 @@
 page and the API cannot disagree on a case. The thresholds are PyTorch's TorchInductor
 dashboard's: a relative change within 5% is no move (20% for memory, which is noisier).
 
+Where both sides have samples, ``judge_samples`` says how sure a change is: a bootstrap
+interval of the ratio of medians, a rank test and an effect size (``Confidence``).
+
 A metric's direction comes from the catalog (``Metric.higher_is_better``; None: neither way
 is better). Rows are result rows as ``runs.reads.list_run_results`` returns them.
 """
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
+
 from app.benchmarks.service import BenchmarkKey
 from app.benchmarks.vocabulary import PASSING_ACCURACY
+from app.core.modes import two_modes
+from app.core.sample_stats import cliffs_delta, least_p_value, median_ratio_interval, rank_p_value
 
 RELATIVE = 0.05
 RELATIVE_MEMORY = 0.20
@@ -205,3 +212,87 @@ def geomean_ratio(
     ratio = geomean(ratios)
     rel = None if ratio is None else ratio - 1
     return Geomean(ratio, len(ratios), direction(rel, higher_is_better))
+
+
+# --- How sure: a case's samples on both sides (the compare's statistics) ---
+
+Sureness = Literal["better", "worse", "same", "unsure", "changed"]
+MAX_P = 0.05  # the rank test's level for a move
+SMALL_EFFECT = 0.33  # Cliff's delta under this (in size) is a small effect, not a move
+MIN_SAMPLES = 3  # samples a side needs before its interval means anything
+MIN_MODE_SAMPLES = 20  # samples a side needs before two modes in them are more than chance
+
+
+@dataclass(frozen=True)
+class Confidence:
+    """How sure a case's change is, from its samples (``judge_samples``).
+
+    ``ratio``: median(new) / median(base), with its bootstrap ``interval``; ``p_value``: the
+    rank test's; ``cliffs_delta``: the effect size; ``verdict``: ``better`` or ``worse`` (a
+    move beyond the threshold the test and the effect agree on), ``same`` (the whole interval
+    within the threshold), ``changed`` (a move of a metric with no better way), else
+    ``unsure``; ``needs_more``: more samples could decide it; ``bimodal``: which sides hold
+    two modes (``base``, ``new``).
+    """
+
+    ratio: float
+    interval: tuple[float, float]
+    p_value: float
+    cliffs_delta: float
+    verdict: Sureness
+    needs_more: bool
+    samples: tuple[int, int]
+    bimodal: tuple[str, ...] = ()
+    reason: str = ""
+
+
+def judge_samples(
+    base: Sequence[float],
+    new: Sequence[float],
+    higher_is_better: bool | None,
+    threshold: float = RELATIVE,
+) -> Confidence | None:
+    """How sure the change from ``base`` to ``new`` samples is; None without positive samples.
+
+    A move needs all of: the ratio beyond the threshold, the rank test at ``MAX_P``, the
+    interval clear of no change, and an effect of at least ``SMALL_EFFECT``. ``same`` needs
+    the whole interval within the threshold. Anything between is ``unsure``; where a side
+    has fewer than ``MIN_SAMPLES`` or the rank test could not reach ``MAX_P`` with these
+    sizes, the case needs more runs.
+    """
+    if not base or not new or min(base) <= 0 or min(new) <= 0:
+        return None
+    ratio = float(np.median(new)) / float(np.median(base))
+    low, high = median_ratio_interval(base, new)
+    p_value, delta = rank_p_value(base, new), cliffs_delta(base, new)
+    bimodal = tuple(
+        side
+        for side, values in (("base", base), ("new", new))
+        if len(values) >= MIN_MODE_SAMPLES and two_modes(values)
+    )
+    few = min(len(base), len(new)) < MIN_SAMPLES or least_p_value(len(base), len(new)) > MAX_P
+    rel = ratio - 1
+    sure = (
+        abs(rel) > threshold
+        and p_value <= MAX_P
+        and (low > 1 or high < 1)
+        and abs(delta) >= SMALL_EFFECT
+        and not few
+    )
+    if sure:
+        verdict: Sureness = direction(rel, higher_is_better) or "changed"
+        reason = f"p = {p_value:.2g}, effect {delta:+.2f}, interval clear of no change"
+    elif not few and 1 - threshold <= low and high <= 1 + threshold:
+        verdict, reason = "same", f"the whole interval is within {threshold:.0%}"
+    else:
+        verdict = "unsure"
+        reason = (
+            f"{len(base)} and {len(new)} samples: too few to decide"
+            if few
+            else f"p = {p_value:.2g}, effect {delta:+.2f}, interval {low:.3f}-{high:.3f}"
+        )
+    needs_more = verdict == "unsure"
+    samples = (len(base), len(new))
+    return Confidence(
+        ratio, (low, high), p_value, delta, verdict, needs_more, samples, bimodal, reason
+    )

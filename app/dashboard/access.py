@@ -111,3 +111,4 @@ def form_actor(scope: str) -> Callable[..., Actor]:
 AdminPage = Annotated[Actor, Depends(page_actor("admin"))]
 AdminForm = Annotated[Actor, Depends(form_actor("admin"))]
 TriageForm = Annotated[Actor, Depends(form_actor("triage"))]
+TriggerForm = Annotated[Actor, Depends(form_actor("trigger"))]

@@ -7,6 +7,7 @@ base gets the geomean of its ratio to the base over the cases both measured.
 """
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from app.anomalies.models import Regression
 from app.benchmarks.comparison import (
+    RELATIVE,
     CaseKey,
     Geomean,
     case_key,
@@ -22,9 +24,10 @@ from app.benchmarks.comparison import (
     in_order,
     judge_rows,
 )
-from app.benchmarks.models import Series
+from app.benchmarks.models import CASE_IDENTITY, Series
 from app.core import spreadsheet
 from app.core.errors import InvalidInput
+from app.core.names import is_project_name
 from app.dashboard import figures, kernels_page
 from app.dashboard.queries import (
     default_channel,
@@ -33,13 +36,18 @@ from app.dashboard.queries import (
     machine_names,
     recent_runs,
 )
+from app.dashboard.shell import as_int
 from app.runs.history import place_runs
 from app.runs.models import Run
 from app.runs.reads import get_run
+from app.suite_runs import compare_reruns
+from app.summaries import confidence
 from app.summaries.service import compared_results
 
 KINDS = ("configs", "runs", "machines", "channels")
 MAX_SIDES = 8  # each side reads a whole run's results (their values, not their samples)
+MAX_DISTRIBUTIONS = 6  # bimodal cases drawn with their samples
+MAX_RERUN_CASES = compare_reruns.MAX_CASES
 
 
 @dataclass(frozen=True)
@@ -59,6 +67,31 @@ class CompareQuery:
     new_machine: str | None = None
     channels: str = ""  # comma-separated, oldest release line first; empty: all of them
     project: str | None = None  # that project's runs only (None: any project's)
+
+
+def query_of(params: Mapping[str, str]) -> CompareQuery:
+    """The page's state from its URL's parameters; a malformed one takes its default."""
+
+    def text(name: str, default: str | None = None) -> str | None:
+        return params.get(name) or default
+
+    project = params.get("project") or None
+    kind = params.get("kind", "configs")
+    return CompareQuery(
+        kind if kind in KINDS else "configs",
+        text("machine"),
+        text("channel"),
+        params.get("metric", "latency"),
+        params.get("mode", "inference"),
+        params.get("base_config", "default"),
+        params.get("new_config", "dynamic"),
+        as_int(params.get("base_run")),
+        as_int(params.get("new_run")),
+        text("base_machine"),
+        text("new_machine"),
+        params.get("channels", ""),
+        project if project is not None and is_project_name(project) else None,
+    )
 
 
 @dataclass(frozen=True)
@@ -81,11 +114,17 @@ class Choices:
 
 @dataclass(frozen=True)
 class Table:
-    """The comparison: its sides (base first), a row per case, a geomean per side after the base."""
+    """The comparison: its sides (base first), a row per case, a geomean per side after the base.
+
+    ``intervals``: each geomean's bootstrap interval (None without samples to draw from);
+    ``judged``: how many cases the statistics cover (``confidence.MAX_CASES`` at most).
+    """
 
     sides: list[Side]
     rows: list[dict[str, Any]] = field(default_factory=list)
     geomeans: list[Geomean] = field(default_factory=list)
+    intervals: list[tuple[float, float] | None] = field(default_factory=list)
+    judged: int = 0
 
     @property
     def common(self) -> int:
@@ -156,18 +195,46 @@ def _other(machines: list[str], machine: str) -> str:
     return next((m for m in machines if m != machine), machine)
 
 
-def table(session: Session, query: CompareQuery, chosen: list[Side]) -> Table:
-    """Each side's results of the query's metric and mode, matched per case and judged."""
+def table(session: Session, query: CompareQuery, chosen: list[Side], stats: bool = True) -> Table:
+    """Each side's results of the query's metric and mode, matched per case and judged.
+
+    ``stats``: how sure each change is, from the samples (the CSV reads values alone).
+    """
     if len(chosen) < 2:
         return Table(chosen)
     results = [_results(session, side, query) for side in chosen]
-    rows = [_row(key, results) for key in in_order(set().union(*results))]
+    keys = in_order(set().union(*results))
+    rows = [_row(key, results) for key in keys]
     higher = next((r["higher_is_better"] for r in rows if r["higher_is_better"] is not None), None)
     geomeans = [
         geomean_ratio(((r["values"][0], r["values"][i]) for r in rows), higher)
         for i in range(1, len(chosen))
     ]
-    return Table(chosen, rows, geomeans)
+    if not stats:
+        return Table(chosen, rows, geomeans)
+    judged = keys[: confidence.MAX_CASES]
+    samples = [
+        confidence.read_side(session, side.run.id, [r for k in judged if (r := found.get(k))])
+        for side, found in zip(chosen, results, strict=True)
+    ]
+    intervals = []
+    for i in range(1, len(chosen)):
+        pairs = [
+            (confidence.key_of(base), confidence.key_of(new), new["higher_is_better"])
+            for k in judged
+            if (base := results[0].get(k)) is not None and (new := results[i].get(k)) is not None
+        ]
+        intervals.append(confidence.geomean(samples[0], samples[i], pairs))
+        judgements = iter(confidence.judge(samples[0], samples[i], pairs, RELATIVE))
+        for key, row in zip(judged, rows, strict=False):
+            both = results[0].get(key) is not None and results[i].get(key) is not None
+            row["confidence"].append(next(judgements) if both else None)
+    for key, row in zip(judged, rows, strict=False):
+        row["samples"] = [
+            side.samples.get(confidence.key_of(found[key])) if key in found else None
+            for side, found in zip(samples, results, strict=True)
+        ]
+    return Table(chosen, rows, geomeans, intervals, len(judged))
 
 
 def _results(session: Session, side: Side, query: CompareQuery) -> dict[CaseKey, dict[str, Any]]:
@@ -199,7 +266,15 @@ def _row(key: CaseKey, results: list[dict[CaseKey, dict[str, Any]]]) -> dict[str
         "changes": [c.rel_change for c in changes],
         "verdicts": [c.verdict for c in changes],
         "benchmarks": [r["benchmark_id"] if r is not None else None for r in present],
+        "identities": [_identity(r) if r is not None else None for r in present],
+        "confidence": [],  # per side after the base, for the cases the statistics cover
+        "samples": [],
     }
+
+
+def _identity(row: dict[str, Any]) -> dict[str, Any]:
+    """The case a result row is of (``CASE_IDENTITY``), as a re-run asks for it."""
+    return {name: row[name] for name in CASE_IDENTITY}
 
 
 def compare_page(session: Session, query: CompareQuery) -> dict[str, Any]:
@@ -230,7 +305,47 @@ def compare_page(session: Session, query: CompareQuery) -> dict[str, Any]:
         ),
         "rollback": _rollback_targets(session, compared.sides),
         "kernel_links": _kernel_links(session, compared),
+        "intervals": compared.intervals,
+        "judged": compared.judged,
+        "undecided": undecided(compared),
+        "distributions": _distributions(compared, query.metric),
     }
+
+
+def undecided(compared: Table) -> dict[str, Any]:
+    """The cases that need more runs, as one re-run asks for them: per run, their identities.
+
+    The largest changes first, ``compare_reruns.MAX_CASES`` at most; ``count``: how many need
+    more runs in all.
+    """
+    needing = []
+    for row in compared.rows:
+        unsure = [c for c in row["confidence"] if c is not None and c.needs_more]
+        if unsure:
+            needing.append((max(abs(c.ratio - 1) for c in unsure), row))
+    needing.sort(key=lambda pair: -pair[0])
+    chosen = [row for _, row in needing[:MAX_RERUN_CASES]]
+    runs: dict[int, list[dict[str, Any]]] = {}
+    for row in chosen:
+        for side, identity in zip(compared.sides, row["identities"], strict=True):
+            if identity is not None and identity not in runs.setdefault(side.run.id, []):
+                runs[side.run.id].append(identity)
+    return {"count": len(needing), "runs": runs, "cases": len(chosen)}
+
+
+def _distributions(compared: Table, metric: str) -> list[dict[str, Any]]:
+    """The samples of the cases with two modes on a side, both sides on one chart each."""
+    charts = []
+    for index, row in enumerate(compared.rows[: compared.judged]):
+        if not any(c is not None and c.bimodal for c in row["confidence"]):
+            continue
+        title = f"{row['model']} · {row['precision']} · {row['config'] or 'config'}"
+        labels = [side.label for side in compared.sides]
+        figure = figures.distributions(labels, row["samples"], metric, title, row["unit"])
+        charts.append({"id": f"samples-{index}", "title": title, "figure": figure})
+        if len(charts) == MAX_DISTRIBUTIONS:
+            break
+    return charts
 
 
 def _kernel_links(session: Session, compared: Table) -> dict[int, str]:
@@ -284,7 +399,8 @@ def _rollback_targets(session: Session, chosen: list[Side]) -> list[dict[str, An
 
 def csv_page(session: Session, query: CompareQuery) -> str:
     """The comparison table as CSV: one line per case, a value and change per side."""
-    compared = table(session, query, sides(session, query, choices(session, query)))
+    chosen = sides(session, query, choices(session, query))
+    compared = table(session, query, chosen, stats=False)
     labels = [side.label for side in compared.sides]
     header = ["suite", "model", "precision", "config", "batch_size", "params", *labels] + [
         f"change {label}" for label in labels[1:]

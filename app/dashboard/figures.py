@@ -114,6 +114,32 @@ def axis_title(metric: str, unit: str) -> str:
     return f"{metric} ({unit})" if unit else metric
 
 
+def distributions(
+    labels: Sequence[str],
+    samples: Sequence[Sequence[float] | None],
+    metric: str,
+    title: str,
+    unit: str,
+) -> Figure:
+    """A case's samples on each side as overlaid histograms: two modes show as two humps."""
+    traces = [
+        go.Histogram(
+            x=list(values),
+            name=text(label),
+            opacity=0.6,
+            nbinsx=30,
+            marker={"color": PALETTE[index % len(PALETTE)]},
+        )
+        for index, (label, values) in enumerate(zip(labels, samples, strict=True))
+        if values
+    ]
+    fig = figure_of([], title, "samples", height=260)
+    fig.add_traces(traces)
+    fig.update_layout(barmode="overlay")
+    fig.update_xaxes(title_text=text(axis_title(metric, unit)))
+    return plain(fig)
+
+
 def compare_scatter(
     labels: Sequence[str],
     values: Sequence[Sequence[float | None]],

@@ -5,6 +5,7 @@ which: ``app.dashboard.access``.
 """
 
 from typing import Annotated, Literal
+from urllib.parse import parse_qsl
 
 from fastapi import Depends, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -13,9 +14,9 @@ from app.annotations import service as annotations_service
 from app.api.deps import SessionDep
 from app.core import queue
 from app.core.bounds import RowId
-from app.core.errors import Conflict, NotFound
+from app.core.errors import Conflict, DomainError, NotFound
 from app.corrections import service as corrections
-from app.dashboard import access, annotations_page, backtest_page
+from app.dashboard import access, annotations_page, backtest_page, compare
 from app.dashboard import subscriptions as subs
 from app.dashboard.alerts import AlertQuery, inbox
 from app.dashboard.shell import page_router, render
@@ -23,6 +24,9 @@ from app.dashboard.sign_in import safe_next
 from app.localization import service as localization_service
 from app.notifications import outbox, silences
 from app.notifications import service as notifications_service
+from app.runs.reads import get_run
+from app.suite_runs import compare_reruns
+from app.tokens import service as tokens_service
 
 router = page_router()
 
@@ -299,3 +303,35 @@ def localize_form(
     queue.commit(session)
     done = "queued" if new else "unfinished"
     return RedirectResponse(f"/localizations/{localization.id}?done={done}", status_code=303)
+
+
+@router.post("/compare/reruns", response_class=HTMLResponse, response_model=None)
+def compare_rerun_form(
+    request: Request,
+    session: SessionDep,
+    actor: access.TriggerForm,
+    back: Annotated[str, Form(max_length=4000)],
+) -> Response:
+    """Measure again the cases a comparison could not decide (scope ``trigger``).
+
+    ``back``: the compare page's query string. The cases are the page's own, worked out here
+    again (``compare.undecided``), not taken from the form; its page is the answer, saying
+    which runs' cases were queued and why any were not.
+    """
+    params = dict(parse_qsl(back.removeprefix("?"), max_num_fields=40))
+    query = compare.query_of(params)
+    context = compare.compare_page(session, query)
+    said = []
+    for run_id, cases in (context.get("undecided") or {}).get("runs", {}).items():
+        try:
+            run = get_run(session, run_id)
+            tokens_service.check_project(actor.token, run.project, "form.back")
+            suite_run = compare_reruns.request(session, run, cases, actor.label)
+        except DomainError as refused:
+            said.append({"run": run_id, "ok": False, "text": refused.detail})
+            continue
+        text = f"suite run {suite_run.id} ({suite_run.status}), {len(cases)} case(s)"
+        said.append({"run": run_id, "ok": True, "text": text})
+    queue.commit(session)
+    context = compare.compare_page(session, query)
+    return render(request, session, "compare.html", rerun_said=said, **context)

@@ -19,7 +19,7 @@ from app.core.names import is_project_name
 from app.dashboard import access, annotations_page, backtest_page
 from app.dashboard import subscriptions as subs
 from app.dashboard.alerts import AlertQuery, inbox
-from app.dashboard.compare import KINDS, CompareQuery, compare_page, csv_page
+from app.dashboard.compare import compare_page, csv_page, query_of
 from app.dashboard.kernels_page import kernels_page, regression_kernels_page
 from app.dashboard.localization_page import localization_page
 from app.dashboard.overview import FAMILIES, overview
@@ -202,40 +202,13 @@ def suite_runs_view(
 
 
 @router.get("/compare", response_class=HTMLResponse, response_model=None)
-def compare_view(
-    request: Request,
-    session: SessionDep,
-    kind: str = "configs",
-    machine: str | None = None,
-    channel: str | None = None,
-    metric: str = "latency",
-    mode: str = "inference",
-    base_config: str = "default",
-    new_config: str = "dynamic",
-    base_run: str | None = None,
-    new_run: str | None = None,
-    base_machine: str | None = None,
-    new_machine: str | None = None,
-    channels: str = "",
-    format: str = "html",
-    project: PageProject = None,
-) -> Response:
-    """Config vs config, run vs run, machine vs machine, or release lines side by side."""
-    query = CompareQuery(
-        kind if kind in KINDS else "configs",
-        machine or None,
-        channel or None,
-        metric,
-        mode,
-        base_config,
-        new_config,
-        as_int(base_run),
-        as_int(new_run),
-        base_machine or None,
-        new_machine or None,
-        channels,
-        project,
-    )
+def compare_view(request: Request, session: SessionDep, format: str = "html") -> Response:
+    """Config vs config, run vs run, machine vs machine, or release lines side by side.
+
+    Its state is its URL's (``compare.query_of``): kind, machine, channel, metric, mode,
+    base_config, new_config, base_run, new_run, base_machine, new_machine, channels, project.
+    """
+    query = query_of(request.query_params)
     if format == "csv":
         return Response(
             csv_page(session, query),

@@ -12,6 +12,10 @@ SHARD_STATES = ("pending", "running", "done", "failed")
 # A confirmation re-run of suspected cases: its samples are pooled into the suspect run
 # (``app.anomalies.confirmation``), never ingested as a run of their own.
 RERUN_TRIGGER = "confirm"
+# Cases a comparison could not decide, measured again on the run's machine and stack
+# (``app.suite_runs.compare_reruns``): their samples are read beside the run's by the compare,
+# never ingested.
+COMPARE_TRIGGER = "compare"
 # A localization's measurements (``app.localization``): its probes are kept beside the
 # finding, the suite run only shows the work on the machine's queue; it has no shards and is
 # never ingested.

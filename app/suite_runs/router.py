@@ -17,9 +17,16 @@ from app.core.errors import DomainError, ErrorBody, InvalidInput
 from app.core.names import DEFAULT_PROJECT
 from app.core.pagination import Page, PageParams
 from app.jobs import START_SUITE
-from app.suite_runs import service, triggers
+from app.runs.reads import get_run
+from app.suite_runs import compare_reruns, service, triggers
 from app.suite_runs.models import SuiteRun
-from app.suite_runs.schemas import SuiteRunDetail, SuiteRunRead, SuiteRunTrigger, shard_read
+from app.suite_runs.schemas import (
+    CompareRerun,
+    SuiteRunDetail,
+    SuiteRunRead,
+    SuiteRunTrigger,
+    shard_read,
+)
 from app.tokens import service as tokens_service
 from app.tokens.auth import Credentials, identified
 
@@ -138,6 +145,34 @@ def list_suite_runs(
     items, total = service.list_suite_runs(session, machine, status, paging.offset, paging.limit)
     output = identified(request, session, credentials)
     return paging.of([SuiteRunRead.of(s, output) for s in items], total)
+
+
+@router.post(
+    "/compare-reruns",
+    status_code=202,
+    response_model=SuiteRunDetail,
+    responses={**WRITES, **errors(404, 422)},
+)
+def rerun_compared_cases(
+    body: CompareRerun, session: SessionDep, token: TriggerToken, response: Response
+) -> SuiteRunDetail:
+    """Measure cases of a run again, to decide a comparison (scope `trigger`).
+
+    For the cases a comparison says "needs more runs" (`GET /compare?stats=true`): the run's
+    machine measures them again in the run's stack (not at all once its stack has changed),
+    and `stats=true` folds the samples in beside the run's own; they never enter its series.
+    The run must be a benchwatch worker's. While one re-run of the run is unfinished, asking
+    again answers it (200).
+    """
+    run = get_run(session, body.run_id)
+    tokens_service.check_machine(token, run.machine.name)
+    tokens_service.check_project(token, run.project, "body.run_id")
+    cases = [case.model_dump() for case in body.cases]
+    before = {s.id for s in compare_reruns.of_run(session, run.id)}
+    suite_run = compare_reruns.request(session, run, cases, token.name)
+    queue.commit(session)
+    response.status_code = 200 if suite_run.id in before else 202
+    return _detail(suite_run, output=True)
 
 
 @router.get(

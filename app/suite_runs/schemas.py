@@ -7,12 +7,35 @@ from typing import Annotated, Any, Self
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from app.benchmarks import vocabulary as vocab
+from app.core.bounds import RowId
 from app.core.names import ProjectName
 from app.runs.schemas import Strict
 from app.suite_runs.models import SHARD_STATES, SuiteRun
 from app.suite_runs.rows import public_reason
 
 Name = Annotated[str, Field(min_length=1, max_length=128, pattern=vocab.NAME_PATTERN.pattern)]
+
+
+CaseText = Annotated[str, Field(min_length=1, max_length=128)]
+
+
+class CaseIdentity(Strict):
+    """A case, as a result row names it: what a compare re-run measures again."""
+
+    suite: CaseText
+    model: CaseText
+    category: Annotated[str, Field(max_length=64)] | None = None
+    mode: CaseText
+    precision: CaseText
+    config: CaseText
+    batch_size: Annotated[int, Field(ge=0, le=2**31 - 1)] | None = None
+
+
+class CompareRerun(Strict):
+    """What ``POST /api/v1/compare-reruns`` measures again: cases of a run, on its machine."""
+
+    run_id: RowId = Field(description="a run a benchwatch worker measured")
+    cases: Annotated[list[CaseIdentity], Field(min_length=1, max_length=20)]
 
 
 class SuiteRunTrigger(Strict):

@@ -30,7 +30,13 @@ from app.runs.ingest import ingest_run
 from app.runs.models import Run
 from app.runs.schemas import ResultIn, RunIn
 from app.suite_runs import pools
-from app.suite_runs.models import LOCALIZE_TRIGGER, RERUN_TRIGGER, SuiteRun, SuiteShard
+from app.suite_runs.models import (
+    COMPARE_TRIGGER,
+    LOCALIZE_TRIGGER,
+    RERUN_TRIGGER,
+    SuiteRun,
+    SuiteShard,
+)
 from app.suite_runs.rows import failed_rows, payload_rows
 
 ROWS = TypeAdapter(list[ResultIn])
@@ -179,7 +185,7 @@ def finalize(
         raise SuiteRunNotFound(suite_run_id)
     if suite_run.trigger == RERUN_TRIGGER:  # pooled by app.anomalies.confirmation.finish_rerun
         return None
-    if suite_run.trigger == LOCALIZE_TRIGGER:  # its probes are evidence, never a run
+    if suite_run.trigger in (LOCALIZE_TRIGGER, COMPARE_TRIGGER):  # evidence, never a run
         return None
     if suite_run.run_id is not None:
         return session.get(Run, suite_run.run_id)

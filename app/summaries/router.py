@@ -1,6 +1,6 @@
 """Dashboard aggregates per suite x config x precision, and run-vs-run comparison."""
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
@@ -12,7 +12,15 @@ from app.core.errors import InvalidInput
 from app.core.pagination import within_bytes
 from app.runs.reads import get_run
 from app.summaries import service
-from app.summaries.schemas import Comparison, ComparisonRow, GroupSummary, RunRef, Summary
+from app.summaries.schemas import (
+    CaseConfidence,
+    Comparison,
+    ComparisonRow,
+    GeomeanRead,
+    GroupSummary,
+    RunRef,
+    Summary,
+)
 
 # The rows one comparison answers at most: a run may hold 100,000 results, each a row here.
 COMPARE_PAGE = 5_000
@@ -79,6 +87,13 @@ def compare_runs(
         int,
         Query(ge=0, le=MAX_OFFSET, description="Rows to skip: the next page's is offset + limit"),
     ] = 0,
+    stats: Annotated[
+        bool,
+        Query(
+            description="how sure each change is, from the samples (one metric, at most 300 "
+            "cases): interval, p-value, effect size, verdict; and the geomean's interval"
+        ),
+    ] = False,
 ) -> Comparison:
     """Per benchmark and metric: base value, new value, relative change and a verdict.
 
@@ -87,7 +102,8 @@ def compare_runs(
     page): `next_offset` says where the next page starts, null after the last.
     """
     where = service.CompareFilter(suite, config, precision, mode, metric)
-    rows = service.compare_runs(session, base_run_id, new_run_id, where, threshold)
+    compared = service.compare_runs(session, base_run_id, new_run_id, where, threshold, stats)
+    rows = compared.rows
     page = rows[offset : offset + limit]
     shown = within_bytes([row.pop("weight") for row in page], ANSWER_BYTES)
     after = offset + shown
@@ -99,5 +115,19 @@ def compare_runs(
         offset=offset,
         limit=limit,
         next_offset=after if after < len(rows) else None,
-        rows=[ComparisonRow(**row) for row in page[:shown]],
+        rows=[_row(row) for row in page[:shown]],
+        geomean=_geomean(compared),
     )
+
+
+def _row(row: dict[str, Any]) -> ComparisonRow:
+    found = row.pop("confidence", None)
+    sure = None if found is None else CaseConfidence.model_validate(found, from_attributes=True)
+    return ComparisonRow(**row, confidence=sure)
+
+
+def _geomean(compared: service.Compared) -> GeomeanRead | None:
+    if compared.geomean is None:
+        return None
+    mean = compared.geomean
+    return GeomeanRead(ratio=mean.ratio, count=mean.count, interval=compared.interval)

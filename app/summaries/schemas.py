@@ -1,7 +1,7 @@
 """Read models of summaries and run-vs-run comparisons."""
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -54,6 +54,30 @@ class Summary(BaseModel):
     groups: list[GroupSummary]
 
 
+class CaseConfidence(BaseModel):
+    """How sure a case's change is, from its samples on both sides (``stats=true``)."""
+
+    ratio: float = Field(description="median(new samples) / median(base samples)")
+    interval: tuple[float, float] = Field(description="95% bootstrap interval of the ratio")
+    p_value: float = Field(description="two-sided Mann-Whitney U test of the samples")
+    cliffs_delta: float = Field(description="effect size: P(new > base) - P(new < base)")
+    verdict: Literal["better", "worse", "same", "unsure", "changed"]
+    needs_more: bool = Field(description="more samples could decide it: re-run the case")
+    samples: tuple[int, int] = Field(description="samples read: base, new (re-runs included)")
+    bimodal: list[Literal["base", "new"]] = Field(description="sides whose samples hold two modes")
+    reason: str
+
+
+class GeomeanRead(BaseModel):
+    """The geomean of new / base over the cases both runs measured, with its interval."""
+
+    ratio: float | None
+    count: int
+    interval: tuple[float, float] | None = Field(
+        description="95% bootstrap interval, each case's samples redrawn (null: no samples)"
+    )
+
+
 class ComparisonRow(BaseModel):
     """One benchmark x metric in two runs."""
 
@@ -75,6 +99,9 @@ class ComparisonRow(BaseModel):
     new_text: str | None
     rel_change: float | None
     verdict: str  # better | worse | unchanged | new | missing | now_fails | now_passes | failing
+    confidence: CaseConfidence | None = Field(
+        default=None, description="with stats=true, where both runs measured the case"
+    )
 
 
 class Comparison(BaseModel):
@@ -93,3 +120,4 @@ class Comparison(BaseModel):
     rows: list[ComparisonRow] = Field(
         description="at most `limit` rows from `offset`, in case order"
     )
+    geomean: GeomeanRead | None = Field(default=None, description="with stats=true")

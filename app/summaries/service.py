@@ -12,7 +12,7 @@ from app.core.errors import InvalidInput, NotFound
 from app.runs.history import place_runs
 from app.runs.models import Result, Run
 from app.runs.reads import get_run
-from app.summaries import aggregates
+from app.summaries import aggregates, confidence
 from app.summaries.aggregates import ModelRecord
 
 SUMMARY_METRICS = (
@@ -114,53 +114,108 @@ class CompareFilter:
     metric: str | None = None
 
 
+@dataclass(frozen=True)
+class Compared:
+    """A comparison's rows and, with statistics, the geomean of its ratios with its interval."""
+
+    rows: list[dict[str, Any]]
+    geomean: comparison.Geomean | None = None
+    interval: tuple[float, float] | None = None
+
+
 def compare_runs(
-    session: Session, base_id: int, new_id: int, where: CompareFilter, threshold: float
-) -> list[dict[str, Any]]:
+    session: Session,
+    base_id: int,
+    new_id: int,
+    where: CompareFilter,
+    threshold: float,
+    stats: bool = False,
+) -> Compared:
     """Every benchmark x metric of either run, with base, new, relative change and verdict.
 
     Each row's ``weight`` is about the bytes of its unbounded text (the case's ``params`` as
     stored), measured by the database, so a page can be cut by bytes before it is shipped.
+    With ``stats`` (one metric, at most ``confidence.MAX_CASES`` cases: a 422 otherwise), each
+    row also says how sure its change is (``confidence``), and the geomean has its interval.
     """
     if not 0 <= threshold < 1:
         raise InvalidInput("threshold is a fraction in [0, 1), e.g. 0.05 for 5%")
     base_rows = _rows_by_case(session, base_id, where)
     new_rows = _rows_by_case(session, new_id, where)
-    out = []
-    for key in comparison.in_order(base_rows.keys() | new_rows.keys()):
-        base, new = base_rows.get(key), new_rows.get(key)
-        ident = new or base
-        assert ident is not None
-        change = comparison.judge_rows(base, new, threshold)
-        out.append(
-            {
-                **{
-                    f: ident[f]
-                    for f in (
-                        "suite",
-                        "model",
-                        "mode",
-                        "precision",
-                        "config",
-                        "batch_size",
-                        "params",
-                        "metric",
-                        "unit",
-                        "higher_is_better",
-                    )
-                },
-                "base_value": base and base["value"],
-                "new_value": new and new["value"],
-                "base_status": base and base["status"],
-                "new_status": new and new["status"],
-                "base_text": base and base["text_value"],
-                "new_text": new and new["text_value"],
-                "rel_change": change.rel_change,
-                "verdict": change.verdict,
-                "weight": ident["weight"],
-            }
+    keys = comparison.in_order(base_rows.keys() | new_rows.keys())
+    rows = [_compared_row(base_rows.get(key), new_rows.get(key), threshold) for key in keys]
+    if not stats:
+        return Compared(rows)
+    _check_stats(where, len(keys))
+    both = [k for k in keys if k in base_rows and k in new_rows]
+    base = confidence.read_side(session, base_id, [base_rows[k] for k in both])
+    new = confidence.read_side(session, new_id, [new_rows[k] for k in both])
+    named = [
+        (
+            confidence.key_of(base_rows[k]),
+            confidence.key_of(new_rows[k]),
+            new_rows[k]["higher_is_better"],
         )
-    return out
+        for k in both
+    ]
+    judged = dict(zip(both, confidence.judge(base, new, named, threshold), strict=True))
+    for key, row in zip(keys, rows, strict=True):
+        row["confidence"] = judged.get(key)
+    higher = next((higher for _, _, higher in named), None)
+    values = ((base_rows[k]["value"], new_rows[k]["value"]) for k in both)
+    return Compared(
+        rows, comparison.geomean_ratio(values, higher), confidence.geomean(base, new, named)
+    )
+
+
+def _check_stats(where: CompareFilter, cases: int) -> None:
+    """Statistics are of one metric over a bounded number of cases: a 422 at the cause."""
+    if where.metric is None:
+        raise InvalidInput(
+            "statistics compare one metric: give metric (e.g. latency)",
+            errors=[{"loc": "query.metric", "field": "metric", "message": "required with stats"}],
+        )
+    if cases > confidence.MAX_CASES:
+        raise InvalidInput(
+            f"{cases} cases: statistics cover at most {confidence.MAX_CASES}; narrow the "
+            "comparison (suite, config, precision, mode)",
+            errors=[{"loc": "query.stats", "field": "stats", "message": "too many cases"}],
+        )
+
+
+def _compared_row(
+    base: dict[str, Any] | None, new: dict[str, Any] | None, threshold: float
+) -> dict[str, Any]:
+    """One row of a run comparison: the case, both sides and its verdict."""
+    ident = new or base
+    assert ident is not None
+    change = comparison.judge_rows(base, new, threshold)
+    return {
+        **{
+            f: ident[f]
+            for f in (
+                "suite",
+                "model",
+                "mode",
+                "precision",
+                "config",
+                "batch_size",
+                "params",
+                "metric",
+                "unit",
+                "higher_is_better",
+            )
+        },
+        "base_value": base and base["value"],
+        "new_value": new and new["value"],
+        "base_status": base and base["status"],
+        "new_status": new and new["status"],
+        "base_text": base and base["text_value"],
+        "new_text": new and new["text_value"],
+        "rel_change": change.rel_change,
+        "verdict": change.verdict,
+        "weight": ident["weight"],
+    }
 
 
 def _rows_by_case(
@@ -185,8 +240,10 @@ def compared_results(session: Session, run_id: int) -> list[dict[str, Any]]:
     query = (
         select(
             Benchmark.id.label("benchmark_id"),
+            Series.id.label("series_id"),
             Benchmark.suite,
             Benchmark.model,
+            Benchmark.category,
             Benchmark.mode,
             Benchmark.precision,
             CompilerConfig.name.label("config"),

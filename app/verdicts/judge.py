@@ -30,6 +30,7 @@ import numpy as np
 
 from app.anomalies.detectors import DetectorConfig, noise_scale, relative_noise
 from app.benchmarks.comparison import direction_between, relative_change
+from app.core.sample_stats import least_p_value, rank_p_value
 
 Kind = Literal["pass", "regression", "improvement", "no_baseline", "error"]
 MIN_POINTS = 3  # baseline points a verdict needs
@@ -112,14 +113,9 @@ def _from_zero(new: float, deterministic: bool, higher_is_better: bool | None) -
 def _p_value(new: Sequence[float] | None, baseline: Sequence[float] | None) -> float | None:
     if not new or not baseline or len(new) < MIN_POINTS or len(baseline) < MIN_POINTS:
         return None
-    if 2 / math.comb(len(new) + len(baseline), len(new)) > MAX_P_VALUE:
+    if least_p_value(len(new), len(baseline)) > MAX_P_VALUE:
         return None  # too few samples for the test ever to agree: it has no say
-    from scipy.stats import mannwhitneyu  # slow to import: only where samples are compared
-
-    both = np.concatenate([np.asarray(new, float), np.asarray(baseline, float)])
-    if float(np.ptp(both)) == 0.0:
-        return 1.0
-    return float(mannwhitneyu(new, baseline, alternative="two-sided").pvalue)
+    return rank_p_value(new, baseline)
 
 
 def _describe(rel: float, base: float, z: float, p: float | None, least: float, exact: bool) -> str:

@@ -23,6 +23,7 @@ from app.jobs import REQUEUE_SHARDS
 from app.runs.ingest import ingest_run
 from app.runs.models import Result, Run
 from app.runs.schemas import RunIn
+from app.suite_runs import pinned
 from app.suite_runs import service as suite_runs_service
 from app.suite_runs.models import SuiteRun
 
@@ -91,8 +92,8 @@ def test_a_level_of_zero_cannot_be_judged() -> None:
 def test_environment_changes_name_what_differs() -> None:
     suspect = {"torch": "2.6.0", "triton": "3.1.0", "driver": "", "packages": {"a": "1"}}
     here = {"torch": "2.7.0", "triton": "3.1.0", "packages": {"a": "2"}}
-    assert confirmation.environment_changes(suspect, here) == {"torch": ["2.6.0", "2.7.0"]}
-    assert confirmation.environment_changes(suspect, suspect) == {}
+    assert pinned.environment_changes(suspect, here) == {"torch": ["2.6.0", "2.7.0"]}
+    assert pinned.environment_changes(suspect, suspect) == {}
 
 
 # The request and its outcome, on each database.
@@ -378,7 +379,7 @@ def test_a_changed_environment_closes_the_rerun_unmeasured(database: Database) -
         (suite_run,) = reruns(session)
         suspect_stack = confirmation.suspect_environment(suite_run)
         assert suspect_stack is not None
-        changes = confirmation.environment_changes(suspect_stack, {**ENVIRONMENT, "torch": "2.7"})
+        changes = pinned.environment_changes(suspect_stack, {**ENVIRONMENT, "torch": "2.7"})
         confirmation.skip_rerun(session, suite_run.id, changes)
     with database.session_scope() as session:
         (suite_run,) = reruns(session)

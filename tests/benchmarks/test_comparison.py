@@ -3,10 +3,11 @@
 import math
 from typing import Any
 
+import numpy as np
 import pytest
 
 from app.benchmarks import comparison as cmp
-from app.benchmarks.comparison import Change, Geomean, Measurement
+from app.benchmarks.comparison import Change, Geomean, Measurement, judge_samples
 
 
 def ok(value: float | None, text: str | None = None) -> Measurement:
@@ -177,3 +178,73 @@ def test_geomean_ratio_counts_cases_positive_on_both_sides() -> None:
     assert cmp.geomean_ratio(pairs, higher_is_better=None).direction is None
     assert cmp.geomean_ratio([(2.0, 2.0)], True) == Geomean(1.0, 1, None)  # no move, no word
     assert cmp.geomean_ratio([], True) == Geomean(None, 0, None)
+
+
+# --- How sure a case is, from its samples (issue 31, point 1) ---
+
+
+def noisy(level: float, count: int, spread: float = 0.01, seed: int = 0) -> list[float]:
+    """Samples about ``level``: the same draw for the same arguments, in any test order."""
+    rng = np.random.default_rng([int(level * 1000), count, int(spread * 1000), seed])
+    return list(level * rng.lognormal(0, spread, count))
+
+
+def test_a_clear_slowdown_with_enough_samples_is_worse() -> None:
+    found = judge_samples(noisy(10, 20), noisy(11, 20), higher_is_better=False)
+    assert found is not None
+    assert found.verdict == "worse"
+    assert not found.needs_more
+    assert found.interval[0] > 1.05
+    assert found.p_value < 1e-4
+    assert found.cliffs_delta == 1.0
+    assert found.samples == (20, 20)
+
+
+def test_a_speedup_of_a_throughput_is_better() -> None:
+    found = judge_samples(noisy(100, 20), noisy(120, 20), higher_is_better=True)
+    assert found is not None
+    assert found.verdict == "better"
+
+
+def test_no_move_with_a_tight_interval_is_the_same() -> None:
+    found = judge_samples(noisy(10, 30, 0.005), noisy(10, 30, 0.005, 1), higher_is_better=False)
+    assert found is not None
+    assert found.verdict == "same"
+    assert 0.95 <= found.interval[0] <= found.interval[1] <= 1.05
+
+
+def test_three_samples_a_side_cannot_decide_and_need_more_runs() -> None:
+    found = judge_samples([10.0, 10.1, 10.2], [11.0, 11.1, 11.2], higher_is_better=False)
+    assert found is not None
+    assert found.verdict == "unsure"  # a rank test of 3 against 3 never gets under p = 0.1
+    assert found.needs_more
+    assert "too few" in found.reason
+
+
+def test_a_noisy_case_whose_interval_spans_the_threshold_is_unsure() -> None:
+    found = judge_samples(noisy(10, 8, 0.15, 1), noisy(10.6, 8, 0.15, 11), higher_is_better=False)
+    assert found is not None
+    assert found.verdict == "unsure"
+    assert found.needs_more
+    assert found.interval[0] < 1.05 < found.interval[1]
+
+
+def test_a_value_alone_is_one_sample_and_no_side_of_zero_is_judged() -> None:
+    found = judge_samples([10.0], [12.0], higher_is_better=False)
+    assert found is not None
+    assert (found.verdict, found.needs_more, found.samples) == ("unsure", True, (1, 1))
+    assert judge_samples([0.0, 1.0], [1.0], higher_is_better=False) is None
+    assert judge_samples([], [1.0], higher_is_better=False) is None
+
+
+def test_samples_on_two_modes_are_named_bimodal() -> None:
+    two = noisy(10, 20, 0.005) + noisy(13, 12, 0.005)
+    found = judge_samples(noisy(10, 32, 0.005, 1), two, higher_is_better=False)
+    assert found is not None
+    assert found.bimodal == ("new",)
+
+
+def test_a_metric_with_no_better_way_changed() -> None:
+    found = judge_samples(noisy(10, 20), noisy(12, 20), higher_is_better=None)
+    assert found is not None
+    assert found.verdict == "changed"

@@ -20,7 +20,7 @@ from app.core.command_suites import CommandSuite, command_name
 from app.core.config import settings
 from app.core.db import utcnow
 from app.jobs import REQUEUE_SHARDS, RUN_SHARD, START_SUITE, TASKS
-from app.suite_runs import service, triggers
+from app.suite_runs import compare_reruns, pinned, service, triggers
 from app.suite_runs.models import SuiteRun
 from workers.celery_app import declared
 from workers.command_suite import plan_command_shards, run_command_shard
@@ -94,8 +94,9 @@ def start_suite(
 def run_shard(self: Task[Any, Any], *, shard_id: int) -> None:
     """Run one shard under a lease; retry a failed attempt; close the run after the last one.
 
-    A shard of a confirmation re-run runs only while this machine's stack is still the
-    suspect run's; the re-run is then pooled into that run instead of ingested.
+    A shard of a confirmation or compare re-run runs only while this machine's stack is
+    still its run's; a confirmation is then pooled into that run, a compare re-run kept as
+    evidence beside it; neither is ingested.
     """
     node = node_name(self.request.hostname)
     with worker_database().session_scope() as session:
@@ -105,10 +106,12 @@ def run_shard(self: Task[Any, Any], *, shard_id: int) -> None:
         spec = {"tier": tier, "cases": claim.shard.cases}
         position, described = claim.shard.position, claim.shard.suite_run.description
         attempt, suite_run_id = claim.shard.attempts, claim.shard.suite_run_id
-        suspect = confirmation.suspect_environment(claim.shard.suite_run)
+        rerun = claim.shard.suite_run
+        suspect = confirmation.suspect_environment(rerun)
+        compared = compare_reruns.pinned_environment(rerun)
     if claim.outcome == "busy":  # another worker holds it: look again when its lease lapses
         raise self.retry(countdown=claim.wait_s + 1)
-    if claim.outcome == "claimed" and not _environment_changed(suite_run_id, suspect):
+    if claim.outcome == "claimed" and not _environment_changed(suite_run_id, suspect, compared):
         heartbeat, every_s = (lambda: _renew(shard_id, lease)), settings.SHARD_LEASE_S / 3
         if (name := command_name(tier)) is not None:
             outcome = _run_command(name, position, described, heartbeat, every_s)
@@ -121,10 +124,12 @@ def run_shard(self: Task[Any, Any], *, shard_id: int) -> None:
             raise self.retry(countdown=min(10 * attempt, 60))
         _finish(shard_id, lease, outcome, attempt)
     with worker_database().session_scope() as session:
-        if suspect is None:
-            service.finalize(session, suite_run_id, settings.POOL_DRIFT_THRESHOLD)
-        else:
+        if suspect is not None:
             confirmation.finish_rerun(session, suite_run_id)
+        elif compared is not None:
+            compare_reruns.finish(session, suite_run_id)
+        else:
+            service.finalize(session, suite_run_id, settings.POOL_DRIFT_THRESHOLD)
 
 
 @declared(REQUEUE_SHARDS)
@@ -210,18 +215,27 @@ def _run_command(
     )
 
 
-def _environment_changed(suite_run_id: int, suspect: dict[str, Any] | None) -> bool:
-    """Whether a re-run's stack differs from its suspect run's; if so, the re-run is closed."""
-    if suspect is None:
+def _environment_changed(
+    suite_run_id: int, suspect: dict[str, Any] | None, compared: dict[str, Any] | None
+) -> bool:
+    """Whether a re-run's stack differs from its run's; if so, the re-run is closed.
+
+    ``suspect``: a confirmation re-run's stack, ``compared``: a compare re-run's (None: not one).
+    """
+    pinned_to = suspect or compared
+    if pinned_to is None:
         return False
     from workers.environment import describe_environment
 
-    here = describe_environment(suspect["channel"]).model_dump(mode="json")
-    changes = confirmation.environment_changes(suspect, here)
+    here = describe_environment(pinned_to["channel"]).model_dump(mode="json")
+    changes = pinned.environment_changes(pinned_to, here)
     if changes:
         log.warning("re-run %s not run: environment changed: %s", suite_run_id, changes)
         with worker_database().session_scope() as session:
-            confirmation.skip_rerun(session, suite_run_id, changes)
+            if suspect is not None:
+                confirmation.skip_rerun(session, suite_run_id, changes)
+            else:
+                compare_reruns.skip(session, suite_run_id, changes)
     return bool(changes)
 
 

@@ -1,0 +1,126 @@
+"""The compare's statistics (issue 31, point 1): how sure each case is, through the API and on
+the page, with its needs-more-runs button for a reader who may trigger and a prompt for one
+who may not (in Chromium: ``tests/dashboard/test_compare_stats_browser.py``)."""
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from app.core.db import Database
+from app.summaries import confidence
+from tests.conftest import sign_in
+from tests.factories import result, run_payload
+
+
+def samples(level: float, count: int, spread: float, seed: int) -> list[float]:
+    return [round(v, 6) for v in level * np.random.default_rng(seed).lognormal(0, spread, count)]
+
+
+def two_runs(client: TestClient, headers: dict[str, str]) -> list[int]:
+    """bert 10% slower on 20 samples a side; resnet unchanged on 30; t5 on 3 (too few to say);
+    vit's new samples on two modes."""
+    cases = {
+        "bert": ((10.0, 20, 0.01), (11.0, 20, 0.01)),
+        "resnet50": ((5.0, 30, 0.003), (5.0, 30, 0.003)),
+        "t5": ((8.0, 3, 0.02), (8.8, 3, 0.02)),
+        "vit": ((4.0, 30, 0.004), None),
+    }
+    ids = []
+    for index in range(2):
+        rows = []
+        for seed, (model, sides) in enumerate(cases.items()):
+            if index == 1 and sides[1] is None:
+                found = samples(4.0, 18, 0.004, 90) + samples(5.2, 12, 0.004, 91)
+            else:
+                level, count, spread = sides[index] or sides[0]
+                found = samples(level, count, spread, seed * 10 + index)
+            rows.append(result(model, value=float(np.median(found)), samples=found))
+        payload = run_payload(f"stats-{index}", rows, index=index)
+        answer = client.post("/api/v1/runs", json=payload, headers=headers)
+        ids.append(answer.raise_for_status().json()["id"])
+    return ids
+
+
+def by_model(rows: list[dict]) -> dict[str, dict]:
+    return {row["model"]: row for row in rows}
+
+
+def test_the_api_says_how_sure_each_case_is(
+    client: TestClient, ingest_headers: dict[str, str]
+) -> None:
+    base, new = two_runs(client, ingest_headers)
+    params = {"base_run_id": base, "new_run_id": new, "metric": "latency", "stats": "true"}
+    answer = client.get("/api/v1/compare", params=params).raise_for_status().json()
+    rows = by_model(answer["rows"])
+    bert = rows["bert"]["confidence"]
+    assert bert["verdict"] == "worse"
+    assert 1.05 < bert["interval"][0] <= bert["ratio"] <= bert["interval"][1]
+    assert bert["p_value"] < 1e-4
+    assert bert["cliffs_delta"] == 1.0
+    assert bert["samples"] == [20, 20]
+    assert rows["resnet50"]["confidence"]["verdict"] == "same"
+    t5 = rows["t5"]["confidence"]
+    assert (t5["verdict"], t5["needs_more"]) == ("unsure", True)
+    assert rows["vit"]["confidence"]["bimodal"] == ["new"]
+    geomean = answer["geomean"]
+    assert geomean["count"] == 4
+    low, high = geomean["interval"]
+    assert low <= geomean["ratio"] <= high
+    # Without stats the rows say nothing of it, and no samples are read.
+    plain = client.get("/api/v1/compare", params={"base_run_id": base, "new_run_id": new}).json()
+    assert plain["geomean"] is None
+    assert all(row["confidence"] is None for row in plain["rows"])
+
+
+def test_statistics_are_of_one_metric_and_bounded(
+    client: TestClient, ingest_headers: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base, new = two_runs(client, ingest_headers)
+    params = {"base_run_id": base, "new_run_id": new, "stats": "true"}
+    answer = client.get("/api/v1/compare", params=params)
+    assert answer.status_code == 422
+    assert answer.json()["errors"][0]["loc"] == "query.metric"
+    monkeypatch.setattr(confidence, "MAX_CASES", 3)
+    answer = client.get("/api/v1/compare", params=params | {"metric": "latency"})
+    assert answer.status_code == 422
+    assert answer.json()["errors"][0]["loc"] == "query.stats"
+    assert "at most 3" in answer.json()["detail"]
+
+
+def test_a_result_whose_samples_are_too_large_is_read_as_its_value(
+    client: TestClient, ingest_headers: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base, new = two_runs(client, ingest_headers)
+    monkeypatch.setattr(confidence, "MAX_SAMPLE_BYTES", 100)
+    params = {"base_run_id": base, "new_run_id": new, "metric": "latency", "stats": "true"}
+    rows = by_model(client.get("/api/v1/compare", params=params).json()["rows"])
+    bert = rows["bert"]["confidence"]
+    assert bert["samples"] == [1, 1]
+    assert bert["verdict"] == "unsure"
+    assert "not read here" in bert["reason"]
+
+
+def test_the_page_shows_how_sure_and_who_may_rerun(
+    client: TestClient, database: Database, ingest_headers: dict[str, str]
+) -> None:
+    base, new = two_runs(client, ingest_headers)
+    params = {"kind": "runs", "machine": "h100-8", "base_run": base, "new_run": new}
+    page = client.get("/compare", params=params).text
+    assert "How sure: run" in page
+    assert '<span class="tag worse"' in page
+    assert '<span class="tag same"' in page
+    assert "needs more runs" in page
+    assert "95% interval" in page
+    assert "Cases with two modes" in page
+    assert "with a <code>trigger</code> token to re-run them" in page
+    assert 'action="/compare/reruns"' not in page
+    sign_in(client, database, "trigger")
+    page = client.get("/compare", params=params).text
+    assert 'action="/compare/reruns"' in page
+    # These runs were uploaded: no worker can measure them again, and the page says so.
+    back = "&".join(f"{k}={v}" for k, v in params.items())
+    csrf = sign_in(client, database, "trigger")
+    answer = client.post("/compare/reruns", data={"csrf": csrf, "back": back})
+    assert answer.status_code == 200
+    assert "not measured again" in answer.text
+    assert "not measured by a benchwatch worker" in answer.text
