@@ -5,6 +5,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Query, Request
 
 from app.anomalies import backtest, manual, registry, sensitivity, step_summary, triage
+from app.anomalies import bulk_triage as bulk_triage_service
 from app.anomalies.models import AggregateFinding, AlertGroup, CaseFailure, Regression, RunAnomaly
 from app.anomalies.schemas import (
     AggregateFindingRead,
@@ -14,6 +15,8 @@ from app.anomalies.schemas import (
     AlertGroupRead,
     BacktestReport,
     BacktestRequest,
+    BulkTriage,
+    BulkTriaged,
     CaseFailureRead,
     FailureKind,
     LabelShare,
@@ -357,6 +360,39 @@ def update_aggregate_finding(
 
 def _aggregate(finding: AggregateFinding) -> AggregateFindingRead:
     return AggregateFindingRead(**triage.describe_aggregate(finding))
+
+
+@writes.post("/triage", response_model=BulkTriaged)
+def bulk_triage(body: BulkTriage, session: SessionDep, actor: TriageActor) -> BulkTriaged:
+    """Triage many findings at once (scope `triage`), each as one is triaged and audited.
+
+    Give `ids` (regressions, failures, aggregates, groups: 500 in all at most) or one filter
+    (`regressions` or `groups`, the fields of their listings: a 422 when it matches more than
+    500); `update` is applied to every one. All or nothing: a finding of another project (403)
+    or one that does not exist (404) changes none.
+    """
+    given = [body.ids is not None, body.regressions is not None, body.groups is not None]
+    if sum(given) != 1:
+        raise InvalidInput(
+            "give exactly one of ids, regressions (a filter) or groups (a filter)",
+            errors=[{"loc": "body", "field": "ids", "message": "one of ids, regressions, groups"}],
+        )
+    if body.ids is not None:
+        picked = bulk_triage_service.ids_of(body.ids.model_dump())
+    elif body.regressions is not None:
+        picked = bulk_triage_service.by_filter(
+            session, regressions=triage.RegressionFilter(**body.regressions.model_dump())
+        )
+    else:
+        assert body.groups is not None
+        picked = bulk_triage_service.by_filter(
+            session, groups=bulk_triage_service.GroupFilter(**body.groups.model_dump())
+        )
+    changed = bulk_triage_service.apply(
+        session, picked, body.update, actor.label, lambda row, loc: _own(session, actor, row, loc)
+    )
+    queue.commit(session)
+    return BulkTriaged(changed=changed, count=sum(len(ids) for ids in changed.values()))
 
 
 @reads.get("/alert-groups", response_model=Page[AlertGroupRead])

@@ -135,6 +135,72 @@ class TriageUpdate(BaseModel):
     bug_url: HttpUrlText | None = None
 
 
+BulkIdList = Annotated[list[RowId], Field(max_length=500)]
+FilterText = Annotated[str, NulFree, Field(min_length=1, max_length=128)]
+
+
+class BulkIds(BaseModel):
+    """Findings picked by hand, by kind (500 in all at most)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    regressions: BulkIdList = []
+    failures: BulkIdList = []
+    aggregates: BulkIdList = Field(default=[], description="aggregate findings")
+    groups: BulkIdList = Field(default=[], description="alert groups: all their findings")
+
+
+class RegressionSelection(BaseModel):
+    """The regressions a bulk triage changes: those ``GET /regressions`` lists with these."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: Status | None = None
+    machine: FilterText | None = None
+    channel: FilterText | None = None
+    suite: FilterText | None = None
+    config: FilterText | None = None
+    metric: FilterText | None = None
+    direction: FilterText | None = None
+    state: StepState | None = None
+    group_id: RowId | None = None
+    first_bad_run_id: RowId | None = None
+    project: FilterText | None = None
+
+
+class GroupSelection(BaseModel):
+    """The alert groups a bulk triage changes: those ``GET /alert-groups`` lists with these."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: Status | None = None
+    machine: FilterText | None = None
+    channel: FilterText | None = None
+    project: FilterText | None = None
+
+
+class BulkTriage(BaseModel):
+    """Triage many findings at once: ``ids`` by hand, or one filter; ``update`` for each."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ids: BulkIds | None = None
+    regressions: RegressionSelection | None = Field(
+        default=None, description="every regression this filter matches (500 at most)"
+    )
+    groups: GroupSelection | None = Field(
+        default=None, description="every alert group this filter matches (500 at most)"
+    )
+    update: TriageUpdate
+
+
+class BulkTriaged(BaseModel):
+    """What a bulk triage changed: the ids per kind, and how many in all."""
+
+    changed: dict[str, list[int]]
+    count: int
+
+
 class ManualFinding(BaseModel):
     """A step a person saw that detection missed: a finding, and a label."""
 

@@ -149,11 +149,16 @@ def project_of(
     return session.scalar(select(Run.project).where(Run.id == run_id)) or DEFAULT_PROJECT
 
 
+def regressions_query(where: RegressionFilter) -> Select[Any]:
+    """The regressions matching ``where`` (unordered)."""
+    return _filtered(select(Regression), where)
+
+
 def list_regressions(
     session: Session, where: RegressionFilter, offset: int, limit: int
 ) -> tuple[list[Regression], int]:
     """A page of regressions, newest first, and how many match."""
-    query = _filtered(select(Regression), where)
+    query = regressions_query(where)
     return count_and_page(session, query, [Regression.id.desc()], offset, limit)
 
 
@@ -409,7 +414,7 @@ def list_groups(
     Without ``with_steps`` their steps are not read with them: a group may have thousands,
     and ``step_summary`` counts them in SQL.
     """
-    query = _groups_query(status, machine, channel, since, project)
+    query = groups_query(status, machine, channel, since, project)
     if not with_steps:
         query = query.options(lazyload(AlertGroup.regressions))
     return count_and_page(session, query, [], offset, limit)  # the query's own order
@@ -428,12 +433,12 @@ def page_of_groups(
     The inbox shows no total: counting every match would cost a second pass over them. Their
     steps are not read with them: a group may have thousands (``step_summary`` counts them).
     """
-    query = _groups_query(status, machine, channel, None, project)
+    query = groups_query(status, machine, channel, None, project)
     query = query.options(lazyload(AlertGroup.regressions))
     return list(session.scalars(query.limit(limit)))
 
 
-def _groups_query(
+def groups_query(
     status: str | None,
     machine: str | None,
     channel: str | None,

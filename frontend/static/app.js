@@ -99,9 +99,54 @@ function triageForms() {
   });
 }
 
+// Bulk triage: the checked findings of the page, one request for all (POST /api/v1/triage).
+function bulkTriage() {
+  const form = document.getElementById("bulk-triage");
+  if (!form) return;
+  const boxes = () => Array.from(document.querySelectorAll("input[data-bulk]"));
+  const count = form.querySelector(".bulk-count");
+  const recount = () => { count.textContent = `${boxes().filter((b) => b.checked).length} selected`; };
+  boxes().forEach((box) => box.addEventListener("change", recount));
+  document.getElementById("select-all").addEventListener("change", (event) => {
+    boxes().filter((b) => b.dataset.bulk === "groups").forEach((b) => { b.checked = event.target.checked; });
+    recount();
+  });
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const status = form.querySelector(".status-line");
+    const ids = {};
+    boxes().filter((b) => b.checked).forEach((b) => {
+      (ids[b.dataset.bulk] = ids[b.dataset.bulk] || []).push(Number(b.value));
+    });
+    const update = {};
+    new FormData(form).forEach((value, name) => { if (value !== "") update[name] = value; });
+    const csrf = csrfToken();
+    if (!csrf) {
+      status.textContent = "Sign in with a triage token first: nothing was changed.";
+      return;
+    }
+    status.textContent = "Saving…";
+    const response = await fetch(form.dataset.bulkEndpoint, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
+      body: JSON.stringify({ ids, update }),
+    });
+    const answer = await response.json().catch(() => ({}));
+    if (response.ok) {
+      status.textContent = `Saved ${answer.count} finding(s).`;
+      window.location.reload();
+      return;
+    }
+    const message = typeof answer.detail === "string" ? answer.detail : response.statusText;
+    status.textContent = `Not saved (${response.status}): ${message}`;
+  });
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   localStorage.removeItem("benchwatch.triageToken");  // where older versions kept a raw token
   drawFigures();
   sortableTables();
   triageForms();
+  bulkTriage();
 });
