@@ -10,8 +10,13 @@ from app.anomalies.detectors import SHAPES
 from app.benchmarks.models import Benchmark, Machine, Series
 from app.core.db import Base, UTCDateTime, utcnow
 
-# Triage states, most pressing first (a group shows its most pressing member's).
-STATUSES = ("new", "acknowledged", "fixed", "expected", "invalid")
+# Triage states, most pressing first (a group shows its most pressing member's). ``infra``: the
+# machine moved, not the code; ``downstream``: the same change seen on another branch or
+# channel (its group is linked); ``duplicate``: of another group (linked).
+STATUSES = (
+    "new", "acknowledged", "infra", "fixed", "downstream", "duplicate", "expected", "invalid"
+)  # fmt: skip
+LINKED_STATUSES = ("duplicate", "downstream")  # a status that names another alert group
 # How sure detection is of a step: reported early, confirmed by the test, or taken back.
 STEP_STATES = ("suspected", "confirmed", "withdrawn")
 
@@ -26,6 +31,8 @@ class Triaged:
     triaged_by: Mapped[str] = mapped_column(String(200), default="")
     triaged_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # The alert group a ``duplicate`` or ``downstream`` finding points at (None otherwise).
+    related_group_id: Mapped[int | None] = mapped_column(ForeignKey("alert_group.id"))
 
 
 class AlertGroup(Triaged, Base):
@@ -41,16 +48,28 @@ class AlertGroup(Triaged, Base):
     environment_diff: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
 
     regressions: Mapped[list["Regression"]] = relationship(
-        back_populates="group", lazy="selectin", order_by="Regression.id"
+        back_populates="group",
+        lazy="selectin",
+        order_by="Regression.id",
+        foreign_keys="Regression.group_id",
     )
     failures: Mapped[list["CaseFailure"]] = relationship(
-        back_populates="group", lazy="selectin", order_by="CaseFailure.id"
+        back_populates="group",
+        lazy="selectin",
+        order_by="CaseFailure.id",
+        foreign_keys="CaseFailure.group_id",
     )
     silences: Mapped[list["MachineSilence"]] = relationship(
-        back_populates="group", lazy="selectin", order_by="MachineSilence.id"
+        back_populates="group",
+        lazy="selectin",
+        order_by="MachineSilence.id",
+        foreign_keys="MachineSilence.group_id",
     )
     aggregates: Mapped[list["AggregateFinding"]] = relationship(
-        back_populates="group", lazy="selectin", order_by="AggregateFinding.id"
+        back_populates="group",
+        lazy="selectin",
+        order_by="AggregateFinding.id",
+        foreign_keys="AggregateFinding.group_id",
     )
 
 
@@ -94,7 +113,7 @@ class Regression(Triaged, Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
 
     series: Mapped[Series] = relationship(lazy="joined")
-    group: Mapped[AlertGroup] = relationship(back_populates="regressions")
+    group: Mapped[AlertGroup] = relationship(back_populates="regressions", foreign_keys=[group_id])
 
     @property
     def is_shape(self) -> bool:
@@ -158,7 +177,7 @@ class CaseFailure(Triaged, Base):
 
     benchmark: Mapped[Benchmark] = relationship(lazy="joined")
     machine: Mapped[Machine] = relationship(lazy="joined")
-    group: Mapped[AlertGroup] = relationship(back_populates="failures")
+    group: Mapped[AlertGroup] = relationship(back_populates="failures", foreign_keys=[group_id])
 
     @property
     def severity(self) -> str:
@@ -189,7 +208,7 @@ class MachineSilence(Triaged, Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
 
     machine: Mapped[Machine] = relationship(lazy="joined")
-    group: Mapped[AlertGroup] = relationship(back_populates="silences")
+    group: Mapped[AlertGroup] = relationship(back_populates="silences", foreign_keys=[group_id])
 
 
 class RunAnomaly(Base):
@@ -291,7 +310,7 @@ class AggregateFinding(Triaged, Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
 
     machine: Mapped[Machine] = relationship(lazy="joined")
-    group: Mapped[AlertGroup] = relationship(back_populates="aggregates")
+    group: Mapped[AlertGroup] = relationship(back_populates="aggregates", foreign_keys=[group_id])
 
 
 class SeriesSensitivity(Base):

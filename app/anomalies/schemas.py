@@ -9,7 +9,9 @@ from app.benchmarks.schemas import SeriesRead
 from app.core.bounds import NulFree, RowId
 from app.core.urls import HttpUrlText
 
-Status = Literal["new", "acknowledged", "invalid", "expected", "fixed"]
+Status = Literal[
+    "new", "acknowledged", "infra", "fixed", "downstream", "duplicate", "expected", "invalid"
+]  # models.STATUSES
 StepState = Literal["suspected", "confirmed", "withdrawn"]
 AggregateStat = Literal[
     "pass_rate", "geomean_speedup", "mean_compile_time_s", "mean_compression_ratio"
@@ -28,6 +30,9 @@ class TriageRead(BaseModel):
     triaged_by: str  # the token and, from the dashboard, the sign-in session
     triaged_at: datetime | None
     created_at: datetime
+    related_group_id: int | None = Field(
+        default=None, description="the group a duplicate or downstream finding is of"
+    )
 
 
 class RegressionRead(TriageRead):
@@ -133,6 +138,11 @@ class TriageUpdate(BaseModel):
     assignee: Annotated[str, NulFree] | None = Field(default=None, max_length=128)
     note: Annotated[str, NulFree] | None = Field(default=None, max_length=10_000)
     bug_url: HttpUrlText | None = None
+    related_group_id: RowId | None = Field(
+        default=None,
+        description="the alert group a `duplicate` or `downstream` finding is of (required "
+        "with those statuses; any other status clears it)",
+    )
 
 
 BulkIdList = Annotated[list[RowId], Field(max_length=500)]

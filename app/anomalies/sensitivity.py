@@ -2,8 +2,9 @@
 
 Each triaged finding is a label, and a series' labels move its minimum effect.
 
-**Labels.** A step triaged by a person is one: ``fixed``, ``acknowledged`` and ``expected``
-say it was real, ``invalid`` that it was not. A step a person recorded (``manual``) is a real
+**Labels.** A step triaged by a person is one: ``fixed``, ``acknowledged``, ``expected``,
+``infra``, ``downstream`` and ``duplicate`` say it was real (the data moved, whatever moved
+it), ``invalid`` that it was not. A step a person recorded (``manual``) is a real
 finding detection *missed*. What detection or a run's correction set by itself
 (``triaged_by`` ``detection: ...`` or ``correction: ...``) is no label. A series' record is
 its last ``RECENT`` labels, newest first; ``label_shares`` gives the share marked invalid per
@@ -41,7 +42,7 @@ MIN_LABELS = 4  # fewer, and nothing is learnt
 NOISY_SHARE = 0.5  # this share of invalid labels or more makes the series less sensitive
 QUIET_SHARE = 0.25  # a missed step and at most this share invalid make it more sensitive
 MAX_FACTOR, MIN_FACTOR = 2.0, 0.75  # the bounds of the learnt factor
-REAL = ("fixed", "acknowledged", "expected")
+REAL = ("fixed", "acknowledged", "expected", "infra", "downstream", "duplicate")
 AUTOMATIC = ("detection:", "correction:")  # triaged_by of what no person decided
 MANUAL = "manual"
 SCALED = ("min_rel_change", "noise_multiple", "min_rel_floor", "small_noise_multiple")

@@ -12,6 +12,7 @@ from sqlalchemy.orm.util import identity_key
 
 from app.anomalies import sensitivity, step_summary
 from app.anomalies.models import (
+    LINKED_STATUSES,
     STATUSES,
     AggregateFinding,
     AlertGroup,
@@ -26,7 +27,7 @@ from app.anomalies.step_summary import StepSummary
 from app.audit import service as audit
 from app.benchmarks.models import Benchmark, CompilerConfig, Machine, Metric, Series
 from app.core.db import utcnow
-from app.core.errors import NotFound
+from app.core.errors import InvalidInput, NotFound
 from app.core.names import DEFAULT_PROJECT
 from app.core.pagination import count_and_page
 from app.runs.models import Run
@@ -228,6 +229,7 @@ def describe_failure(failure: CaseFailure) -> dict[str, Any]:
         "assignee": failure.assignee,
         "note": failure.note,
         "bug_url": failure.bug_url,
+        "related_group_id": failure.related_group_id,
         "triaged_by": failure.triaged_by,
         "triaged_at": failure.triaged_at,
         "created_at": failure.created_at,
@@ -280,7 +282,7 @@ def describe_aggregate(finding: AggregateFinding) -> dict[str, Any]:
         "id", "group_id", "channel", "suite", "config", "precision", "mode", "stat", "rule",
         "before", "after", "rel_change", "last_good_run_id", "first_bad_run_id",
         "resolved_run_id", "explained_by", "status", "assignee", "note", "bug_url",
-        "triaged_by", "triaged_at", "created_at", "updated_at",
+        "related_group_id", "triaged_by", "triaged_at", "created_at", "updated_at",
     )  # fmt: skip
     return {"machine": finding.machine.name, **{f: getattr(finding, f) for f in fields}}
 
@@ -288,7 +290,7 @@ def describe_aggregate(finding: AggregateFinding) -> dict[str, Any]:
 # --- Triage: one path for every kind, each kind a row of the table below ---
 
 Row = TypeVar("Row", Regression, CaseFailure, AggregateFinding, AlertGroup)
-_AUDITED = ("status", "assignee", "note", "bug_url")
+_AUDITED = ("status", "assignee", "note", "bug_url", "related_group_id")
 
 
 @dataclass(frozen=True)
@@ -320,11 +322,18 @@ def _apply_with_status(target: Member, update: TriageUpdate, by: str) -> None:
     _apply(target, update, by)
     if update.status is not None:
         target.status = update.status
+        target.related_group_id = (
+            update.related_group_id if update.status in LINKED_STATUSES else None
+        )
 
 
 def _apply_to_group(group: AlertGroup, update: TriageUpdate, by: str) -> None:
     """A group has no status of its own (``group_status``): its members take the one given."""
     _apply(group, update, by)
+    if update.status is not None:
+        group.related_group_id = (
+            update.related_group_id if update.status in LINKED_STATUSES else None
+        )
     members: list[Member] = [
         *group.regressions,
         *group.failures,
@@ -370,6 +379,7 @@ def triage(
     The audit log keeps the fields it changed, before and after.
     """
     row = find(session, kind, row_id)
+    _check_link(session, row, update)
     before = kind.audited(row)
     kind.change(row, update, by)
     target = f"{kind.name}:{row.id}"
@@ -379,6 +389,33 @@ def triage(
     for series_id in sorted({step.series_id for step in steps}):  # each step is a label
         sensitivity.learn(session, series_id, by)
     return row
+
+
+def _check_link(session: Session, row: Triaged, update: TriageUpdate) -> None:
+    """A ``duplicate`` or ``downstream`` status names another, existing group; no other does.
+
+    422 at ``body.related_group_id`` when it is missing, given with another status, or names the
+    row's own group; 404 when the group does not exist.
+    """
+    linked = update.status in LINKED_STATUSES
+    own = row.id if isinstance(row, AlertGroup) else getattr(row, "group_id", None)
+    problem = None
+    if linked and update.related_group_id is None:
+        problem = f"a {update.status} finding names the group it is of: give related_group_id"
+    elif not linked and update.related_group_id is not None:
+        problem = f"related_group_id goes with the statuses {', '.join(LINKED_STATUSES)}"
+    elif linked and update.related_group_id == own:
+        problem = "a group is no duplicate or downstream of itself: name another group"
+    if problem is not None:
+        raise InvalidInput(
+            problem,
+            errors=[
+                {"loc": "body.related_group_id", "field": "related_group_id", "message": problem}
+            ],
+        )
+    if linked:
+        assert update.related_group_id is not None
+        find(session, GROUP, update.related_group_id)
 
 
 def get_group(session: Session, group_id: int, with_steps: bool = True) -> AlertGroup:
@@ -523,6 +560,7 @@ def describe_group(
         "assignee": group.assignee,
         "note": group.note,
         "bug_url": group.bug_url,
+        "related_group_id": group.related_group_id,
         "triaged_by": group.triaged_by,
         "triaged_at": group.triaged_at,
         "created_at": group.created_at,

@@ -53,10 +53,13 @@ function csrfToken() {
   return meta ? meta.content : null;
 }
 
+const LINKED = ["duplicate", "downstream"];  // statuses that name another alert group
+
 async function sendTriage(form) {
   const status = form.querySelector(".status-line");
   const body = {};
   new FormData(form).forEach((value, name) => { if (value !== "") body[name] = value; });
+  if (!LINKED.includes(body.status)) delete body.related_group_id;  // only those name a group
   const csrf = csrfToken();
   if (!csrf) {
     status.textContent = "Sign in with a triage token first: nothing was changed.";
