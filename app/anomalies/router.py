@@ -4,8 +4,17 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 
-from app.anomalies import backtest, manual, registry, sensitivity, step_summary, triage
+from app.anomalies import (
+    backtest,
+    described,
+    manual,
+    registry,
+    sensitivity,
+    step_summary,
+    triage,
+)
 from app.anomalies import bulk_triage as bulk_triage_service
+from app.anomalies.deadlines import Deadlines
 from app.anomalies.models import AggregateFinding, AlertGroup, CaseFailure, Regression, RunAnomaly
 from app.anomalies.schemas import (
     AggregateFindingRead,
@@ -306,7 +315,7 @@ def update_failure(
 
 
 def _failure(failure: CaseFailure) -> CaseFailureRead:
-    return CaseFailureRead(**triage.describe_failure(failure))
+    return CaseFailureRead(**described.describe_failure(failure))
 
 
 def aggregate_filter(
@@ -359,7 +368,7 @@ def update_aggregate_finding(
 
 
 def _aggregate(finding: AggregateFinding) -> AggregateFindingRead:
-    return AggregateFindingRead(**triage.describe_aggregate(finding))
+    return AggregateFindingRead(**described.describe_aggregate(finding))
 
 
 @writes.post("/triage", response_model=BulkTriaged)
@@ -397,6 +406,7 @@ def bulk_triage(body: BulkTriage, session: SessionDep, actor: TriageActor) -> Bu
 
 @reads.get("/alert-groups", response_model=Page[AlertGroupRead])
 def list_alert_groups(
+    request: Request,
     session: SessionDep,
     paging: Paging,
     status: Status | None = None,
@@ -404,8 +414,16 @@ def list_alert_groups(
     channel: str | None = None,
     since: QueryTime | None = None,
     project: ProjectQuery = None,
+    overdue: Annotated[
+        bool, Query(description="only those past a deadline (still new, or without a bug)")
+    ] = False,
 ) -> Page[AlertGroupRead]:
-    """Alert groups, newest first; a group's status is its most pressing member's."""
+    """Alert groups, newest first; a group's status is its most pressing member's.
+
+    Each says when it is due to be triaged and to have a bug link (working days after it
+    was found: BENCHWATCH_TRIAGE_DAYS, BENCHWATCH_BUG_DAYS), and whether it is overdue.
+    """
+    rules = deadline_rules(request)
     groups, total = triage.list_groups(
         session,
         status,
@@ -416,31 +434,44 @@ def list_alert_groups(
         paging.limit,
         project,
         with_steps=False,
+        overdue=triage.Overdue.now(rules) if overdue else None,
     )
     # Steps counted in SQL, as the alerts page does: 500 groups may hold millions of steps.
     steps = step_summary.summarize(session, [g.id for g in groups])
-    items = [AlertGroupRead(**triage.describe_group(session, g, steps[g.id])) for g in groups]
+    items = [
+        AlertGroupRead(**described.describe_group(session, g, steps[g.id], rules)) for g in groups
+    ]
     return paging.of(items, total)
 
 
+def deadline_rules(request: Request) -> Deadlines:
+    """The triage deadlines the server is configured with."""
+    settings = request.app.state.settings
+    return Deadlines(settings.TRIAGE_DAYS, settings.BUG_DAYS)
+
+
 @reads.get("/alert-groups/{group_id}", response_model=AlertGroupDetail, responses=errors(404))
-def get_alert_group(group_id: RowId, session: SessionDep) -> AlertGroupDetail:
+def get_alert_group(request: Request, group_id: RowId, session: SessionDep) -> AlertGroupDetail:
     """One alert group with its regressions, failures, aggregate findings and silences."""
-    return _detail(session, triage.get_group(session, group_id))
+    return _detail(session, triage.get_group(session, group_id), deadline_rules(request))
 
 
 @writes.patch("/alert-groups/{group_id}", response_model=AlertGroupDetail)
 def update_alert_group(
-    group_id: RowId, update: TriageUpdate, session: SessionDep, actor: TriageActor
+    request: Request,
+    group_id: RowId,
+    update: TriageUpdate,
+    session: SessionDep,
+    actor: TriageActor,
 ) -> AlertGroupDetail:
     """Triage a whole group: the status and fields apply to every member (scope `triage`)."""
     group = _triage(session, actor, triage.GROUP, group_id, update, "path.group_id")
-    return _detail(session, group)
+    return _detail(session, group, deadline_rules(request))
 
 
-def _detail(session: SessionDep, group: AlertGroup) -> AlertGroupDetail:
+def _detail(session: SessionDep, group: AlertGroup, rules: Deadlines) -> AlertGroupDetail:
     return AlertGroupDetail(
-        **triage.describe_group(session, group),
+        **described.describe_group(session, group, rules=rules),
         regressions=[RegressionRead.model_validate(r) for r in group.regressions],
         failures=[_failure(f) for f in group.failures],
         silences=[MachineSilenceRead.model_validate(s) for s in group.silences],

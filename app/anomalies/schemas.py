@@ -386,6 +386,15 @@ class AlertGroupRead(TriageRead):
     first_bad_run_id: int
     last_good_run_id: int
     status: str
+    triage_due_at: datetime | None = Field(
+        default=None, description="BENCHWATCH_TRIAGE_DAYS working days after it was found"
+    )
+    bug_due_at: datetime | None = Field(
+        default=None, description="BENCHWATCH_BUG_DAYS working days after: a bug link by then"
+    )
+    overdue: Literal["", "triage", "bug"] = Field(
+        default="", description="past which deadline: still new, or acknowledged without a bug"
+    )
     counts: dict[str, int]  # regressions per direction, "failure", "coverage", "aggregate", ...
     suites: list[str]
     configs: list[str]

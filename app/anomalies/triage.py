@@ -10,7 +10,8 @@ from sqlalchemy.orm import InstrumentedAttribute, Session, lazyload
 from sqlalchemy.orm.interfaces import ORMOption
 from sqlalchemy.orm.util import identity_key
 
-from app.anomalies import sensitivity, step_summary
+from app.anomalies import deadlines, sensitivity
+from app.anomalies.deadlines import Deadlines
 from app.anomalies.models import (
     LINKED_STATUSES,
     STATUSES,
@@ -208,35 +209,6 @@ def list_failures(
     return count_and_page(session, query, [CaseFailure.id.desc()], offset, limit)
 
 
-def describe_failure(failure: CaseFailure) -> dict[str, Any]:
-    """A failure's fields with its machine and benchmark spelled out, for the read model."""
-    benchmark = failure.benchmark
-    return {
-        "id": failure.id,
-        "group_id": failure.group_id,
-        "machine": failure.machine.name,
-        "channel": failure.channel,
-        **benchmark.identity(),
-        "failure": failure.failure,
-        "severity": failure.severity,
-        "metric": failure.metric,
-        "reason": failure.reason,
-        "flaky": failure.flaky,
-        "last_passing_run_id": failure.last_passing_run_id,
-        "first_failing_run_id": failure.first_failing_run_id,
-        "passing_again_run_id": failure.passing_again_run_id,
-        "status": failure.status,
-        "assignee": failure.assignee,
-        "note": failure.note,
-        "bug_url": failure.bug_url,
-        "related_group_id": failure.related_group_id,
-        "triaged_by": failure.triaged_by,
-        "triaged_at": failure.triaged_at,
-        "created_at": failure.created_at,
-        "updated_at": failure.updated_at,
-    }
-
-
 @dataclass(frozen=True)
 class AggregateFilter:
     """Filters of the aggregate finding listing; None means any."""
@@ -274,17 +246,6 @@ def list_aggregates(
         ended = AggregateFinding.resolved_run_id.is_not(None)
         query = query.where(~ended if where.open else ended)
     return count_and_page(session, query, [AggregateFinding.id.desc()], offset, limit)
-
-
-def describe_aggregate(finding: AggregateFinding) -> dict[str, Any]:
-    """An aggregate finding's fields with its machine's name, for the read model."""
-    fields = (
-        "id", "group_id", "channel", "suite", "config", "precision", "mode", "stat", "rule",
-        "before", "after", "rel_change", "last_good_run_id", "first_bad_run_id",
-        "resolved_run_id", "explained_by", "status", "assignee", "note", "bug_url",
-        "related_group_id", "triaged_by", "triaged_at", "created_at", "updated_at",
-    )  # fmt: skip
-    return {"machine": finding.machine.name, **{f: getattr(finding, f) for f in fields}}
 
 
 # --- Triage: one path for every kind, each kind a row of the table below ---
@@ -434,6 +395,23 @@ def group_status(group: AlertGroup, steps: StepSummary | None = None) -> str:
     return next((s for s in STATUSES if s in present), "new")
 
 
+@dataclass(frozen=True)
+class Overdue:
+    """When a finding must have been found to be overdue now (``deadlines.overdue_before``)."""
+
+    triage: datetime  # still new and found at or before this
+    bug: datetime  # acknowledged without a bug link and found at or before this
+
+    @classmethod
+    def now(cls, rules: Deadlines, now: datetime | None = None) -> "Overdue":
+        """The cut-offs of ``rules`` at ``now`` (default: the present)."""
+        moment = now or utcnow()
+        return cls(
+            deadlines.overdue_before(moment, rules.triage_days),
+            deadlines.overdue_before(moment, rules.bug_days),
+        )
+
+
 def list_groups(
     session: Session,
     status: str | None,
@@ -445,13 +423,14 @@ def list_groups(
     project: str | None = None,
     *,
     with_steps: bool = True,
+    overdue: Overdue | None = None,
 ) -> tuple[list[AlertGroup], int]:
     """A page of alert groups, newest first (status is derived, so filtered here).
 
     Without ``with_steps`` their steps are not read with them: a group may have thousands,
-    and ``step_summary`` counts them in SQL.
+    and ``step_summary`` counts them in SQL. ``overdue``: only those past a deadline.
     """
-    query = groups_query(status, machine, channel, since, project)
+    query = groups_query(status, machine, channel, since, project, overdue)
     if not with_steps:
         query = query.options(lazyload(AlertGroup.regressions))
     return count_and_page(session, query, [], offset, limit)  # the query's own order
@@ -464,13 +443,14 @@ def page_of_groups(
     channel: str | None,
     limit: int,
     project: str | None = None,
+    overdue: Overdue | None = None,
 ) -> list[AlertGroup]:
     """The newest ``limit`` alert groups matching, as ``list_groups`` gives, without the count.
 
     The inbox shows no total: counting every match would cost a second pass over them. Their
     steps are not read with them: a group may have thousands (``step_summary`` counts them).
     """
-    query = groups_query(status, machine, channel, None, project)
+    query = groups_query(status, machine, channel, None, project, overdue)
     query = query.options(lazyload(AlertGroup.regressions))
     return list(session.scalars(query.limit(limit)))
 
@@ -481,8 +461,9 @@ def groups_query(
     channel: str | None,
     since: datetime | None,
     project: str | None,
+    overdue: Overdue | None = None,
 ) -> Select[Any]:
-    """The alert groups matching, newest first."""
+    """The alert groups matching, newest first (``overdue``: only those past a deadline)."""
     query = select(AlertGroup).join(Machine, AlertGroup.machine_id == Machine.id)
     query = _of_project(query, AlertGroup.first_bad_run_id, project)
     if machine is not None:
@@ -493,6 +474,14 @@ def groups_query(
         query = query.where(AlertGroup.created_at >= since)
     if status is not None:
         query = query.where(_status_is(status))
+    if overdue is not None:
+        untriaged = and_(_status_is("new"), AlertGroup.created_at <= overdue.triage)
+        no_bug = and_(
+            _status_is("acknowledged"),
+            AlertGroup.bug_url == "",
+            AlertGroup.created_at <= overdue.bug,
+        )
+        query = query.where(or_(untriaged, no_bug))
     return query.order_by(AlertGroup.id.desc())
 
 
@@ -511,60 +500,6 @@ def _status_is(status: str) -> ColumnElement[bool]:
     if not more_pressing:  # "new": a new member, or no member at all
         return or_(member_in([status]), ~member_in(None))
     return and_(member_in([status]), ~member_in(more_pressing))
-
-
-def describe_group(
-    session: Session, group: AlertGroup, steps: StepSummary | None = None
-) -> dict[str, Any]:
-    """A group's fields with what it spans, for the read model.
-
-    ``counts``: its steps per direction, then ``failure`` (failing cases), ``coverage``
-    (cases no longer or newly reported, counted apart: nothing is known to fail),
-    ``machine_silent`` and ``aggregate``; a kind it has none of is left out. ``steps``: its
-    steps' summary, if counted already (else ``group.regressions`` are read).
-    """
-    steps = steps if steps is not None else step_summary.summary_of(group.regressions)
-    failures = group.failures
-    counts = dict(steps.counts)
-    for failure in failures:
-        kind = "coverage" if failure.severity == "low" else "failure"
-        counts[kind] = counts.get(kind, 0) + 1
-    if group.silences:
-        counts["machine_silent"] = len(group.silences)
-    if group.aggregates:
-        counts["aggregate"] = len(group.aggregates)
-    # Each has a suite, config and precision.
-    spans: list[Benchmark | AggregateFinding] = [
-        *(f.benchmark for f in failures),
-        *group.aggregates,
-    ]
-    machine = session.get(Machine, group.machine_id)
-    return {
-        "id": group.id,
-        "machine": machine.name if machine else "",
-        "channel": group.channel,
-        "project": project_of(session, group),
-        "first_bad_run_id": group.first_bad_run_id,
-        "last_good_run_id": group.last_good_run_id,
-        "status": group_status(group, steps),
-        "counts": counts,
-        "suites": sorted(steps.suites | {b.suite for b in spans}),
-        "configs": sorted(steps.configs | {b.config for b in spans}),
-        "precisions": sorted(steps.precisions | {b.precision for b in spans}),
-        "metrics": sorted(
-            steps.metrics
-            | {f.metric for f in failures if f.metric}  # a coverage change names none
-            | {a.stat for a in group.aggregates}
-        ),
-        "environment_diff": group.environment_diff,
-        "assignee": group.assignee,
-        "note": group.note,
-        "bug_url": group.bug_url,
-        "related_group_id": group.related_group_id,
-        "triaged_by": group.triaged_by,
-        "triaged_at": group.triaged_at,
-        "created_at": group.created_at,
-    }
 
 
 def list_run_anomalies(

@@ -198,6 +198,10 @@ class Settings(BaseSettings):
     NOTIFY_GROUP_WAIT_S: float = 600.0  # after a group opens (or grows), before its notice
     NOTIFY_REMIND_S: float = 86400.0  # untriaged groups are recalled this often
     NOTIFY_ESCALATE_S: float = 172800.0  # a group untriaged this long is escalated, once
+    # Triage deadlines in working days (Mon-Fri) after a finding is found: to triage it, and
+    # once acknowledged to link a bug (Perfherder's two and four). Past one it is overdue.
+    TRIAGE_DAYS: int = Field(default=2, ge=0, le=60)
+    BUG_DAYS: int = Field(default=4, ge=0, le=60)
     NOTIFY_SWEEP_S: float = 30.0  # how often due notices and retries are looked for
     DELIVERY_TIMEOUT_S: float = 10.0  # per attempt: connect, send and read
     DELIVERY_BACKOFF_S: float = 30.0  # the first retry's delay; doubles, with jitter

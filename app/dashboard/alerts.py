@@ -8,7 +8,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.annotations import service as annotations_service
-from app.anomalies import sensitivity, shapes, step_summary, triage
+from app.anomalies import deadlines, described, sensitivity, shapes, step_summary, triage
+from app.anomalies.deadlines import Deadlines
 from app.anomalies.models import (
     STATUSES,
     AggregateFinding,
@@ -59,16 +60,29 @@ class AlertQuery:
     direction: str | None = None  # a kind of member: regression, failure, coverage, ...
     group: int | None = None
     project: str | None = None  # that project's groups only (None: every project's)
+    overdue: bool = False  # only groups past a triage deadline (any status)
 
 
-def inbox(session: Session, query: AlertQuery) -> dict[str, Any]:
-    """Groups matching the filters (or the one asked for), newest first."""
+def inbox(
+    session: Session, query: AlertQuery, rules: Deadlines = deadlines.DEFAULT
+) -> dict[str, Any]:
+    """Groups matching the filters (or the one asked for), newest first.
+
+    ``rules``: the triage deadlines (each group says when it is due and whether it is late).
+    """
     if query.group is not None:
         groups = [triage.get_group(session, query.group, with_steps=False)]
     else:
-        status = query.status if query.status in STATUSES else None
+        status = query.status if query.status in STATUSES and not query.overdue else None
+        overdue = triage.Overdue.now(rules) if query.overdue else None
         groups = triage.page_of_groups(
-            session, status, query.machine, query.channel, GROUPS_PER_PAGE, query.project
+            session,
+            status,
+            query.machine,
+            query.channel,
+            GROUPS_PER_PAGE,
+            query.project,
+            overdue,
         )
     # The runs and run scores every group names, read at once (not one group at a time).
     run_ids = {i for g in groups for i in (g.first_bad_run_id, g.last_good_run_id)}
@@ -80,7 +94,9 @@ def inbox(session: Session, query: AlertQuery) -> dict[str, Any]:
     steps = step_summary.summarize(session, ids)
     shown = step_summary.largest_steps(session, ids, SHOWN_PER_GROUP)
     described = [
-        _group(session, g, runs, anomalies.get(g.first_bad_run_id), (steps[g.id], shown[g.id]))
+        _group(
+            session, g, runs, anomalies.get(g.first_bad_run_id), (steps[g.id], shown[g.id]), rules
+        )
         | {"charts": _charts(session, shown[g.id], runs) if i == 0 else []}
         for i, g in enumerate(groups)
     ]
@@ -136,6 +152,7 @@ def _group(
     runs: dict[int, Run],
     anomaly: RunAnomaly | None,
     steps: tuple[step_summary.StepSummary, list[Regression]],
+    rules: Deadlines,
 ) -> dict[str, Any]:
     """A group as the page shows it, without charts.
 
@@ -151,7 +168,7 @@ def _group(
     failures = [f for f in cases if f.severity != "low"]
     coverage = [f for f in cases if f.severity == "low"]  # a table of their own: none fails
     first_bad = runs.get(group.first_bad_run_id)
-    summary = triage.describe_group(session, group, counted)
+    summary = described.describe_group(session, group, counted, rules)
     last_good = runs.get(group.last_good_run_id)
     return {
         "summary": summary,

@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.anomalies import triage
+from app.anomalies import described, triage
 from app.anomalies.models import AggregatePoint, CaseFailure
 from app.benchmarks.comparison import judge_values, threshold_for
 from app.benchmarks.service import list_machines
@@ -282,4 +282,4 @@ def _open_groups(
     session: Session, machine: str, channel: str, project: str | None
 ) -> list[dict[str, Any]]:
     groups, _ = triage.list_groups(session, "new", machine, channel, None, 0, 10, project)
-    return [triage.describe_group(session, group) for group in groups]
+    return [described.describe_group(session, group) for group in groups]

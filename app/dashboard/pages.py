@@ -11,6 +11,7 @@ from urllib.parse import urlencode
 from fastapi import Depends, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
+from app.anomalies.deadlines import Deadlines
 from app.anomalies.registry import read_thresholds
 from app.api.deps import SessionDep
 from app.audit import service as audit
@@ -88,13 +89,21 @@ def alerts_view(
     direction: str | None = None,
     group: str | None = None,
     project: PageProject = None,
+    overdue: str | None = None,
 ) -> HTMLResponse:
     """The triage inbox: alert groups with their steps, explanations and actions."""
     query = AlertQuery(
-        status, machine or None, channel or None, direction or None, as_int(group), project
+        status,
+        machine or None,
+        channel or None,
+        direction or None,
+        as_int(group),
+        project,
+        overdue=overdue in ("1", "true", "on"),
     )
     may_triage = access.may(request, session, "triage")
-    context = inbox(session, query)
+    settings = request.app.state.settings
+    context = inbox(session, query, Deadlines(settings.TRIAGE_DAYS, settings.BUG_DAYS))
     return render(request, session, "alerts.html", may_triage=may_triage, **context)
 
 

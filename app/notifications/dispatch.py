@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from sqlalchemy import and_, func, or_, select, union
 from sqlalchemy.orm import Session
 
+from app.anomalies.deadlines import Deadlines
 from app.anomalies.models import (
     AggregateFinding,
     AlertGroup,
@@ -55,6 +56,8 @@ class Timing(Protocol):
     NOTIFY_GROUP_WAIT_S: float
     NOTIFY_REMIND_S: float
     NOTIFY_ESCALATE_S: float
+    TRIAGE_DAYS: int
+    BUG_DAYS: int
 
 
 @dataclass
@@ -73,7 +76,8 @@ def sweep(session: Session, timing: Timing, now: datetime | None = None) -> Swep
     _one_at_a_time(session)
     swept = Swept()
     swept.planned = plan_reminders(session, timing, now)
-    renderer = Renderer(session, timing.PUBLIC_URL)
+    rules = Deadlines(timing.TRIAGE_DAYS, timing.BUG_DAYS)
+    renderer = Renderer(session, timing.PUBLIC_URL, rules, now)
     silences = active_silences(session, now)
     subscriptions = {s.id: s for s in session.scalars(select(Subscription))}
     due = _due_notices(session, subscriptions, timing, now)

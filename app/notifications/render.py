@@ -13,7 +13,8 @@ from urllib.parse import urlencode
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.anomalies import shapes
+from app.anomalies import deadlines, shapes
+from app.anomalies.deadlines import Deadlines
 from app.anomalies.models import (
     AggregateFinding,
     AlertGroup,
@@ -23,6 +24,7 @@ from app.anomalies.models import (
 )
 from app.anomalies.triage import group_status
 from app.benchmarks.models import Machine
+from app.core.db import utcnow
 from app.notifications.message import (
     CHART_FINDINGS,
     MAX_FINDINGS,
@@ -45,6 +47,7 @@ EVENT_WORDS = {
     "resolved": "Resolved: ",
     "localized": "Localized: ",  # its headline is the localization's (``localized_headline``)
 }
+OVERDUE_WORDS = "Still untriaged, overdue: "  # a reminder past the group's triage deadline
 AGGREGATE_UNITS = {"pass_rate": "%", "mean_compile_time_s": " s"}  # the others: "x"
 # How a model's coverage finding's reason starts (``failures._coverage_findings``).
 COVERAGE_VERBS = ("no longer reported", "newly reported")
@@ -79,9 +82,17 @@ def subscription_of(subscription: Subscription, revision: int) -> dict[str, Any]
 class Renderer:
     """Renders notices against one public URL, caching what several notices share."""
 
-    def __init__(self, session: Session, public_url: str) -> None:
+    def __init__(
+        self,
+        session: Session,
+        public_url: str,
+        rules: Deadlines = deadlines.DEFAULT,
+        now: datetime | None = None,
+    ) -> None:
         self.session = session
         self.base = public_url.rstrip("/")
+        self.rules = rules  # the triage deadlines a group is due by ...
+        self.now = now  # ... judged at this time (None: when rendered)
 
     def group_url(self, group_id: int) -> str:
         """The group on the alerts page."""
@@ -184,20 +195,26 @@ class Renderer:
         charts = self._charts([r for r in listed if isinstance(r, Regression)][:CHART_FINDINGS])
         machine = self.session.get_one(Machine, group.machine_id)
         findings = [self.any_finding(f, charts) for f in listed]
+        status = group_status(group)
+        now = self.now or utcnow()
+        late = deadlines.overdue(status, group.bug_url, group.created_at, now, self.rules)
         if told is not None:
             title = localized_headline(told, group.channel)
         else:
-            title = EVENT_WORDS.get(event, "") + headline(
-                machine.name, group, silent, failing, steps, summed, coverage
-            )
+            words = OVERDUE_WORDS if late and event == "reminder" else EVENT_WORDS.get(event, "")
+            title = words + headline(machine.name, group, silent, failing, steps, summed, coverage)
         section = {
             "headline": title,
             "id": group.id,
             "url": self.group_url(group.id),
             "machine": machine.name,
             "channel": group.channel,
-            "status": group_status(group),
+            "status": status,
             "created_at": iso(group.created_at),
+            "triage_due_at": iso(
+                deadlines.add_working_days(group.created_at, self.rules.triage_days)
+            ),
+            "overdue": late,
             "findings_total": len(chosen),
             "last_good_run": self.run(group.last_good_run_id),
             "first_bad_run": self.run(group.first_bad_run_id),

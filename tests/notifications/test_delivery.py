@@ -580,3 +580,24 @@ def test_retry_after_reads_seconds_and_dates() -> None:
     assert outbound.retry_after("Tue, 01 Dec 2026 11:00:00 GMT", now) == 0.0  # past: now
     assert outbound.retry_after("soon", now) is None
     assert outbound.retry_after(None, now) is None
+
+
+def test_a_reminder_past_the_triage_deadline_says_it_is_overdue(
+    app_client: TestClient, database: Database, notify_settings: Settings
+) -> None:
+    # Due as soon as found (Monday 00:00 if found at a weekend), no escalation in between.
+    late = notify_settings.model_copy(update={"TRIAGE_DAYS": 0, "NOTIFY_ESCALATE_S": 0.0})
+    with receiving() as hook:
+        subscribe(app_client, database, receivers=[{"kind": "webhook", "url": hook.url}])
+        detect_bert_regression(app_client, database)
+        hook.wait_for(1)
+        sweep(database, late, after_s=3 * late.NOTIFY_REMIND_S + 60)  # past any weekend
+        deliver_due(database, late)
+        _, reminder = hook.wait_for(2)
+    body = reminder.json()
+    assert body["event"] == "reminder"
+    assert body["headline"].startswith("Still untriaged, overdue: ")
+    assert body["group"]["overdue"] == "triage"
+    assert (
+        body["group"]["triage_due_at"] >= body["group"]["created_at"]
+    )  # Monday 00:00 at a weekend
