@@ -9,6 +9,7 @@ from app.anomalies import (
     described,
     manual,
     registry,
+    revisions,
     sensitivity,
     step_summary,
     triage,
@@ -32,6 +33,7 @@ from app.anomalies.schemas import (
     MachineSilenceRead,
     ManualFinding,
     RegressionRead,
+    RevisionRead,
     RunAnomalyRead,
     SensitivityRead,
     SensitivityUpdate,
@@ -476,6 +478,28 @@ def _detail(session: SessionDep, group: AlertGroup, rules: Deadlines) -> AlertGr
         failures=[_failure(f) for f in group.failures],
         silences=[MachineSilenceRead.model_validate(s) for s in group.silences],
         aggregates=[_aggregate(a) for a in group.aggregates],
+    )
+
+
+@reads.get("/revisions/{revision}", response_model=RevisionRead, responses=errors(422))
+def get_revision(request: Request, revision: str, session: SessionDep) -> RevisionRead:
+    """Everything one change moved: the alert groups whose first bad run carries `revision`.
+
+    A commit, a torch build or a torch git sha (7 hex digits or more match the shas they
+    begin), across machines, channels and projects: the groups (newest first, at most 500),
+    their steps that hurt and failing cases counted by device, suite, config and precision,
+    and the 20 worst steps.
+    """
+    report = revisions.revision_report(session, revision)
+    rules = deadline_rules(request)
+    steps = step_summary.summarize(session, [g.id for g in report.groups])
+    return RevisionRead(
+        **revisions.describe(report),
+        groups=[
+            AlertGroupRead(**described.describe_group(session, g, steps[g.id], rules))
+            for g in report.groups
+        ],
+        worst=[RegressionRead.model_validate(r) for r in report.worst],
     )
 
 

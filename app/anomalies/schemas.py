@@ -438,3 +438,19 @@ class RunAnomalyRead(BaseModel):
     anomalous: bool
     features: dict[str, float]
     history_runs: int
+
+
+class RevisionRead(BaseModel):
+    """What one revision moved: its groups, their counts and worst steps."""
+
+    revision: str
+    matched: dict[str, int] = Field(
+        description="groups per way their first bad run carries it: commit, torch, torch_sha"
+    )
+    counts: dict[str, dict[str, int]] = Field(
+        description="steps that hurt and failing cases per device, suite, config, precision"
+    )
+    failures: int = Field(description="failing cases in the groups")
+    truncated: bool = Field(description="more than 500 groups: the newest are listed")
+    groups: list[AlertGroupRead]
+    worst: list[RegressionRead] = Field(description="the 20 largest steps that hurt")

@@ -24,6 +24,7 @@ from app.dashboard.compare import compare_page, csv_page, query_of
 from app.dashboard.kernels_page import kernels_page, regression_kernels_page
 from app.dashboard.localization_page import localization_page
 from app.dashboard.overview import FAMILIES, overview
+from app.dashboard.revision_page import revision_page
 from app.dashboard.run_page import MAX_PAGE_SIZE, PAGE_SIZE, run_page
 from app.dashboard.series import GROUPINGS, SeriesQuery, series_page
 from app.dashboard.shell import PageProject, as_int, page_router, render
@@ -105,6 +106,16 @@ def alerts_view(
     settings = request.app.state.settings
     context = inbox(session, query, Deadlines(settings.TRIAGE_DAYS, settings.BUG_DAYS))
     return render(request, session, "alerts.html", may_triage=may_triage, **context)
+
+
+@router.get("/revisions/{revision}", response_class=HTMLResponse)
+def revision_view(request: Request, session: SessionDep, revision: str) -> HTMLResponse:
+    """Everything one commit or torch build moved, across machines, channels and projects."""
+    settings = request.app.state.settings
+    rules = Deadlines(settings.TRIAGE_DAYS, settings.BUG_DAYS)
+    may_triage = access.may(request, session, "triage")
+    context = revision_page(session, revision, rules)
+    return render(request, session, "revision.html", may_triage=may_triage, **context)
 
 
 @router.get("/localizations/{localization_id}", response_class=HTMLResponse)

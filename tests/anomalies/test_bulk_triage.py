@@ -44,7 +44,10 @@ def record_steps(session: Session, runs: list[int]) -> list[Regression]:
     session.add(group)
     session.flush()
     series = session.scalars(
-        select(Series).where(Series.project == run.project).order_by(Series.id)
+        select(Series)
+        .where(Series.project == run.project, Series.machine_id == run.machine_id)
+        .where(Series.channel == run.channel)
+        .order_by(Series.id)
     ).all()
     steps = [
         Regression(
