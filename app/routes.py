@@ -21,6 +21,7 @@ from app.localization.router import writes as localization_writes
 from app.notifications.router import deliveries as deliveries_router
 from app.notifications.router import router as notifications_router
 from app.notifications.router import silence_reads, silence_writes
+from app.quality.router import router as quality_router
 from app.runs.router import reads as runs_reads
 from app.runs.router import router as runs_router
 from app.suite_runs.router import router as suites_router
@@ -39,6 +40,7 @@ for router in (
     verdicts_router,
     benchmarks_router,
     summaries_router,
+    quality_router,
     anomalies_reads,
     anomalies_writes,
     suites_router,

@@ -24,12 +24,14 @@ from app.dashboard.compare import compare_page, csv_page, query_of
 from app.dashboard.kernels_page import kernels_page, regression_kernels_page
 from app.dashboard.localization_page import localization_page
 from app.dashboard.overview import FAMILIES, overview
+from app.dashboard.quality_page import quality_page
 from app.dashboard.revision_page import revision_page
 from app.dashboard.run_page import MAX_PAGE_SIZE, PAGE_SIZE, run_page
 from app.dashboard.series import GROUPINGS, SeriesQuery, series_page
 from app.dashboard.shell import PageProject, as_int, page_router, render
 from app.dashboard.verdicts_page import verdicts_page
 from app.localization import service as localizations
+from app.quality.service import MAX_WEEKS
 from app.suite_runs import service as suite_runs_service
 from app.suite_runs.models import LOCALIZE_TRIGGER
 from app.suite_runs.schemas import SuiteRunRead, shard_read
@@ -106,6 +108,16 @@ def alerts_view(
     settings = request.app.state.settings
     context = inbox(session, query, Deadlines(settings.TRIAGE_DAYS, settings.BUG_DAYS))
     return render(request, session, "alerts.html", may_triage=may_triage, **context)
+
+
+@router.get("/quality", response_class=HTMLResponse)
+def quality_view(request: Request, session: SessionDep, weeks: str | None = None) -> HTMLResponse:
+    """Alert quality: findings per week, time to triage and fix, invalid shares, outcomes."""
+    settings = request.app.state.settings
+    rules = Deadlines(settings.TRIAGE_DAYS, settings.BUG_DAYS)
+    back = as_int(weeks) or 12
+    context = quality_page(session, min(max(back, 1), MAX_WEEKS), rules)
+    return render(request, session, "quality.html", **context)
 
 
 @router.get("/revisions/{revision}", response_class=HTMLResponse)

@@ -1,0 +1,148 @@
+"""Alert quality: the figures a team manages sheriffing by, over the last weeks.
+
+- **Findings per week, by kind**: steps by direction (regression, improvement, noise,
+  bimodal), failing cases, coverage changes, aggregate drops, silent machines; weeks start
+  on Monday (UTC). Counted per day in SQL, folded into weeks here.
+- **Time to triage** (found to its triage by a person: the latest, which a finding keeps; the
+  audit log holds each) and **time to fix** (found to the triage that marked it fixed),
+  median and p90 in hours, over the findings of the window that people triaged (the newest
+  ``MAX_TIMES`` of each kind).
+- **The share marked invalid** per suite, config and detector (``sensitivity.label_shares``).
+- **Localization outcomes**: localizations started in the window, by state.
+- **Overdue**: groups past a triage deadline now.
+
+Every read is bounded: at most ``MAX_WEEKS`` weeks, a count per day and kind, the newest
+``MAX_TIMES`` triage times.
+"""
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from typing import Any
+
+import numpy as np
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app.anomalies import sensitivity, triage
+from app.anomalies.deadlines import Deadlines
+from app.anomalies.models import (
+    AggregateFinding,
+    AlertGroup,
+    CaseFailure,
+    MachineSilence,
+    Regression,
+)
+from app.anomalies.sensitivity import AUTOMATIC
+from app.core.db import utcnow
+from app.localization.models import Localization
+
+MAX_WEEKS = 52
+MAX_TIMES = 5000
+SHARES_BY = ("suite", "config", "detector")
+
+
+@dataclass(frozen=True)
+class Durations:
+    """How long something took, in hours, over ``count`` findings (None without any)."""
+
+    count: int
+    median_h: float | None
+    p90_h: float | None
+
+    @classmethod
+    def of(cls, hours: list[float]) -> "Durations":
+        """The median and 90th percentile of ``hours``."""
+        if not hours:
+            return cls(0, None, None)
+        values = np.asarray(hours)
+        return cls(len(hours), float(np.median(values)), float(np.percentile(values, 90)))
+
+
+def week_of(day: date) -> date:
+    """The Monday that starts a day's week."""
+    return day - timedelta(days=day.weekday())
+
+
+def quality(
+    session: Session, weeks: int, rules: Deadlines, now: datetime | None = None
+) -> dict[str, Any]:
+    """The figures over the last ``weeks`` weeks (1 to ``MAX_WEEKS``) up to ``now``."""
+    now = now or utcnow()
+    first_week = week_of(now.date()) - timedelta(weeks=weeks - 1)
+    since = datetime.combine(first_week, datetime.min.time(), tzinfo=now.tzinfo)
+    return {
+        "weeks": [str(first_week + timedelta(weeks=k)) for k in range(weeks)],
+        "since": since,
+        "per_week": _per_week(session, since, first_week, weeks),
+        "time_to_triage": Durations.of(_hours(session, since, fixed=False)).__dict__,
+        "time_to_fix": Durations.of(_hours(session, since, fixed=True)).__dict__,
+        "invalid_share": {by: sensitivity.label_shares(session, by) for by in SHARES_BY},
+        "localizations": _localizations(session, since),
+        "overdue": _overdue(session, rules, now),
+    }
+
+
+def _per_week(session: Session, since: datetime, first: date, weeks: int) -> dict[str, list[int]]:
+    """Findings found per week, by kind (a list a kind, a count a week)."""
+    per_day: Counter[tuple[str, date]] = Counter()
+
+    def count(kind: str | Any, created: Any, *where: Any) -> None:
+        """``kind``: a column (a count per value) or the name of all the rows counted."""
+        day = func.date(created)
+        grouped = [day] if isinstance(kind, str) else [kind, day]
+        query = select(*grouped, func.count()).where(created >= since, *where).group_by(*grouped)
+        for row in session.execute(query):
+            name = kind if isinstance(kind, str) else str(row[0])
+            per_day[(name, _as_date(row[-2]))] += row[-1]
+
+    count(Regression.direction, Regression.created_at)
+    coverage = CaseFailure.failure.in_(CaseFailure.COVERAGE)
+    count("failure", CaseFailure.created_at, ~coverage)
+    count("coverage", CaseFailure.created_at, coverage)
+    count("aggregate", AggregateFinding.created_at)
+    count("machine_silent", MachineSilence.created_at)
+    series: dict[str, list[int]] = defaultdict(lambda: [0] * weeks)
+    for (kind, day), n in per_day.items():
+        index = (week_of(day) - first).days // 7
+        if 0 <= index < weeks:
+            series[kind][index] += n
+    return dict(sorted(series.items()))
+
+
+def _as_date(value: Any) -> date:
+    """A database's date (Postgres gives a date, SQLite its text)."""
+    return value if isinstance(value, date) else date.fromisoformat(str(value)[:10])
+
+
+def _hours(session: Session, since: datetime, *, fixed: bool) -> list[float]:
+    """Hours from found to the latest triage by a person: of fixed findings, or of any."""
+    hours: list[float] = []
+    for model in (Regression, CaseFailure, AggregateFinding):
+        query = select(model.created_at, model.triaged_at, model.triaged_by).where(
+            model.created_at >= since, model.triaged_at.is_not(None), model.status != "new"
+        )
+        if fixed:
+            query = query.where(model.status == "fixed")
+        query = query.order_by(model.id.desc()).limit(MAX_TIMES)
+        for created, triaged, by in session.execute(query):
+            if triaged is not None and not by.startswith(AUTOMATIC):
+                hours.append(max((triaged - created).total_seconds(), 0.0) / 3600)
+    return hours[:MAX_TIMES]
+
+
+def _localizations(session: Session, since: datetime) -> dict[str, int]:
+    query = (
+        select(Localization.state, func.count())
+        .where(Localization.requested_at >= since)
+        .group_by(Localization.state)
+    )
+    return {str(state): int(n) for state, n in session.execute(query)}
+
+
+def _overdue(session: Session, rules: Deadlines, now: datetime) -> int:
+    """Groups past a triage deadline now."""
+    overdue = triage.Overdue.now(rules, now)
+    query = triage.groups_query(None, None, None, None, None, overdue)
+    ids = query.with_only_columns(AlertGroup.id).order_by(None).subquery()
+    return session.scalar(select(func.count()).select_from(ids)) or 0
