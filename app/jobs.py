@@ -89,6 +89,14 @@ DISPATCH_NOTICES = TASKS.add(
     retry_backoff=True,
     max_retries=5,
 )
+# Two-way bug status where no webhook reaches the server: linked GitHub issues read again.
+POLL_ISSUES = TASKS.add(
+    "notifications.poll_issues",
+    DEFAULT_QUEUE,
+    job="app.notifications.jobs:poll_issues",
+    every=Every("poll-issues", lambda settings: settings.GITHUB_POLL_S),
+    config=lambda settings: {"settings": settings},
+)
 DELIVER = TASKS.add(
     "notifications.deliver",
     NOTIFY_QUEUE,

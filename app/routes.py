@@ -19,8 +19,8 @@ from app.kernels.router import reads as kernels_reads
 from app.localization.router import reads as localization_reads
 from app.localization.router import writes as localization_writes
 from app.notifications.router import deliveries as deliveries_router
+from app.notifications.router import github_hooks, silence_reads, silence_writes
 from app.notifications.router import router as notifications_router
-from app.notifications.router import silence_reads, silence_writes
 from app.quality.router import router as quality_router
 from app.runs.router import reads as runs_reads
 from app.runs.router import router as runs_router
@@ -46,6 +46,7 @@ for router in (
     suites_router,
     notifications_router,
     deliveries_router,
+    github_hooks,
     silence_reads,
     silence_writes,
     annotations_reads,

@@ -22,6 +22,7 @@ from app.jobs import (
     KEEP_UP_PARTITIONS,
     LOCALIZE,
     NOTIFY_QUEUE,
+    POLL_ISSUES,
     REQUEUE_SHARDS,
     RUN_SHARD,
     START_SUITE,
@@ -48,6 +49,7 @@ ON_THE_WIRE = {
     "notifications.deliver",
     "runs.keep_up_partitions",
     "runs.apply_retention",
+    "notifications.poll_issues",
 }
 AUTORETRY = {"autoretry_for", "dont_autoretry_for", "retry_kwargs", "retry_backoff"}
 
@@ -104,8 +106,10 @@ def test_the_in_process_runner_has_every_job(database: Database, settings: Setti
             DELIVER,
             KEEP_UP_PARTITIONS,
             APPLY_RETENTION,
+            POLL_ISSUES,
         }
     )
+    assert jobs[POLL_ISSUES]() == []  # no bug link names a GitHub issue
     assert jobs[APPLY_RETENTION]().summary()["runs_deleted"] == 0  # settings at 0: keep all
     assert jobs[KEEP_UP_PARTITIONS]() == []  # SQLite; Postgres has its months ahead already
     assert jobs[SWEEP_SILENCE]() == 0

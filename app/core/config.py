@@ -218,6 +218,12 @@ class Settings(BaseSettings):
     SMTP_FROM: str = "benchwatch@localhost"
     GITHUB_API_URL: str = "https://api.github.com"
     GITHUB_TOKEN: SecretStr = SecretStr("")  # for GitHub issue receivers
+    # Two-way bug status (docs/alerts.md): GitHub's ``issues`` webhook, signed with this secret
+    # (empty: the endpoint answers 404), and the poll of linked issues when no webhook comes
+    # (0: never). A closed issue's groups take GITHUB_CLOSED_STATUS.
+    GITHUB_WEBHOOK_SECRET: SecretStr = SecretStr("")
+    GITHUB_POLL_S: float = Field(default=3600.0, ge=0)
+    GITHUB_CLOSED_STATUS: Literal["fixed", "expected", "invalid", "infra"] = "fixed"
     # Apprise URL schemes a subscription may use (Teams workflows, Discord, Mattermost).
     APPRISE_SCHEMES: str = "workflows,discord,mmost,mmosts"
 

@@ -21,6 +21,7 @@ from app.anomalies.models import (
 from app.dashboard import figures, kernels_page, localization_page
 from app.dashboard import format as fmt
 from app.dashboard.queries import machine_names
+from app.notifications import issue_sync
 from app.runs.models import Run
 from app.runs.reads import series_levels
 
@@ -108,6 +109,9 @@ def inbox(
         described = [g for g in described if query.direction in g["summary"]["counts"]]
     _with_localizations(session, described)
     _with_triage_records(session, described)
+    issues = issue_sync.states_of(session, [g["summary"]["bug_url"] for g in described])
+    for group in described:
+        group["issue"] = issues.get(group["summary"]["bug_url"])
     return {
         "query": query,
         "groups": described,

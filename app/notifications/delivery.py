@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from app.core.config import Settings
 from app.core.db import Database, utcnow
+from app.notifications import issue_sync
 from app.notifications.message import Message
 from app.notifications.models import Delivery, DeliveryAttempt, Notice, Subscription
 from app.notifications.receivers import Outcome, SendContext, Sender
@@ -207,6 +208,9 @@ def record(
         delivery.state = "delivered"
         delivery.delivered_at = now
         delivery.receipt = dict(outcome.receipt)
+        if issue_url := outcome.receipt.get("issue_url"):  # a GitHub issue opened for it
+            notice = session.get_one(Notice, delivery.notice_id)
+            issue_sync.link_opened_issue(session, notice.group_id, str(issue_url))
     elif outcome.disable:
         delivery.state = "failed"
         switch_off(session, delivery, f"switched off on {now:%Y-%m-%d %H:%M} UTC: {error}")

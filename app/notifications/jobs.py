@@ -7,7 +7,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 
 from app.core.config import Settings
 from app.core.db import Database
-from app.notifications import delivery
+from app.notifications import delivery, issue_sync
 from app.notifications import dispatch as sweep
 
 log = logging.getLogger(__name__)
@@ -39,3 +39,11 @@ def deliver(database: Database, settings: Settings, *, delivery_id: int) -> str:
     state = delivery.deliver(database, settings, delivery_id)
     log.info("delivery %s: %s", delivery_id, state)
     return state
+
+
+def poll_issues(database: Database, settings: Settings) -> list[int]:
+    """Read linked GitHub issues' state (``issue_sync.poll``); the groups it triaged."""
+    changed = issue_sync.poll(database, settings)
+    if changed:
+        log.info("GitHub issues: groups %s triaged", changed)
+    return changed

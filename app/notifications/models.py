@@ -142,3 +142,24 @@ class Silence(Base):
     comment: Mapped[str] = mapped_column(Text, default="")
     created_by: Mapped[str] = mapped_column(String(200), default="")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class IssueState(Base):
+    """The state of a GitHub issue a group's bug link names, as GitHub last told it.
+
+    Told by GitHub's ``issues`` webhook (``closed``, ``reopened``) or read by the poll when no
+    webhook is set up (``app.notifications.issue_sync``). ``url``: the issue's web address, as
+    a group's ``bug_url`` holds it; ``state``: ``open`` or ``closed``; ``state_reason``:
+    GitHub's (``completed``, ``not_planned``, ``reopened``).
+    """
+
+    __tablename__ = "issue_state"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    url: Mapped[str] = mapped_column(String(512), unique=True)
+    repository: Mapped[str] = mapped_column(String(201))
+    number: Mapped[int] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(String(16), default="open")
+    state_reason: Mapped[str] = mapped_column(String(32), default="")
+    checked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    changed_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

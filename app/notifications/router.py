@@ -4,9 +4,11 @@ Subscriptions and deliveries need scope ``admin``; silences are read by every re
 made by ``triage``; a feed's URL holds its token, which is all a feed reader needs.
 """
 
+import json
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Request, Response
+from fastapi.concurrency import run_in_threadpool
 
 from app.api.deps import ReadAccess, SessionDep, TriageActor
 from app.api.responses import READS, WRITES, errors
@@ -15,9 +17,9 @@ from app.core import queue
 from app.core.bounds import RowId
 from app.core.config import Settings
 from app.core.db import utcnow
-from app.core.errors import ErrorBody, NotFound
+from app.core.errors import DomainError, ErrorBody, InvalidInput, NotFound
 from app.core.pagination import Page, PageParams
-from app.notifications import feed, outbox, service, silences, targets
+from app.notifications import feed, issue_sync, outbox, service, silences, targets
 from app.notifications.schemas import (
     DeliveryRead,
     NoticeRead,
@@ -313,3 +315,61 @@ def subscription_feed(token: FeedToken, session: SessionDep, request: Request) -
     self_url = f"{settings.PUBLIC_URL.rstrip('/')}/feeds/{token}.atom"
     body = feed.atom(subscription, notices, self_url, utcnow())
     return Response(content=body, media_type="application/atom+xml; charset=utf-8")
+
+
+github_hooks = APIRouter(tags=["notifications"], route_class=ApiRoute)
+WEBHOOK_BYTES = 1024 * 1024  # GitHub's issues events are a few KiB; this is ample
+
+
+@github_hooks.post(
+    "/github/webhook",
+    responses={
+        **errors(401, 404, 413),
+        200: {"description": "taken (or ignored: not an issue's close or reopen)"},
+    },
+)
+async def github_webhook(request: Request) -> dict[str, Any]:
+    """GitHub's webhook (`issues` events): a linked issue closed or reopened triages its groups.
+
+    Signed with `BENCHWATCH_GITHUB_WEBHOOK_SECRET` (`X-Hub-Signature-256`): a wrong or missing
+    signature is a 401, and without the secret configured the endpoint is a 404. A closed
+    issue's groups take `BENCHWATCH_GITHUB_CLOSED_STATUS` (fixed); a reopened one's,
+    acknowledged; each audited as `github: <login>`. `ping` and other events are answered and
+    ignored; an event told twice acts once.
+    """
+    settings: Settings = request.app.state.settings
+    secret = settings.GITHUB_WEBHOOK_SECRET.get_secret_value()
+    if not secret:
+        raise NotFound("no GitHub webhook here (BENCHWATCH_GITHUB_WEBHOOK_SECRET is not set)")
+    body = await request.body()
+    if len(body) > WEBHOOK_BYTES:
+        raise PayloadTooLarge(f"a webhook body of at most {WEBHOOK_BYTES} bytes")
+    if not issue_sync.verify(secret, body, request.headers.get("X-Hub-Signature-256", "")):
+        raise BadSignature("the X-Hub-Signature-256 does not match this body and the secret")
+    kind = request.headers.get("X-GitHub-Event", "")
+    if kind != "issues":
+        return {"event": kind, "groups": []}
+    try:
+        event = json.loads(body)
+    except ValueError as exc:
+        raise InvalidInput(f"the webhook body is not JSON: {exc}") from exc
+    if not isinstance(event, dict):
+        raise InvalidInput("the webhook body is not a JSON object")
+
+    def apply() -> list[int]:
+        with request.app.state.database.session_scope() as session:
+            return issue_sync.apply_event(session, settings, event)
+
+    return {"event": kind, "groups": await run_in_threadpool(apply)}
+
+
+class BadSignature(DomainError):
+    """A webhook whose signature does not match."""
+
+    status_code = 401
+
+
+class PayloadTooLarge(DomainError):
+    """A webhook body over its bound."""
+
+    status_code = 413

@@ -102,7 +102,8 @@ class Handler(BaseHTTPRequestHandler):
             return 400, "Unsupported API version"
         if not self.headers.get("User-Agent"):
             return 403, "Request forbidden by administrative rules (no User-Agent)"
-        if not self.headers.get("Content-Type", "").startswith("application/json"):
+        has_body = self.command != "GET"
+        if has_body and not self.headers.get("Content-Type", "").startswith("application/json"):
             return 415, "Unsupported Content-Type"
         return None
 
@@ -131,6 +132,10 @@ class Handler(BaseHTTPRequestHandler):
             return self.refuse(404, "Not Found")
         if route == ("PATCH", 6):
             return self.edit_issue(number, fields)
+        if route == ("GET", 6):
+            issue = github.issues[number]
+            shown = {k: issue.get(k) for k in ("state", "state_reason", "html_url", "title")}
+            return self.answer(200, {"number": number, **shown})
         if route == ("POST", 7) and parts[6] == "comments":
             return self.comment(number, fields)
         return self.refuse(404, "Not Found")
