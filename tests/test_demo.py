@@ -61,3 +61,28 @@ def test_the_demo_history_holds_a_noise_change_and_a_bimodal_one() -> None:
         ((found, at),) = [(c.kind, c.index) for c in find_shape_changes(values)]
         assert found == kind
         assert abs(at - 2 * day) <= 8  # two runs a day
+
+
+def test_one_nightly_moves_both_machines_and_its_sha_names_it() -> None:
+    """From day 82 the default config of the convolutional models is 12% slower on both
+    machines' nightly, whose first slow runs carry one torch git sha."""
+    from app.demo import CONVOLUTIONAL, REVISION_DAY, _environment
+
+    for machine in ("demo-h100", "demo-mi300x"):
+        values = latency_of(machine, "nightly", "resnet", "default", "bf16")
+        at = 2 * REVISION_DAY  # two runs a day
+        assert np.median(values[at : at + 10]) / np.median(values[at - 10 : at]) > 1.08
+        untouched = latency_of(machine, "nightly", "bert", "default", "bf16")
+        ratio = np.median(untouched[at : at + 10]) / np.median(untouched[at - 10 : at])
+        assert abs(ratio - 1) < 0.04
+    assert "resnet" in CONVOLUTIONAL
+    first_bad = [
+        p
+        for p in points(90, datetime(2026, 12, 1, tzinfo=UTC))
+        if p.channel == "nightly" and p.index == 2 * REVISION_DAY
+    ]
+    shas = {_environment(p)["torch_git_sha"] for p in first_bad}
+    builds = {_environment(p)["torch"] for p in first_bad}
+    assert len(first_bad) == 2
+    assert len(shas) == 1  # one revision ...
+    assert len(builds) == 2  # ... built for CUDA and for ROCm

@@ -315,8 +315,9 @@ def compare_page(session: Session, query: CompareQuery) -> dict[str, Any]:
 def undecided(compared: Table) -> dict[str, Any]:
     """The cases that need more runs, as one re-run asks for them: per run, their identities.
 
-    The largest changes first, ``compare_reruns.MAX_CASES`` at most; ``count``: how many need
-    more runs in all.
+    The largest changes first, at most ``compare_reruns.MAX_CASES`` cases a run (a config
+    comparison's row is two cases of one run); ``count``: how many need more runs in all,
+    ``cases``: the rows the re-run covers.
     """
     needing = []
     for row in compared.rows:
@@ -324,13 +325,24 @@ def undecided(compared: Table) -> dict[str, Any]:
         if unsure:
             needing.append((max(abs(c.ratio - 1) for c in unsure), row))
     needing.sort(key=lambda pair: -pair[0])
-    chosen = [row for _, row in needing[:MAX_RERUN_CASES]]
     runs: dict[int, list[dict[str, Any]]] = {}
-    for row in chosen:
-        for side, identity in zip(compared.sides, row["identities"], strict=True):
-            if identity is not None and identity not in runs.setdefault(side.run.id, []):
-                runs[side.run.id].append(identity)
-    return {"count": len(needing), "runs": runs, "cases": len(chosen)}
+    chosen = 0
+    for _, row in needing:
+        wanted = [
+            (side.run.id, identity)
+            for side, identity in zip(compared.sides, row["identities"], strict=True)
+            if identity is not None
+        ]
+        after = {run_id: len(runs.get(run_id, [])) for run_id, _ in wanted}
+        for run_id, identity in wanted:
+            after[run_id] += identity not in runs.get(run_id, [])
+        if any(n > MAX_RERUN_CASES for n in after.values()):
+            break  # a run's re-run is full (two configs of one run take two cases a row)
+        for run_id, identity in wanted:
+            if identity not in runs.setdefault(run_id, []):
+                runs[run_id].append(identity)
+        chosen += 1
+    return {"count": len(needing), "runs": runs, "cases": chosen}
 
 
 def _distributions(compared: Table, metric: str) -> list[dict[str, Any]]:

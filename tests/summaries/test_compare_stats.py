@@ -124,3 +124,32 @@ def test_the_page_shows_how_sure_and_who_may_rerun(
     assert answer.status_code == 200
     assert "not measured again" in answer.text
     assert "not measured by a benchwatch worker" in answer.text
+
+
+def test_a_rerun_asks_at_most_its_bound_of_cases_a_run() -> None:
+    """Two configs of one run: each undecided row is two cases of that run."""
+    from datetime import UTC, datetime
+
+    from app.benchmarks.comparison import judge_samples
+    from app.dashboard.compare import Side, Table, undecided
+    from app.runs.models import Run
+    from app.suite_runs.compare_reruns import MAX_CASES
+
+    run = Run(id=7, started_at=datetime(2026, 12, 1, tzinfo=UTC))
+    unsure = judge_samples([10.0, 10.2, 9.9], [11.0, 10.8, 11.1], higher_is_better=False)
+    assert unsure is not None
+    assert unsure.needs_more
+    rows = [
+        {
+            "identities": [
+                {"model": f"m{i}", "config": "eager"},
+                {"model": f"m{i}", "config": "default"},
+            ],
+            "confidence": [unsure],
+        }
+        for i in range(30)
+    ]
+    found = undecided(Table([Side("eager", run, "eager"), Side("default", run, "default")], rows))
+    assert found["count"] == 30
+    assert found["cases"] == MAX_CASES // 2
+    assert len(found["runs"][7]) == MAX_CASES
