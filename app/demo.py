@@ -422,7 +422,9 @@ def _group_of(
     query = (
         select(AlertGroup)
         .join(Machine, AlertGroup.machine_id == Machine.id)
-        .where(Machine.name == machine, AlertGroup.channel == channel)
+        .where(Machine.name == machine)
+        # a release line's runs carry their branch: "2.13@release-2.13-..."
+        .where((AlertGroup.channel == channel) | AlertGroup.channel.startswith(f"{channel}@"))
         .where(AlertGroup.regressions.any(Regression.direction == direction))
     )
     wanted = start + timedelta(days=day)
