@@ -345,11 +345,12 @@ def load(
     with database.session_scope() as session:
         anomalies_service.rescan(session)
         silence.open_silences(session)
-        as_found(session)
-        triaged_as_a_team_would(session)
     for run_id in latest.values():  # the newest runs get their anomaly score, as after upload
         with database.session_scope() as session:
             anomalies_service.detect_for_run(session, run_id)
+    with database.session_scope() as session:
+        as_found(session)
+        triaged_as_a_team_would(session)
     return len(history)
 
 

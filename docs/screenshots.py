@@ -25,7 +25,7 @@ PAGES = {
     "newly-failing": "/?machine=demo-mi300x&channel=nightly",
     "alerts-failures": "/alerts?machine=demo-mi300x&direction=failure",
     "run": "/runs/{run_id}",
-    "compare-sure": "/compare?kind=runs&machine=demo-mi300x&channel=2.13",
+    "compare-sure": "/compare?kind=runs&machine=demo-h100&base_run=981&new_run=987",
     "revision": "/revisions/{revision}",
     "quality": "/quality?weeks=12",
     "alerts-bulk": "/alerts?machine=demo-h100&status=any",

@@ -3,10 +3,10 @@
 - **Findings per week, by kind**: steps by direction (regression, improvement, noise,
   bimodal), failing cases, coverage changes, aggregate drops, silent machines; weeks start
   on Monday (UTC). Counted per day in SQL, folded into weeks here.
-- **Time to triage** (found to its triage by a person: the latest, which a finding keeps; the
-  audit log holds each) and **time to fix** (found to the triage that marked it fixed),
-  median and p90 in hours, over the findings of the window that people triaged (the newest
-  ``MAX_TIMES`` of each kind).
+- **Time to triage** and **time to fix**, median and p90 in hours, per alert group (the unit
+  people triage): from when it was found to its findings' first triage by a person, and to
+  the triage that marked one fixed (a finding keeps its latest triage time: one triaged
+  again counts from then).
 - **The share marked invalid** per suite, config and detector (``sensitivity.label_shares``).
 - **Localization outcomes**: localizations started in the window, by state.
 - **Overdue**: groups past a triage deadline now.
@@ -21,7 +21,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 import numpy as np
-from sqlalchemy import func, select
+from sqlalchemy import and_, case, func, select
 from sqlalchemy.orm import Session
 
 from app.anomalies import sensitivity, triage
@@ -71,12 +71,13 @@ def quality(
     now = now or utcnow()
     first_week = week_of(now.date()) - timedelta(weeks=weeks - 1)
     since = datetime.combine(first_week, datetime.min.time(), tzinfo=now.tzinfo)
+    to_triage, to_fix = _times(session, since)
     return {
         "weeks": [str(first_week + timedelta(weeks=k)) for k in range(weeks)],
         "since": since,
         "per_week": _per_week(session, since, first_week, weeks),
-        "time_to_triage": Durations.of(_hours(session, since, fixed=False)).__dict__,
-        "time_to_fix": Durations.of(_hours(session, since, fixed=True)).__dict__,
+        "time_to_triage": Durations.of(to_triage).__dict__,
+        "time_to_fix": Durations.of(to_fix).__dict__,
         "invalid_share": {by: sensitivity.label_shares(session, by) for by in SHARES_BY},
         "localizations": _localizations(session, since),
         "overdue": _overdue(session, rules, now),
@@ -115,20 +116,41 @@ def _as_date(value: Any) -> date:
     return value if isinstance(value, date) else date.fromisoformat(str(value)[:10])
 
 
-def _hours(session: Session, since: datetime, *, fixed: bool) -> list[float]:
-    """Hours from found to the latest triage by a person: of fixed findings, or of any."""
-    hours: list[float] = []
-    for model in (Regression, CaseFailure, AggregateFinding):
-        query = select(model.created_at, model.triaged_at, model.triaged_by).where(
-            model.created_at >= since, model.triaged_at.is_not(None), model.status != "new"
+def _times(session: Session, since: datetime) -> tuple[list[float], list[float]]:
+    """Per group found in the window, hours to its first triage by a person and to its fix.
+
+    A group is the unit people triage (Perfherder's alert summary): its first triage is its
+    findings' earliest, its fix the latest triage of a finding marked fixed. Counted in SQL
+    per group, over the newest ``MAX_TIMES`` groups.
+    """
+    groups = dict(
+        session.execute(
+            select(AlertGroup.id, AlertGroup.created_at)
+            .where(AlertGroup.created_at >= since)
+            .order_by(AlertGroup.id.desc())
+            .limit(MAX_TIMES)
+        ).all()
+    )
+    first: dict[int, datetime] = {}
+    fixed: dict[int, datetime] = {}
+    for model in (Regression, CaseFailure, AggregateFinding, MachineSilence):
+        by_person = and_(*(~model.triaged_by.startswith(prefix) for prefix in AUTOMATIC))
+        fixed_at = case((model.status == "fixed", model.triaged_at), else_=None)
+        query = (
+            select(model.group_id, func.min(model.triaged_at), func.max(fixed_at))
+            .where(model.group_id.in_(list(groups)), model.status != "new")
+            .where(model.triaged_at.is_not(None), by_person)
+            .group_by(model.group_id)
         )
-        if fixed:
-            query = query.where(model.status == "fixed")
-        query = query.order_by(model.id.desc()).limit(MAX_TIMES)
-        for created, triaged, by in session.execute(query):
-            if triaged is not None and not by.startswith(AUTOMATIC):
-                hours.append(max((triaged - created).total_seconds(), 0.0) / 3600)
-    return hours[:MAX_TIMES]
+        for group_id, earliest, latest_fix in session.execute(query) if groups else []:
+            first[group_id] = min(first.get(group_id, earliest), earliest)
+            if latest_fix is not None:
+                fixed[group_id] = max(fixed.get(group_id, latest_fix), latest_fix)
+
+    def hours(moments: dict[int, datetime]) -> list[float]:
+        return [max((at - groups[g]).total_seconds(), 0.0) / 3600 for g, at in moments.items()]
+
+    return hours(first), hours(fixed)
 
 
 def _localizations(session: Session, since: datetime) -> dict[str, int]:
