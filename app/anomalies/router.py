@@ -50,7 +50,7 @@ from app.benchmarks.models import Series
 from app.benchmarks.service import SeriesFilter, SeriesNotFound
 from app.core import queue
 from app.core.bounds import QueryTime, RowId
-from app.core.errors import InvalidInput
+from app.core.errors import InvalidInput, NotFound
 from app.core.pagination import Page, PageParams
 from app.notifications.replay import replay
 from app.notifications.service import get_subscription
@@ -481,16 +481,18 @@ def _detail(session: SessionDep, group: AlertGroup, rules: Deadlines) -> AlertGr
     )
 
 
-@reads.get("/revisions/{revision}", response_model=RevisionRead, responses=errors(422))
+@reads.get("/revisions/{revision}", response_model=RevisionRead, responses=errors(404, 422))
 def get_revision(request: Request, revision: str, session: SessionDep) -> RevisionRead:
     """Everything one change moved: the alert groups whose first bad run carries `revision`.
 
     A commit, a torch build or a torch git sha (7 hex digits or more match the shas they
     begin), across machines, channels and projects: the groups (newest first, at most 500),
     their steps that hurt and failing cases counted by device, suite, config and precision,
-    and the 20 worst steps.
+    and the 20 worst steps. A revision no group's first bad run carries is a 404.
     """
     report = revisions.revision_report(session, revision)
+    if not report.groups:
+        raise NotFound(f"no alert group's first bad run carries {report.revision!r}")
     rules = deadline_rules(request)
     steps = step_summary.summarize(session, [g.id for g in report.groups])
     return RevisionRead(

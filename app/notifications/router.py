@@ -324,7 +324,8 @@ WEBHOOK_BYTES = 1024 * 1024  # GitHub's issues events are a few KiB; this is amp
 @github_hooks.post(
     "/github/webhook",
     responses={
-        **errors(401, 404, 413),
+        **WRITES,
+        **errors(404),
         200: {"description": "taken (or ignored: not an issue's close or reopen)"},
     },
 )

@@ -64,7 +64,9 @@ def test_the_api_gathers_what_one_build_moved(client: TestClient, database: Data
     assert changes == sorted(changes, reverse=True)
     by_sha = client.get(f"/api/v1/revisions/{SHA[:8]}").json()
     assert sorted(g["id"] for g in by_sha["groups"]) == [first, second, third]
-    assert client.get("/api/v1/revisions/nothing-here").json()["groups"] == []
+    unknown = client.get("/api/v1/revisions/nothing-here")
+    assert unknown.status_code == 404
+    assert "carries 'nothing-here'" in unknown.json()["detail"]
     assert client.get(f"/api/v1/revisions/{'x' * 129}").status_code == 422
 
 

@@ -90,6 +90,7 @@ def test_beat_schedules_a_suite_run_per_machine_on_its_cron() -> None:
         "sweep-silence",
         "keep-up-partitions",
         "apply-retention",
+        "poll-issues",
         "suite-h100-a-daily",
         "suite-mi300x-b-smoke",
         "requeue-shards",
@@ -110,6 +111,7 @@ def test_beat_schedules_a_suite_run_per_machine_on_its_cron() -> None:
         "sweep-silence",
         "keep-up-partitions",
         "apply-retention",
+        "poll-issues",
         "requeue-shards",
     }
     assert entries["apply-retention"]["schedule"] == 86400.0
