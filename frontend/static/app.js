@@ -55,31 +55,36 @@ function csrfToken() {
 
 const LINKED = ["duplicate", "downstream"];  // statuses that name another alert group
 
-async function sendTriage(form) {
-  const status = form.querySelector(".status-line");
-  const body = {};
-  new FormData(form).forEach((value, name) => { if (value !== "") body[name] = value; });
-  if (!LINKED.includes(body.status)) delete body.related_group_id;  // only those name a group
+// Send a triage request through the sign-in session; the status line says how it went, and
+// the page reloads once it is saved. ``said`` words the answer of a saved request.
+async function sendJSON(method, url, body, status, said) {
   const csrf = csrfToken();
   if (!csrf) {
     status.textContent = "Sign in with a triage token first: nothing was changed.";
     return;
   }
   status.textContent = "Saving…";
-  const response = await fetch(form.dataset.endpoint, {
-    method: "PATCH",
+  const response = await fetch(url, {
+    method,
     credentials: "same-origin",
     headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
     body: JSON.stringify(body),
   });
+  const answer = await response.json().catch(() => ({}));
   if (response.ok) {
-    status.textContent = "Saved.";
+    status.textContent = said(answer);
     window.location.reload();
     return;
   }
-  const detail = await response.json().catch(() => ({}));
-  const message = typeof detail.detail === "string" ? detail.detail : response.statusText;
+  const message = typeof answer.detail === "string" ? answer.detail : response.statusText;
   status.textContent = `Not saved (${response.status}): ${message}`;
+}
+
+async function sendTriage(form) {
+  const body = {};
+  new FormData(form).forEach((value, name) => { if (value !== "") body[name] = value; });
+  if (!LINKED.includes(body.status)) delete body.related_group_id;  // only those name a group
+  await sendJSON("PATCH", form.dataset.endpoint, body, form.querySelector(".status-line"), () => "Saved.");
 }
 
 function triageForms() {
@@ -116,33 +121,14 @@ function bulkTriage() {
   });
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
-    const status = form.querySelector(".status-line");
     const ids = {};
     boxes().filter((b) => b.checked).forEach((b) => {
       (ids[b.dataset.bulk] = ids[b.dataset.bulk] || []).push(Number(b.value));
     });
     const update = {};
     new FormData(form).forEach((value, name) => { if (value !== "") update[name] = value; });
-    const csrf = csrfToken();
-    if (!csrf) {
-      status.textContent = "Sign in with a triage token first: nothing was changed.";
-      return;
-    }
-    status.textContent = "Saving…";
-    const response = await fetch(form.dataset.bulkEndpoint, {
-      method: "POST",
-      credentials: "same-origin",
-      headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
-      body: JSON.stringify({ ids, update }),
-    });
-    const answer = await response.json().catch(() => ({}));
-    if (response.ok) {
-      status.textContent = `Saved ${answer.count} finding(s).`;
-      window.location.reload();
-      return;
-    }
-    const message = typeof answer.detail === "string" ? answer.detail : response.statusText;
-    status.textContent = `Not saved (${response.status}): ${message}`;
+    const status = form.querySelector(".status-line");
+    await sendJSON("POST", form.dataset.bulkEndpoint, { ids, update }, status, (answer) => `Saved ${answer.count} finding(s).`);
   });
 }
 
