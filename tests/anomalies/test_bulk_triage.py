@@ -115,6 +115,7 @@ def test_a_filter_triages_what_the_listing_matches(client: TestClient, database:
     assert client.get("/api/v1/alert-groups").json()["items"][0]["note"] == "noise"
 
 
+@pytest.mark.both_dialects  # bounds, bad input or SQL that differs by dialect
 def test_too_many_or_none_or_two_ways_is_a_422(
     client: TestClient, database: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -136,6 +137,7 @@ def test_too_many_or_none_or_two_ways_is_a_422(
     }
 
 
+@pytest.mark.both_dialects  # bounds, bad input or SQL that differs by dialect
 def test_all_or_nothing(client: TestClient, database: Database) -> None:
     mine = findings(database, 3)
     theirs = findings(database, 2, project="other")

@@ -66,6 +66,7 @@ def old_and_fresh(database: Database) -> tuple[int, int]:
     return 1, 2
 
 
+@pytest.mark.both_dialects  # bounds, bad input or SQL that differs by dialect
 def test_groups_say_when_they_are_due_and_a_filter_finds_the_overdue(
     client: TestClient, database: Database, old_and_fresh: tuple[int, int]
 ) -> None:

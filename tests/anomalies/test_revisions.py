@@ -2,6 +2,7 @@
 or torch build, across machines, channels and projects; API, page and, in Chromium, triaged
 once (in Chromium: ``tests/dashboard/test_revision_browser.py``)."""
 
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
@@ -51,6 +52,7 @@ def a_bad_nightly(database: Database) -> list[int]:
         ]
 
 
+@pytest.mark.both_dialects  # bounds, bad input or SQL that differs by dialect
 def test_the_api_gathers_what_one_build_moved(client: TestClient, database: Database) -> None:
     first, second, third, _ = a_bad_nightly(database)
     found = client.get(f"/api/v1/revisions/{TORCH}").raise_for_status().json()

@@ -71,6 +71,7 @@ def test_downstream_and_infra_are_statuses_of_findings(
     assert client.get("/api/v1/alert-groups/1").json()["status"] == "new"
 
 
+@pytest.mark.both_dialects  # bounds, bad input or SQL that differs by dialect
 @pytest.mark.parametrize(
     ("body", "code"),
     [

@@ -79,6 +79,7 @@ def test_a_worker_whose_stack_changed_does_not_measure_the_cases_again(
     assert samples_read(client, run_id) == [3, 3]
 
 
+@pytest.mark.both_dialects  # bounds, bad input or SQL that differs by dialect
 @pytest.mark.parametrize(
     ("body", "loc"),
     [

@@ -72,6 +72,7 @@ def test_the_api_says_how_sure_each_case_is(
     assert all(row["confidence"] is None for row in plain["rows"])
 
 
+@pytest.mark.both_dialects  # bounds, bad input or SQL that differs by dialect
 def test_statistics_are_of_one_metric_and_bounded(
     client: TestClient, ingest_headers: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -87,6 +88,7 @@ def test_statistics_are_of_one_metric_and_bounded(
     assert "at most 3" in answer.json()["detail"]
 
 
+@pytest.mark.both_dialects  # bounds, bad input or SQL that differs by dialect
 def test_a_result_whose_samples_are_too_large_is_read_as_its_value(
     client: TestClient, ingest_headers: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
