@@ -89,7 +89,8 @@ DAYS = 90
 REVISION_DAY = 82  # a torch nightly that moves both machines
 CONVOLUTIONAL = {"resnet", "detector", "unet", "video3d"}
 FOUND_AFTER = timedelta(hours=2)  # a finding is dated this long after its first bad run
-DEMO_ISSUE = "https://github.com/pytorch/pytorch/issues/160001"
+# On a host of its own: the poll reads only the configured GitHub's issues, never a demo's.
+DEMO_ISSUE = "https://github.example/pytorch/pytorch/issues/160001"
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ is followed: the issue a GitHub issue receiver opened for the group becomes its 
 (``link_opened_issue``), and a person may paste one. GitHub tells benchwatch what happens to
 it through its ``issues`` webhook, signed with ``BENCHWATCH_GITHUB_WEBHOOK_SECRET``
 (``verify``, ``apply_event``); where no webhook can reach the server, the poll reads each
-linked open issue every ``BENCHWATCH_GITHUB_POLL_S`` (``poll``). Either way:
+linked open issue on the configured GitHub (``BENCHWATCH_GITHUB_API_URL``'s host, or github.com
+for api.github.com) every ``BENCHWATCH_GITHUB_POLL_S`` (``poll``). Either way:
 
 - closed: the group's findings take ``BENCHWATCH_GITHUB_CLOSED_STATUS`` (``fixed``);
 - reopened: they take ``acknowledged`` (the bug is known again, and owned).
@@ -24,6 +25,7 @@ import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -148,7 +150,8 @@ def poll(database: Database, settings: Settings) -> list[int]:
     """
     now = utcnow()
     with database.session_scope() as session:
-        urls = _due(session, now - timedelta(seconds=settings.GITHUB_POLL_S))
+        stale_before = now - timedelta(seconds=settings.GITHUB_POLL_S)
+        urls = _due(session, stale_before, web_host(settings.GITHUB_API_URL))
     read = {url: _read(settings, url) for url in urls}
     changed: list[int] = []
     with database.session_scope() as session:
@@ -162,10 +165,23 @@ def poll(database: Database, settings: Settings) -> list[int]:
     return changed
 
 
-def _due(session: Session, stale_before: datetime) -> list[str]:
-    """Bug links naming a GitHub issue, never read or not since ``stale_before``, open first."""
+def web_host(api_url: str) -> str:
+    """The host of the issues an API serves: github.com for api.github.com, else its own (GHE)."""
+    host = (urlsplit(api_url).hostname or "").lower()
+    return "github.com" if host == "api.github.com" else host
+
+
+def _due(session: Session, stale_before: datetime, host: str) -> list[str]:
+    """Bug links to issues on ``host``, never read or not since ``stale_before``, open first.
+
+    Only the configured GitHub's issues are read: a link to another host is not sent there.
+    """
     linked = select(AlertGroup.bug_url).where(AlertGroup.bug_url.like("http%/issues/%"))
-    urls = [u for u in session.scalars(linked.distinct().limit(10 * POLL_BATCH)) if parse(u)]
+    urls = [
+        u
+        for u in session.scalars(linked.distinct().limit(10 * POLL_BATCH))
+        if parse(u) and (urlsplit(u).hostname or "").lower() == host
+    ]
     known = states_of(session, urls)
     due = [
         u

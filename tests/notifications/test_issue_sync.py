@@ -118,6 +118,9 @@ def test_the_poll_reads_linked_issues_when_no_webhook_comes(
     }
     url = github.issues[7]["html_url"]
     group = linked(client, database, url)
+    findings(database, 1, project="elsewhere")  # a link to another GitHub: never read here
+    headers = {"Authorization": f"Bearer {make_token(database, 'triage')}"}
+    client.patch("/api/v1/alert-groups/2", json={"bug_url": ISSUE}, headers=headers)
     polling = settings.model_copy(
         update={
             "GITHUB_API_URL": github.base,
@@ -138,7 +141,7 @@ def test_the_poll_reads_linked_issues_when_no_webhook_comes(
     page = client.get("/alerts", params={"status": "fixed"}).text
     assert "closed (not planned)" in page
     gets = [s for s in github.seen if s.method == "GET"]
-    assert len(gets) == 2
+    assert [g.path for g in gets] == ["/repos/perf/bench/issues/7"] * 2
     assert gets[0].headers["authorization"] == f"Bearer {TOKEN}"
 
 
@@ -168,3 +171,8 @@ def test_an_issue_the_receiver_opened_becomes_the_groups_bug_link(database: Data
 )
 def test_only_an_issues_web_address_is_followed(url: str, parsed: tuple[str, int] | None) -> None:
     assert issue_sync.parse(url) == parsed
+
+
+def test_the_poll_reads_the_configured_githubs_issues_only() -> None:
+    assert issue_sync.web_host("https://api.github.com") == "github.com"
+    assert issue_sync.web_host("https://ghe.example/api/v3") == "ghe.example"
