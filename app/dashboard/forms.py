@@ -318,7 +318,10 @@ def compare_rerun_form(
     again (``compare.undecided``), not taken from the form; its page is the answer, saying
     which runs' cases were queued and why any were not.
     """
-    params = dict(parse_qsl(back.removeprefix("?"), max_num_fields=40))
+    try:
+        params = dict(parse_qsl(back.removeprefix("?"), max_num_fields=40))
+    except ValueError:  # more fields than a compare page's URL has: not one of ours
+        params = {}
     query = compare.query_of(params)
     context = compare.compare_page(session, query)
     said = []

@@ -83,7 +83,8 @@ def apply_event(session: Session, settings: Settings, event: Mapping[str, Any]) 
     reason = str(issue.get("state_reason") or "")[:32]
     state = "closed" if action == "closed" else "open"
     _told(session, url, state, reason, utcnow())
-    login = str((event.get("sender") or {}).get("login") or "someone")[:100]
+    sender = event.get("sender")
+    login = str((sender if isinstance(sender, dict) else {}).get("login") or "someone")[:100]
     return _triage_groups(session, settings, url, state, f"github: {login}")
 
 

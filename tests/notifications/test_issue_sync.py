@@ -103,6 +103,9 @@ def test_a_webhook_must_be_signed_and_configured(
         "groups": [],
     }
     assert hook(hooked, issue_event("edited")).json()["groups"] == []
+    crafted = {"action": "closed", "issue": {"html_url": ["x"]}, "sender": "octocat"}
+    assert hook(hooked, crafted).json()["groups"] == []  # odd shapes: ignored, no 500
+    assert hook(hooked, [1, 2]).status_code == 422
     assert hook(hooked, issue_event("closed", url="https://example.com/x")).json()["groups"] == []
     assert hooked.get("/api/v1/alert-groups/1").json()["status"] == "new"
 

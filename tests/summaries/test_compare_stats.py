@@ -155,3 +155,11 @@ def test_a_rerun_asks_at_most_its_bound_of_cases_a_run() -> None:
     assert found["count"] == 30
     assert found["cases"] == MAX_CASES // 2
     assert len(found["runs"][7]) == MAX_CASES
+
+
+def test_a_crafted_rerun_form_is_no_error(client: TestClient, database: Database) -> None:
+    csrf = sign_in(client, database, "trigger")
+    crafted = "&".join(f"f{i}=1" for i in range(100))
+    answer = client.post("/compare/reruns", data={"csrf": csrf, "back": crafted})
+    assert answer.status_code == 200  # the compare page, with nothing to re-run
+    assert "Nothing to compare yet" in answer.text
