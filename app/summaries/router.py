@@ -87,6 +87,13 @@ def compare_runs(
         int,
         Query(ge=0, le=MAX_OFFSET, description="Rows to skip: the next page's is offset + limit"),
     ] = 0,
+    base_config: Annotated[
+        str | None, Query(description="config against config: the base run's config")
+    ] = None,
+    new_config: Annotated[
+        str | None,
+        Query(description="... against this config of the new run (may be the same run)"),
+    ] = None,
     stats: Annotated[
         bool,
         Query(
@@ -100,9 +107,15 @@ def compare_runs(
     In case order, at most `limit` rows from `offset` (`total` says how many there are). A page
     also ends where its rows' `params` (as stored) would pass about 2 MiB (at least one row a
     page): `next_offset` says where the next page starts, null after the last.
+    Runs compare machine against machine or release line against release line (each one's
+    run); `base_config` and `new_config` compare config against config, in one run (the same
+    id twice) or two, the cases matched without their config.
     """
     where = service.CompareFilter(suite, config, precision, mode, metric)
-    compared = service.compare_runs(session, base_run_id, new_run_id, where, threshold, stats)
+    configs = _configs(base_config, new_config, config)
+    compared = service.compare_runs(
+        session, base_run_id, new_run_id, where, threshold, stats, configs
+    )
     rows = compared.rows
     page = rows[offset : offset + limit]
     shown = within_bytes([row.pop("weight") for row in page], ANSWER_BYTES)
@@ -118,6 +131,19 @@ def compare_runs(
         rows=[_row(row) for row in page[:shown]],
         geomean=_geomean(compared),
     )
+
+
+def _configs(base: str | None, new: str | None, config: str | None) -> tuple[str, str] | None:
+    """Config against config: both configs or neither, and then no ``config`` filter."""
+    if base is None and new is None:
+        return None
+    if base is None or new is None or config is not None:
+        where = "query.config" if config is not None else "query.new_config"
+        raise InvalidInput(
+            "config against config takes base_config and new_config together, without config",
+            errors=[{"loc": where, "field": where.split(".")[1], "message": "both or neither"}],
+        )
+    return base, new
 
 
 def _row(row: dict[str, Any]) -> ComparisonRow:

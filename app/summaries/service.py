@@ -1,6 +1,6 @@
 """Summaries per suite x config x precision and run-vs-run comparisons, at query time."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy import Text, cast, func, select
@@ -130,6 +130,7 @@ def compare_runs(
     where: CompareFilter,
     threshold: float,
     stats: bool = False,
+    configs: tuple[str, str] | None = None,
 ) -> Compared:
     """Every benchmark x metric of either run, with base, new, relative change and verdict.
 
@@ -137,11 +138,17 @@ def compare_runs(
     stored), measured by the database, so a page can be cut by bytes before it is shipped.
     With ``stats`` (one metric, at most ``confidence.MAX_CASES`` cases: a 422 otherwise), each
     row also says how sure its change is (``confidence``), and the geomean has its interval.
+    ``configs``: a config of the base run against one of the new run (the same run, for config
+    against config): the cases are matched without their config.
     """
     if not 0 <= threshold < 1:
         raise InvalidInput("threshold is a fraction in [0, 1), e.g. 0.05 for 5%")
-    base_rows = _rows_by_case(session, base_id, where)
-    new_rows = _rows_by_case(session, new_id, where)
+    if configs is None:
+        base_rows = _rows_by_case(session, base_id, where)
+        new_rows = _rows_by_case(session, new_id, where)
+    else:
+        base_rows = _rows_by_case(session, base_id, replace(where, config=configs[0]), False)
+        new_rows = _rows_by_case(session, new_id, replace(where, config=configs[1]), False)
     keys = comparison.in_order(base_rows.keys() | new_rows.keys())
     rows = [_compared_row(base_rows.get(key), new_rows.get(key), threshold) for key in keys]
     if not stats:
@@ -219,12 +226,13 @@ def _compared_row(
 
 
 def _rows_by_case(
-    session: Session, run_id: int, where: CompareFilter
+    session: Session, run_id: int, where: CompareFilter, config: bool = True
 ) -> dict[comparison.CaseKey, dict[str, Any]]:
+    """The run's rows ``where`` picks, by case (``config``: the config is part of the case)."""
     get_run(session, run_id)
     wanted = {k: v for k, v in vars(where).items() if v is not None}
     return {
-        comparison.case_key(r): r
+        comparison.case_key(r, config=config): r
         for r in compared_results(session, run_id)
         if all(r[k] == v for k, v in wanted.items())
     }

@@ -163,3 +163,35 @@ def test_a_crafted_rerun_form_is_no_error(client: TestClient, database: Database
     answer = client.post("/compare/reruns", data={"csrf": csrf, "back": crafted})
     assert answer.status_code == 200  # the compare page, with nothing to re-run
     assert "Nothing to compare yet" in answer.text
+
+
+def configs_run(client: TestClient, headers: dict[str, str]) -> int:
+    """One run: resnet's eager latency on 20 samples, its default config 10% faster."""
+    rows = [
+        result("resnet50", value=10.0, config="eager", samples=samples(10.0, 20, 0.01, 1)),
+        result("resnet50", value=9.0, config="default", samples=samples(9.0, 20, 0.01, 2)),
+        result("bert", value=5.0, config="eager", samples=samples(5.0, 20, 0.01, 3)),
+    ]
+    answer = client.post("/api/v1/runs", json=run_payload("configs", rows), headers=headers)
+    run_id: int = answer.raise_for_status().json()["id"]
+    return run_id
+
+
+@pytest.mark.both_dialects  # bounds and bad input
+def test_the_api_compares_config_against_config_with_its_statistics(
+    client: TestClient, ingest_headers: dict[str, str]
+) -> None:
+    run = configs_run(client, ingest_headers)
+    params = {"base_run_id": run, "new_run_id": run, "metric": "latency", "stats": "true"}
+    found = client.get(
+        "/api/v1/compare", params=params | {"base_config": "eager", "new_config": "default"}
+    )
+    rows = by_model(found.raise_for_status().json()["rows"])
+    assert rows["resnet50"]["verdict"] == "better"
+    assert rows["resnet50"]["confidence"]["verdict"] == "better"
+    assert rows["bert"]["verdict"] == "missing"  # no default config of bert
+    one = client.get("/api/v1/compare", params=params | {"base_config": "eager"})
+    assert one.status_code == 422
+    assert one.json()["errors"][0]["loc"] == "query.new_config"
+    both = params | {"base_config": "eager", "new_config": "default", "config": "eager"}
+    assert client.get("/api/v1/compare", params=both).json()["errors"][0]["loc"] == "query.config"
