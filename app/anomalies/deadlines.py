@@ -12,11 +12,19 @@ with: a finding is overdue (for that deadline) exactly when it was found at or b
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Protocol
 
 TRIAGE_DAYS = 2
 BUG_DAYS = 4
 DAY = timedelta(days=1)
 WEEKEND = (5, 6)  # Saturday, Sunday
+
+
+class Configured(Protocol):
+    """Settings that say the deadlines (``core.config.Settings`` does)."""
+
+    TRIAGE_DAYS: int
+    BUG_DAYS: int
 
 
 @dataclass(frozen=True)
@@ -25,6 +33,11 @@ class Deadlines:
 
     triage_days: int = TRIAGE_DAYS
     bug_days: int = BUG_DAYS
+
+    @classmethod
+    def of(cls, settings: Configured) -> "Deadlines":
+        """The deadlines the server is configured with."""
+        return cls(settings.TRIAGE_DAYS, settings.BUG_DAYS)
 
 
 def add_working_days(start: datetime, days: int) -> datetime:

@@ -11,7 +11,6 @@ from app.anomalies import (
     registry,
     revisions,
     sensitivity,
-    step_summary,
     triage,
 )
 from app.anomalies import bulk_triage as bulk_triage_service
@@ -438,18 +437,13 @@ def list_alert_groups(
         with_steps=False,
         overdue=triage.Overdue.now(rules) if overdue else None,
     )
-    # Steps counted in SQL, as the alerts page does: 500 groups may hold millions of steps.
-    steps = step_summary.summarize(session, [g.id for g in groups])
-    items = [
-        AlertGroupRead(**described.describe_group(session, g, steps[g.id], rules)) for g in groups
-    ]
+    items = [AlertGroupRead(**g) for g in described.describe_groups(session, groups, rules)]
     return paging.of(items, total)
 
 
 def deadline_rules(request: Request) -> Deadlines:
     """The triage deadlines the server is configured with."""
-    settings = request.app.state.settings
-    return Deadlines(settings.TRIAGE_DAYS, settings.BUG_DAYS)
+    return Deadlines.of(request.app.state.settings)
 
 
 @reads.get("/alert-groups/{group_id}", response_model=AlertGroupDetail, responses=errors(404))
@@ -494,12 +488,10 @@ def get_revision(request: Request, revision: str, session: SessionDep) -> Revisi
     if not report.groups:
         raise NotFound(f"no alert group's first bad run carries {report.revision!r}")
     rules = deadline_rules(request)
-    steps = step_summary.summarize(session, [g.id for g in report.groups])
     return RevisionRead(
         **revisions.describe(report),
         groups=[
-            AlertGroupRead(**described.describe_group(session, g, steps[g.id], rules))
-            for g in report.groups
+            AlertGroupRead(**g) for g in described.describe_groups(session, report.groups, rules)
         ],
         worst=[RegressionRead.model_validate(r) for r in report.worst],
     )

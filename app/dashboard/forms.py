@@ -315,8 +315,8 @@ def compare_rerun_form(
     """Measure again the cases a comparison could not decide (scope ``trigger``).
 
     ``back``: the compare page's query string. The cases are the page's own, worked out here
-    again (``compare.undecided``), not taken from the form; its page is the answer, saying
-    which runs' cases were queued and why any were not.
+    again (``compare.undecided``), not taken from the form; its page, as worked out, is the
+    answer, saying which runs' cases were queued and why any were not.
     """
     try:
         params = dict(parse_qsl(back.removeprefix("?"), max_num_fields=40))
@@ -335,6 +335,5 @@ def compare_rerun_form(
             continue
         text = f"suite run {suite_run.id} ({suite_run.status}), {len(cases)} case(s)"
         said.append({"run": run_id, "ok": True, "text": text})
-    queue.commit(session)
-    context = compare.compare_page(session, query)
+    queue.commit(session)  # the comparison is as it was: the re-runs have measured nothing yet
     return render(request, session, "compare.html", rerun_said=said, **context)

@@ -105,16 +105,14 @@ def alerts_view(
         overdue=overdue in ("1", "true", "on"),
     )
     may_triage = access.may(request, session, "triage")
-    settings = request.app.state.settings
-    context = inbox(session, query, Deadlines(settings.TRIAGE_DAYS, settings.BUG_DAYS))
+    context = inbox(session, query, Deadlines.of(request.app.state.settings))
     return render(request, session, "alerts.html", may_triage=may_triage, **context)
 
 
 @router.get("/quality", response_class=HTMLResponse)
 def quality_view(request: Request, session: SessionDep, weeks: str | None = None) -> HTMLResponse:
     """Alert quality: findings per week, time to triage and fix, invalid shares, outcomes."""
-    settings = request.app.state.settings
-    rules = Deadlines(settings.TRIAGE_DAYS, settings.BUG_DAYS)
+    rules = Deadlines.of(request.app.state.settings)
     back = as_int(weeks) or 12
     context = quality_page(session, min(max(back, 1), MAX_WEEKS), rules)
     return render(request, session, "quality.html", **context)
@@ -123,8 +121,7 @@ def quality_view(request: Request, session: SessionDep, weeks: str | None = None
 @router.get("/revisions/{revision}", response_class=HTMLResponse)
 def revision_view(request: Request, session: SessionDep, revision: str) -> HTMLResponse:
     """Everything one commit or torch build moved, across machines, channels and projects."""
-    settings = request.app.state.settings
-    rules = Deadlines(settings.TRIAGE_DAYS, settings.BUG_DAYS)
+    rules = Deadlines.of(request.app.state.settings)
     may_triage = access.may(request, session, "triage")
     context = revision_page(session, revision, rules)
     return render(request, session, "revision.html", may_triage=may_triage, **context)

@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.anomalies import described, revisions, step_summary
+from app.anomalies import described, revisions
 from app.anomalies.deadlines import Deadlines
 from app.anomalies.models import STATUSES
 from app.dashboard import localization_page
@@ -18,8 +18,7 @@ from app.dashboard import localization_page
 def revision_page(session: Session, revision: str, rules: Deadlines) -> dict[str, Any]:
     """The page's context for ``revision`` (a 422 page for an unusable one)."""
     report = revisions.revision_report(session, revision)
-    steps = step_summary.summarize(session, [g.id for g in report.groups])
-    groups = [described.describe_group(session, g, steps[g.id], rules) for g in report.groups]
+    groups = described.describe_groups(session, report.groups, rules)
     localized = localization_page.newest_of(session, {"regression": [r.id for r in report.worst]})
     worst = [
         {

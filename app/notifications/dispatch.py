@@ -76,7 +76,7 @@ def sweep(session: Session, timing: Timing, now: datetime | None = None) -> Swep
     _one_at_a_time(session)
     swept = Swept()
     swept.planned = plan_reminders(session, timing, now)
-    rules = Deadlines(timing.TRIAGE_DAYS, timing.BUG_DAYS)
+    rules = Deadlines.of(timing)
     renderer = Renderer(session, timing.PUBLIC_URL, rules, now)
     silences = active_silences(session, now)
     subscriptions = {s.id: s for s in session.scalars(select(Subscription))}

@@ -28,5 +28,4 @@ def alert_quality(
     marked invalid per suite, config and detector; `localizations`: those started, by state;
     `overdue`: groups past a triage deadline now.
     """
-    settings = request.app.state.settings
-    return service.quality(session, weeks, Deadlines(settings.TRIAGE_DAYS, settings.BUG_DAYS))
+    return service.quality(session, weeks, Deadlines.of(request.app.state.settings))
