@@ -33,6 +33,7 @@ from sqlalchemy.orm import Session
 from app.anomalies import triage
 from app.anomalies.models import AlertGroup
 from app.anomalies.schemas import TriageUpdate
+from app.core.bounds import INT32_MAX
 from app.core.config import Settings
 from app.core.db import Database, utcnow
 from app.notifications import guard, outbound
@@ -50,9 +51,14 @@ API_VERSION = "2022-11-28"
 
 
 def parse(url: str) -> tuple[str, int] | None:
-    """``(owner/repo, number)`` of a GitHub issue's web address; None for anything else."""
+    """``(owner/repo, number)`` of a GitHub issue's web address; None for anything else.
+
+    A number past what ``issue_state.number`` holds (a 32-bit integer) is no issue's.
+    """
     found = ISSUE_URL.match(url or "")
-    return (found.group(1), int(found.group(2))) if found else None
+    if found is None or int(found.group(2)) > INT32_MAX:
+        return None
+    return found.group(1), int(found.group(2))
 
 
 def verify(secret: str, body: bytes, signature: str) -> bool:
