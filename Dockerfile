@@ -17,9 +17,10 @@ WORKDIR /srv/benchwatch
 # names to /srv/benchwatch, so the code copied below is what runs, and app/core/migrate.py
 # finds alembic.ini and migrations/ beside it (ROOT = /srv/benchwatch).
 COPY pyproject.toml constraints.txt README.md ./
-RUN mkdir app workers \
-    && touch app/__init__.py workers/__init__.py \
-    && pip install -c constraints.txt -e ".${EXTRAS:+[$EXTRAS]}"
+COPY client/pyproject.toml client/README.md client/
+RUN mkdir app workers client/benchwatch_client \
+    && touch app/__init__.py workers/__init__.py client/benchwatch_client/__init__.py \
+    && pip install -c constraints.txt -e ./client -e ".${EXTRAS:+[$EXTRAS]}"
 
 COPY . .
 

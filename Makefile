@@ -7,14 +7,14 @@ BIN := $(VENV)/bin
 
 .PHONY: run test lint pytest clean
 
-$(BIN)/.service: pyproject.toml constraints.txt
+$(BIN)/.service: pyproject.toml client/pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -c constraints.txt -e .
+	$(BIN)/pip install -q -c constraints.txt -e ./client -e .
 	touch $@
 
 $(BIN)/.test: $(BIN)/.service
-	$(BIN)/pip install -q -c constraints.txt -e '.[test,worker]'
+	$(BIN)/pip install -q -c constraints.txt -e ./client -e '.[test,worker]'
 	touch $@
 
 run: $(BIN)/.service
@@ -23,7 +23,7 @@ run: $(BIN)/.service
 lint: $(BIN)/.test
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
-	$(BIN)/mypy app workers
+	$(BIN)/mypy app workers client/benchwatch_client
 
 # Two workers: each database test waits on Postgres or a subprocess part of the time, so two
 # keep a 2-core machine busy. Each worker has its own Postgres and Redis databases.

@@ -2,6 +2,7 @@
 
 import ast
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -72,6 +73,25 @@ def test_the_service_knows_no_worker_code() -> None:
         assert not workers, f"{module_name(path)} imports {sorted(workers)}"
 
 
+CLIENT = sorted((ROOT / "client" / "benchwatch_client").rglob("*.py"))
+# What the light client may import besides the standard library: one HTTP library, and the
+# MCP SDK in the module that serves it (an optional extra).
+CLIENT_LIBRARIES = {"httpx", "mcp"}
+
+
+@pytest.mark.parametrize("path", CLIENT, ids=lambda p: p.name)
+def test_the_light_client_needs_nothing_of_the_server(path: Path) -> None:
+    outside = {
+        top
+        for m in imports(path)
+        if (top := m.split(".")[0]) not in sys.stdlib_module_names
+        and top not in CLIENT_LIBRARIES | {"benchwatch_client"}
+    }
+    assert not outside, f"{path.name} imports {sorted(outside)}"
+    if path.name != "mcp_server.py":
+        assert not {m for m in imports(path) if m.split(".")[0] == "mcp"}, path.name
+
+
 def test_the_checks_see_what_they_check() -> None:
     """The rules would catch a breach: the HTTP layer does import what services may not."""
     assert "fastapi" in imports(APP / "api" / "validation.py")
@@ -79,6 +99,8 @@ def test_the_checks_see_what_they_check() -> None:
     assert is_http("app.tokens.auth")
     assert not is_http("app.runs.ingest")
     assert len(SERVICES) > 40
+    assert "httpx" in imports(ROOT / "client" / "benchwatch_client" / "upload.py")
+    assert len(CLIENT) > 8
 
 
 # --- The layers, the module graph and the domain links (issue 27 points 2 and 8) ---

@@ -6,42 +6,10 @@ HTML pages need nothing here: Jinja autoescapes them; webhooks are JSON.
 """
 
 import html
-import re
-from urllib.parse import quote
 
-from app.core.urls import is_http_url
+from benchwatch_client.text import markdown, markdown_link, unmention
 
-_PUNCTUATION = re.compile(r"([\\`*_{}\[\]<>()#+\-.!|~&:=\"'$%^])")
-
-
-def markdown(text: object) -> str:
-    """``text`` as Markdown that shows it as it is, on one line.
-
-    Every ASCII punctuation character that Markdown (or HTML inside it) could read is
-    backslash-escaped (CommonMark: any ASCII punctuation may be), and a zero-width space
-    follows each ``@`` so that a crafted name mentions nobody (``@org/team``, ``@channel``).
-    """
-    flat = " ".join(str(text).split())
-    return unmention(_PUNCTUATION.sub(r"\\\1", flat))
-
-
-def unmention(text: str) -> str:
-    """``text`` with a zero-width space after each ``@`` and ``<!``: shown the same, pings nobody.
-
-    For every sink whose reader may turn ``@name`` (``@channel``, ``@here``, ``@org/team``)
-    or Slack's ``<!channel>`` into a ping, plain text ones included (a Slack header, an
-    issue title).
-    """
-    return text.replace("@", "@\u200b").replace("<!", "<\u200b!")
-
-
-def markdown_link(url: object, text: str) -> str:
-    """``text`` escaped, as a link when ``url`` is http(s); otherwise the text alone."""
-    if isinstance(url, str) and is_http_url(url):
-        # Percent-encoding what could end the destination early: ( ) < > and quotes.
-        target = quote(url, safe=":/?#[]@!$&*+,;=%~-._")
-        return f"[{markdown(text)}]({target})"
-    return markdown(text)
+__all__ = ["markdown", "markdown_link", "plotly", "slack", "unmention"]
 
 
 def slack(text: str) -> str:

@@ -7,22 +7,11 @@ stored before the rule, or restored from elsewhere, still renders as text, not a
 """
 
 from typing import Annotated
-from urllib.parse import urlsplit
 
+from benchwatch_client.text import MAX_URL_LENGTH, is_http_url
 from pydantic import AfterValidator, Field
 
-MAX_URL_LENGTH = 2_000
-
-
-def is_http_url(value: str) -> bool:
-    """Whether ``value`` is an absolute http(s) URL with a host and no control characters."""
-    if not value or len(value) > MAX_URL_LENGTH or any(ord(c) < 0x21 or c == "\x7f" for c in value):
-        return False
-    try:
-        parts = urlsplit(value)
-    except ValueError:  # an unbalanced [ in the host
-        return False
-    return parts.scheme in ("http", "https") and bool(parts.hostname)
+__all__ = ["MAX_URL_LENGTH", "URL_PATTERN", "HttpUrlText", "is_http_url", "safe_href"]
 
 
 def _http_url(value: str) -> str:

@@ -24,11 +24,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, get_args
 
+from benchwatch_client.fields import DEFAULT_MACHINE, PROVENANCE
+
 from app.benchmarks import vocabulary as vocab
 from app.uploads.base import Origin, Parsed, UploadError, UploadFile
 
-DEFAULT_MACHINE = "default_machine"
-PROVENANCE = "provenance"
 MAX_NAME_CHARS = 128  # MachineIn.name
 MAX_PROVENANCE_CHARS = 8192
 MAX_SOURCE_CHARS = 200

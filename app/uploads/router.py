@@ -2,6 +2,7 @@
 
 from typing import Annotated
 
+from benchwatch_client.fields import METADATA, UPLOAD_FIELDS
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile as StarletteFile
@@ -16,7 +17,7 @@ from app.runs.models import Run
 from app.runs.schemas import RunRead
 from app.tokens import service as tokens_service
 from app.uploads.base import UploadFile
-from app.uploads.service import FORMATS, METADATA, UPLOAD_FIELDS, build_run
+from app.uploads.service import FORMATS, build_run
 
 # Its HTTP errors (auth, a malformed multipart body) answer in the API's one error body too.
 router = APIRouter(tags=["uploads"], route_class=ApiRoute)

@@ -10,6 +10,13 @@ import hashlib
 import json
 from typing import Any
 
+from benchwatch_client.fields import (
+    ENVIRONMENT_FIELDS,
+    HINT_FIELDS,
+    MACHINE_FIELDS,
+    RUN_FIELDS,
+    UPLOAD_FIELDS,
+)
 from pydantic import ValidationError
 
 from app.core.errors import InvalidInput, describe
@@ -19,32 +26,6 @@ from app.uploads.base import Hints, OverLimit, Parsed, UploadError, UploadFile
 from app.uploads.formats import AUTO, BY_NAME, NATIVE, REGISTERED
 
 FORMATS = (*BY_NAME, NATIVE, AUTO)
-# Run fields an upload may set (form fields or query parameters), and where they go.
-RUN_FIELDS = (
-    "key",
-    "project",
-    "trigger",
-    "tier",
-    "commit",
-    "branch",
-    "base_commit",
-    "default_branch",
-    "url",
-    "started_at",
-    "finished_at",
-)
-# A shard of a run (its name) and how many shards the run has: RunIn.shard.
-SHARD_FIELDS = ("shard", "shards")
-MACHINE_FIELDS = {"machine": "name", "device": "device", "arch": "arch", "hostname": "hostname"}
-ENVIRONMENT_FIELDS = ("channel", "torch", "triton", "python", "cuda", "hip", "driver")
-HINT_FIELDS = ("suite", "config", "precision", "mode", "device")
-# Every field an uploader may set, each once (``benchwatch upload`` has a flag for each).
-METADATA = tuple(
-    dict.fromkeys((*RUN_FIELDS, *SHARD_FIELDS, *MACHINE_FIELDS, *ENVIRONMENT_FIELDS, *HINT_FIELDS))
-)
-# And what an uploading tool adds: the machine's name when neither the upload nor the files
-# give one, and where its fields came from (app.uploads.provenance).
-UPLOAD_FIELDS = (*METADATA, provenance.DEFAULT_MACHINE, provenance.PROVENANCE)
 # Native field path -> the upload field that sets it: the fields whose source a run records.
 TRACKED = (
     {f"machine.{target}": source for source, target in MACHINE_FIELDS.items()}

@@ -11,6 +11,7 @@ import logging
 from pathlib import Path
 
 import pytest
+from benchwatch_client.upload import ci_run, metadata
 from fastapi.testclient import TestClient
 
 from app.core.config import Settings
@@ -19,7 +20,6 @@ from app.runs.branches import branch_channel
 from tests.conftest import PEPPER
 from tests.factories import example_run
 from tests.uploads.test_api import PERF, PERF_NAME, upload
-from workers.upload_client import ci_run, metadata
 
 
 def post(client: TestClient, headers: dict[str, str], key: str, **fields: str) -> dict[str, str]:

@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from benchwatch_client.fields import DEFAULT_MACHINE, PROVENANCE
+from benchwatch_client.upload import RUNNER_VARIABLES, metadata
 from fastapi.testclient import TestClient
 
 from app.core.db import Database
-from app.uploads.provenance import DEFAULT_MACHINE, PROVENANCE
 from tests.conftest import make_token
 from tests.uploads.test_limits import v3_record
 from workers.cli import main
-from workers.upload_client import RUNNER_VARIABLES, metadata
 
 DATA = Path(__file__).parent.parent / "data" / "uploads"
 GB_NAMED = (

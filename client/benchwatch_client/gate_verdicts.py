@@ -2,7 +2,7 @@
 
 ``GET /api/v1/runs/{run_id}/verdicts`` holds one verdict per benchmark (pass, regression,
 improvement, no_baseline, error). Everything in it (model names, reasons, branch names) comes
-from uploaded files: each text is made printable (:func:`workers.gate_github.plain`), each
+from uploaded files: each text is made printable (:func:`benchwatch_client.gate_github.plain`), each
 number finite, each link http(s), and an item that cannot be read becomes an ``error``.
 """
 
@@ -10,8 +10,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from app.core.urls import is_http_url
-from workers.gate_github import plain
+from benchwatch_client.gate_github import plain
+from benchwatch_client.text import is_http_url
 
 ORDER = ("regression", "improvement", "error", "no_baseline", "pass")  # how reports list them
 

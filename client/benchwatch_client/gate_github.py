@@ -1,6 +1,6 @@
 """The pull-request gate's posts to GitHub: one check run and one sticky pull-request comment.
 
-:func:`workers.gate_report.run_gate` has the verdicts judged and rendered; this module
+:func:`benchwatch_client.gate_report.run_gate` has the verdicts judged and rendered; this module
 only finds where to say it (the job's environment: repository, pull request, head commit, token)
 and sends it through GitHub's REST API. It is apart from the rendering because it is the
 networked, token-holding half: it knows nothing of verdicts (it is handed a :class:`Posting`,
@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from app.core.urls import is_http_url
+from benchwatch_client.text import is_http_url
 
 API_VERSION = "2022-11-28"
 COMMENT_PAGES = 10  # of 100 comments each: a pull request with more gets a new sticky comment

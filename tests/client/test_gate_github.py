@@ -15,11 +15,11 @@ from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from benchwatch_client.gate_github import COMMENT_PAGES, GitHubContext, github_context
+from benchwatch_client.gate_judge import GateOptions
+from benchwatch_client.gate_report import run_gate
 
-from tests.workers.test_gate_report import document, item
-from workers.gate_github import COMMENT_PAGES, GitHubContext, github_context
-from workers.gate_judge import GateOptions
-from workers.gate_report import run_gate
+from tests.client.test_gate_report import document, item
 
 TOKEN = "ghs_test_token_0123456789"
 HEAD = "a" * 40  # the pull request's head commit

@@ -1,16 +1,17 @@
 """The pull-request gate, client side: the server's verdicts as an exit status and reports.
 
-``benchwatch upload --fail-on-regression`` fetches ``GET /api/v1/runs/{run_id}/verdicts`` (one
-verdict per benchmark: pass, regression, improvement, no_baseline, error) and hands the JSON to
-:func:`run_gate`, which prints a table, writes a Markdown summary where the CI shows one
-(``$GITHUB_STEP_SUMMARY``; a file GitLab keeps as an artifact), optionally posts a GitHub check
-run and one sticky pull-request comment, and returns the exit status: 3 when a gating
+``benchwatch-upload --fail-on-regression`` (and ``benchwatch upload``) fetches
+``GET /api/v1/runs/{run_id}/verdicts`` (one verdict per benchmark: pass, regression,
+improvement, no_baseline, error) and hands the JSON to :func:`run_gate`, which prints a table,
+writes a Markdown summary where the CI shows one (``$GITHUB_STEP_SUMMARY``; a file GitLab keeps
+as an artifact), optionally posts a GitHub check run and one sticky pull-request comment, sets
+the step's outputs (the verdict counts), and returns the exit status: 3 when a gating
 regression exists (never in report-only mode), else 0. ``no_baseline`` never fails, and
 neither does ``error`` (a benchmark the server could not judge is listed, not held against the
 pull request). Posting is best effort: no GitHub answer changes the exit status. This module
-holds the flags and runs the gate: :mod:`workers.gate_verdicts` reads the verdicts,
-:mod:`workers.gate_judge` judges them, :mod:`workers.gate_render` writes the reports, and
-:mod:`workers.gate_github` finds where to post and sends what it is given.
+holds the flags and runs the gate: :mod:`.gate_verdicts` reads the verdicts, :mod:`.gate_judge`
+judges them, :mod:`.gate_render` writes the reports, and :mod:`.gate_github` finds where to
+post and sends what it is given.
 
 Everything in the verdicts comes from uploaded files: each module reads it as hostile input.
 """
@@ -21,16 +22,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
-from workers.gate_github import CheckRun, Posting, plain, post_to_github
-from workers.gate_judge import NO_VERDICT, GateOptions, Outcome, judge
-from workers.gate_render import (
+from benchwatch_client.gate_github import CheckRun, Posting, plain, post_to_github
+from benchwatch_client.gate_judge import NO_VERDICT, GateOptions, Outcome, judge
+from benchwatch_client.gate_render import (
     cap_markdown,
     headline,
     markdown_parts,
     render_markdown,
     render_table,
 )
-from workers.gate_verdicts import BadVerdicts, parse_verdicts
+from benchwatch_client.gate_verdicts import BadVerdicts, parse_verdicts
+from benchwatch_client.outputs import Outputs
 
 STEP_SUMMARY_BYTES = 1024 * 1024  # GitHub drops a step's whole summary above 1 MiB
 CHECK_OUTPUT_CHARS = 65_535  # a check run's output.summary and output.text, each
@@ -168,6 +170,7 @@ def run_gate(
     env: Mapping[str, str],
     out: TextIO | None = None,
     err: TextIO | None = None,
+    outputs: Outputs | None = None,
 ) -> int:
     """Report the verdicts everywhere asked, and return the exit status the CLI returns.
 
@@ -182,6 +185,17 @@ def run_gate(
         err.write(f"benchwatch gate: {exc}; no verdict\n")
         return NO_VERDICT
     outcome = judge(report, options)
+    if outputs is not None:
+        counts = outcome.counts
+        outputs.set(
+            verdicts=len(report.items),
+            regressions=counts["regression"],
+            improvements=counts["improvement"],
+            passes=counts["pass"],
+            no_baseline=counts["no_baseline"],
+            errors=counts["error"],
+            gating=len(outcome.gating),
+        )
     out.write(render_table(outcome, options.max_rows))
     markdown = render_markdown(outcome)
     for note in write_step_summary(markdown, env, options.summary_file, report.url):

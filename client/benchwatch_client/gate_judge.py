@@ -9,7 +9,7 @@ import fnmatch
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from workers.gate_verdicts import ORDER, Report, ReportedVerdict
+from benchwatch_client.gate_verdicts import ORDER, Report, ReportedVerdict
 
 PASSED, NO_VERDICT, GATE_FAILED = 0, 2, 3  # upload_client's OK, UNREACHABLE, REGRESSED
 

@@ -7,11 +7,11 @@ GitHub issues do. Markdown is cut at a line to fit a byte limit (:func:`cap_mark
 
 from collections.abc import Callable
 
-from app.core.escape import markdown as escape_markdown
-from app.core.escape import markdown_link
-from workers.gate_github import plain
-from workers.gate_judge import GateOptions, Outcome
-from workers.gate_verdicts import ORDER, Report, ReportedVerdict
+from benchwatch_client.gate_github import plain
+from benchwatch_client.gate_judge import GateOptions, Outcome
+from benchwatch_client.gate_verdicts import ORDER, Report, ReportedVerdict
+from benchwatch_client.text import markdown as escape_markdown
+from benchwatch_client.text import markdown_link
 
 LABELS = {"no_baseline": "no baseline"}
 PLURALS = {"regression": "regressions", "improvement": "improvements", "error": "errors"}

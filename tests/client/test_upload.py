@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
-
-from workers.upload_client import Uploader, ci_run, metadata, multipart
+from benchwatch_client.upload import Uploader, ci_run, metadata, multipart
 
 GITHUB = {
     "GITHUB_ACTIONS": "true",

@@ -1,4 +1,4 @@
-"""``benchwatch upload``: send result files to a benchwatch server from any CI job.
+"""Uploads: send result files to a benchwatch server from any CI job.
 
 Run metadata comes from flags or, when absent, from the CI's environment (GitHub Actions,
 GitLab CI, Jenkins, Buildkite): commit, branch, job URL, and an idempotency key. In a CI
@@ -30,8 +30,8 @@ from typing import Any
 
 import httpx
 
-from app.core.urls import is_http_url
-from app.uploads.provenance import DEFAULT_MACHINE, PROVENANCE
+from benchwatch_client.fields import DEFAULT_MACHINE, PROVENANCE
+from benchwatch_client.text import is_http_url
 
 OK, REJECTED, UNREACHABLE, REGRESSED = 0, 1, 2, 3
 CHUNK = 256 * 1024
@@ -345,6 +345,10 @@ class Uploader:
             timeout=httpx.Timeout(60.0, read=600.0),
             transport=self.transport,
         )
+
+    def run_url(self, run_id: int) -> str:
+        """The run's page on the server."""
+        return f"{self.server.rstrip('/')}/runs/{run_id}"
 
     def send(
         self,

@@ -8,13 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from benchwatch_client import gate_judge, gate_render
+from benchwatch_client import gate_report as gate
+from benchwatch_client.gate_judge import GateOptions, judge
+from benchwatch_client.gate_verdicts import parse_verdicts
+from benchwatch_client.upload import OK, REGRESSED, UNREACHABLE
 from markdown_it import MarkdownIt
-
-from workers import gate_judge, gate_render
-from workers import gate_report as gate
-from workers.gate_judge import GateOptions, judge
-from workers.gate_verdicts import parse_verdicts
-from workers.upload_client import OK, REGRESSED, UNREACHABLE
 
 
 def item(model: str, verdict: str, **changes: Any) -> dict[str, Any]:
