@@ -12,7 +12,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from workers.cli import benchmarks, localize, service, upload
+from workers.cli import benchmarks, localize, mcp, service, upload
 from workers.cli.common import Command
 
 DESCRIPTION = "benchwatch: a performance-regression dashboard for PyTorch stacks."
@@ -28,6 +28,7 @@ COMMANDS: dict[str, Command] = {
     **benchmarks.COMMANDS,
     **upload.COMMANDS,
     **localize.COMMANDS,
+    **mcp.COMMANDS,
 }
 
 
