@@ -40,6 +40,9 @@ MAX_RESULTS_PER_FILE = 100_000
 MAX_SAMPLES_PER_RESULT = MAX_SAMPLES  # what the native payload accepts
 MAX_JSON_CONTAINERS = 2_000_000  # objects and arrays in one JSON file
 MAX_ERRORS = 100  # problems listed in one answer (the count of all of them is given)
+# A pickle of torch.utils.benchmark measurements (a few KiB each): a restricted unpickler
+# builds every object before it can be checked, so its size bounds what that may cost.
+MAX_PICKLE_BYTES = 4 * 1024 * 1024
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # any whole number in a JSON file
 
 # --- the deadline -----------------------------------------------------------------------------

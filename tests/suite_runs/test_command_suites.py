@@ -249,7 +249,7 @@ def test_tier_names_and_formats() -> None:
         check_settings(Settings(COMMAND_SUITES={"s": {"command": ["x"], "format": name}}))
     for name in ("native", "csv"):
         unread = Settings(COMMAND_SUITES={"s": {"command": ["x"], "format": name}})
-        with pytest.raises(ValueError, match=rf"\['s'\]\.format '{name}': one of auto, torchbench"):
+        with pytest.raises(ValueError, match=rf"\['s'\]\.format '{name}': one of auto, torch-"):
             check_settings(unread)
 
 

@@ -1,6 +1,8 @@
-"""Every real file of PyTorch's tooling, pytest-benchmark and Google Benchmark uploads through
-the API and the CLI and reads back with the right identity, unit and direction; a re-upload
-changes nothing; malformed files are refused with file, line and field, storing nothing."""
+"""Every real file of PyTorch's tooling, pytest-benchmark, Google Benchmark, tritonbench, vLLM,
+torch.utils.benchmark and github-action-benchmark uploads through the API and the CLI (with
+format=auto: each folder's files are recognised by their name and content) and reads back with
+the right identity, unit and direction; a re-upload changes nothing; malformed files are
+refused with file, line and field, storing nothing."""
 
 import os
 from pathlib import Path
@@ -45,11 +47,31 @@ TARGETS = (
     "expected_ci_speedup_inductor_torchbench_cpu.csv",
     "pr_time_benchmarks_expected_results.csv",
 )
+FOLDERS = (
+    "torchbench",
+    "pytorch_v3",
+    "pytest_benchmark",
+    "google_benchmark",
+    "tritonbench",
+    "vllm",
+    "torch_utils_benchmark",
+    "github_action_benchmark",
+)
+# The device each folder's files were measured on, where the files do not say it themselves.
+CPU_FOLDERS = frozenset(
+    {
+        "pytest_benchmark",
+        "google_benchmark",
+        "tritonbench",
+        "torch_utils_benchmark",
+        "github_action_benchmark",
+    }
+)
 FILES = sorted(
     p
-    for folder in ("torchbench", "pytorch_v3", "pytest_benchmark", "google_benchmark")
+    for folder in FOLDERS
     for p in (DATA / folder).iterdir()
-    if p.suffix in (".csv", ".json", ".jsonl") and p.name not in TARGETS
+    if p.suffix in (".csv", ".json", ".jsonl", ".pkl") and p.name not in TARGETS
 )
 
 
@@ -57,7 +79,7 @@ def fields(path: Path) -> dict[str, str]:
     """The upload's metadata: a machine name, the file's hints, a device where none is said."""
     hints = HINTS.get(path.name, {})
     device = {} if path.parent.name == "torchbench" else {"device": hints.get("device", "cuda")}
-    if path.parent.name in ("pytest_benchmark", "google_benchmark"):
+    if path.parent.name in CPU_FOLDERS:
         device = {"device": "cpu"}
     return {"machine": "fixture-box", **device, **hints}
 
