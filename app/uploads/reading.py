@@ -69,9 +69,10 @@ def decode(file: UploadFile) -> str:
 
 def text_lines(file: str, text: str) -> list[str]:
     """The lines of a text file, each within MAX_CSV_LINE_CHARS, at most MAX_LINES of them."""
-    lines = NEWLINE.split(text) if "\r" in text else text.split("\n")
-    if len(lines) > limits.MAX_LINES:
+    # Counted before the text is split: a file of newlines would make as many strings.
+    if text.count("\n") + text.count("\r") - text.count("\r\n") >= limits.MAX_LINES:
         raise OverLimit(file, f"more than {limits.MAX_LINES} lines; split the file")
+    lines = NEWLINE.split(text) if "\r" in text else text.split("\n")
     lengths = list(map(len, lines))
     if lengths and (longest := max(lengths)) > limits.MAX_CSV_LINE_CHARS:
         message = f"a line of {longest} characters; at most {limits.MAX_CSV_LINE_CHARS}"

@@ -27,8 +27,8 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from app.benchmarks import vocabulary as vocab
-from app.uploads import limits
-from app.uploads.base import Hints, OverLimit, Parsed, UploadError, UploadFile, UploadFormat
+from app.uploads import limits, reading
+from app.uploads.base import Hints, Parsed, UploadError, UploadFile, UploadFormat
 from app.uploads.pytorch_ci import (
     DEVICES,
     FAILURE_METRICS,
@@ -47,7 +47,6 @@ DIGITS = re.compile(r"[0-9]+")
 # One way to read each digit: ``\d+\.?\d*`` has as many as there are digits before a bad
 # character, so a long cell that does not match backtracks in time quadratic in its length.
 NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
-NEWLINE = re.compile(r"\r\n|\r|\n")  # what the csv module ends a line at
 
 
 @dataclass(frozen=True)
@@ -119,7 +118,7 @@ def _read_table(file: str, text: str) -> list[tuple[int, dict[str, str]]]:
     try:
         for raw in reader:
             limits.check_deadline(file, line=reader.line_num)
-            _check_cells(file, reader.line_num, raw, header)
+            reading.check_cells(file, reader.line_num, raw, header)
             cells = [cell.strip() for cell in raw]
             if not any(cells) or cells[0].startswith("#"):
                 continue
@@ -139,30 +138,10 @@ def _check_lines(file: str, text: str) -> None:
 
     The csv module splits a whole row into cells before any of them can be looked at: the
     line length bounds how many it makes. A file may have as many data rows as results;
-    they are counted here, before any is read, so a file over the cap costs nothing (blank
-    lines do not count).
+    they are counted here, before any is read (blank lines do not count).
     """
-    count = text.count("\n") + text.count("\r") - text.count("\r\n")
-    if count > limits.MAX_LINES:
-        raise OverLimit(file, f"more than {limits.MAX_LINES} lines; split the file")
-    lines = NEWLINE.split(text) if "\r" in text else text.split("\n")  # the same, faster
-    lengths = list(map(len, lines))
-    if (longest := max(lengths)) > limits.MAX_CSV_LINE_CHARS:
-        message = f"a line of {longest} characters; at most {limits.MAX_CSV_LINE_CHARS}"
-        raise OverLimit(file, message, line=lengths.index(longest) + 1)
+    lines = reading.text_lines(file, text)
     limits.check_results(file, len(lines) - lines.count("") - 1, what="rows")  # less the header
-
-
-def _check_cells(file: str, line: int, raw: list[str], header: list[str] | None) -> None:
-    """At most MAX_COLUMNS cells, none longer than MAX_CELL_CHARS (checked before any regex)."""
-    if len(raw) > limits.MAX_COLUMNS:
-        message = f"{len(raw)} cells; at most {limits.MAX_COLUMNS} columns"
-        raise OverLimit(file, message, line=line)
-    if raw and max(map(len, raw)) > limits.MAX_CELL_CHARS:
-        index = next(i for i, cell in enumerate(raw) if len(cell) > limits.MAX_CELL_CHARS)
-        column = header[index] if header and index < len(header) else f"column {index + 1}"
-        message = f"a cell of {len(raw[index])} characters; at most {limits.MAX_CELL_CHARS}"
-        raise OverLimit(file, message, line=line, field=column)
 
 
 def _check_header(file: str, line: int, cells: list[str]) -> list[str]:

@@ -4,7 +4,8 @@ from pydantic import TypeAdapter
 
 from app.benchmarks.service import BenchmarkKey
 from app.runs.schemas import EnvironmentIn, MachineIn, ResultIn, RunIn
-from app.uploads.base import Parsed
+from app.uploads.base import Parsed, UploadFile
+from app.uploads.service import sniff
 
 
 def assert_one_row_per_series(results: list[ResultIn]) -> None:
@@ -41,3 +42,14 @@ def ingestible_run(parsed: Parsed) -> RunIn:
             "results": TypeAdapter(list[ResultIn]).validate_python(parsed.results),
         }
     )
+
+
+def assert_ingestible_and_recognised(
+    parsed: Parsed, file: UploadFile, device: str, fmt: str
+) -> None:
+    """A real file's rows make one ingestible run on ``device``, and ``auto`` names ``fmt``."""
+    run = ingestible_run(parsed)
+    assert len(run.results) == len(parsed.results) > 0
+    assert_one_row_per_series(run.results)
+    assert parsed.machine == {"device": device}
+    assert sniff(file) == fmt

@@ -11,9 +11,8 @@ from fastapi.testclient import TestClient
 
 from app.uploads import limits
 from app.uploads.base import Hints, OverLimit, Parsed, UploadError, UploadFile
-from app.uploads.service import sniff
 from app.uploads.tritonbench import METRICS, parse_tritonbench
-from tests.uploads.rows import assert_one_row_per_series, ingestible_run
+from tests.uploads.rows import assert_ingestible_and_recognised
 from tests.uploads.test_api import upload
 
 DATA = Path(__file__).parents[1] / "data" / "uploads" / "tritonbench"
@@ -107,13 +106,8 @@ def test_a_backward_run_is_training_and_keeps_its_mode(name: str) -> None:
 
 @pytest.mark.parametrize("name", ALL_FILES)
 def test_rows_are_ingestible_and_the_file_is_recognised(name: str) -> None:
-    parsed = parse(name)
-
-    run = ingestible_run(parsed)
-    assert len(run.results) == len(parsed.results) > 0
-    assert_one_row_per_series(run.results)
-    assert parsed.machine == {"device": "cpu"}
-    assert sniff(UploadFile(name, (DATA / name).read_bytes())) == "tritonbench"
+    file = UploadFile(name, (DATA / name).read_bytes())
+    assert_ingestible_and_recognised(parse(name), file, "cpu", "tritonbench")
 
 
 def test_the_operator_comes_from_write_csvs_temporary_name() -> None:

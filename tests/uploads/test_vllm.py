@@ -11,9 +11,8 @@ from fastapi.testclient import TestClient
 
 from app.uploads import limits
 from app.uploads.base import Hints, OverLimit, Parsed, UploadError, UploadFile
-from app.uploads.service import sniff
 from app.uploads.vllm import parse_vllm
-from tests.uploads.rows import assert_one_row_per_series, ingestible_run
+from tests.uploads.rows import assert_ingestible_and_recognised
 from tests.uploads.test_api import upload
 
 DATA = Path(__file__).parents[1] / "data" / "uploads" / "vllm"
@@ -132,13 +131,8 @@ def test_a_throughput_result_gives_requests_and_tokens_per_second() -> None:
 
 @pytest.mark.parametrize("name", ALL_FILES)
 def test_rows_are_ingestible_and_the_file_is_recognised(name: str) -> None:
-    parsed = parse(name)
-
-    run = ingestible_run(parsed)
-    assert len(run.results) == len(parsed.results) > 0
-    assert_one_row_per_series(run.results)
-    assert parsed.machine == {"device": "cuda"}
-    assert sniff(UploadFile(name, (DATA / name).read_bytes())) == "vllm"
+    file = UploadFile(name, (DATA / name).read_bytes())
+    assert_ingestible_and_recognised(parse(name), file, "cuda", "vllm")
 
 
 def test_appended_results_are_json_lines_of_distinct_loads() -> None:
