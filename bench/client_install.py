@@ -4,9 +4,13 @@ Each is installed into a fresh virtual environment, side by side, with pip's cac
 (run it twice to compare warm caches). Prints the packages, the megabytes of site-packages and
 the seconds pip took, and the ratios.
 
-    .venv/bin/python bench/client_install.py
+    .venv/bin/python bench/client_install.py [--before CHECKOUT]
+
+``--before``: also the service of an earlier checkout (e.g. ``git worktree add /tmp/b 61d5a5d``,
+the last revision whose CI jobs installed the service to upload).
 """
 
+import argparse
 import json
 import subprocess
 import sys
@@ -17,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CHOICES = {
     "light client (pip install ./client)": [str(ROOT / "client")],
-    "service (pip install ./client . : what CI installed before)": [
+    "service today (pip install ./client .)": [
         "-c",
         str(ROOT / "constraints.txt"),
         str(ROOT / "client"),
@@ -51,17 +55,23 @@ def measure(where: Path, requirements: list[str]) -> tuple[int, float, float]:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", type=Path, help="an earlier checkout's service, too")
+    before = parser.parse_args().before
+    choices = dict(CHOICES)
+    if before:
+        constraints = before / "constraints.txt"
+        choices[f"service of {before} (pip install .)"] = ["-c", str(constraints), str(before)]
     figures = {}
     with tempfile.TemporaryDirectory() as scratch:
-        for number, (name, requirements) in enumerate(CHOICES.items()):
+        for number, (name, requirements) in enumerate(choices.items()):
             figures[name] = measure(Path(scratch) / f"env{number}", requirements)
             packages, size, seconds = figures[name]
             print(f"{name:62} {packages:4d} packages {size:8.1f} MB {seconds:7.1f} s")
-    (light, heavy) = figures.values()
-    print(
-        f"{'service / light client':62} {heavy[0] / light[0]:7.1f}x {heavy[1] / light[1]:10.1f}x"
-        f" {heavy[2] / light[2]:8.1f}x"
-    )
+    light, *others = figures.values()
+    for name, heavy in zip(list(figures)[1:], others, strict=True):
+        ratios = [f"{h / lo:.1f}x" for h, lo in zip(heavy, light, strict=True)]
+        print(f"  {name[:40]} / light client: " + ", ".join(ratios))
 
 
 if __name__ == "__main__":
