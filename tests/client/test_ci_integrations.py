@@ -285,19 +285,22 @@ def test_the_component_of_the_docs_gates_a_merge_request(
     assert reported.status == 0, reported.log
 
 
-def test_a_glob_that_matches_nothing_fails_the_step(
-    live_server: str, workspace: Path, light_client: Path
-) -> None:
-    env = {"RUNNER_TEMP": str(light_client.parents[2]), "GITHUB_ACTIONS": "true"}
-    inputs = {"server": live_server, "token": "t", "files": "results/*.json"}
-    failed = run_action(inputs, env, workspace)
+def test_a_glob_that_matches_nothing_fails_the_job_before_it_installs(workspace: Path) -> None:
+    runner = workspace / "runner"
+    runner.mkdir()
+    (workspace / "results" / "a.csv").write_text("dev,name\n")
+    files = "results/*.csv results/*.json"  # the first matches, the second does not
+    env = {"RUNNER_TEMP": str(runner), "GITHUB_ACTIONS": "true"}
+    failed = run_action(
+        {"server": "http://127.0.0.1:9", "token": "t", "files": files}, env, workspace
+    )
     assert failed.status == 1
     assert "no file matches results/*.json" in failed.log
-    source = action_checkout(workspace) / "client"
-    given = {"server": live_server, "files": "results/*.json", "client": str(source)}
-    gitlab = run_component(given, {"TMPDIR": str(light_client.parents[2])}, workspace)
+    given = {"server": "http://127.0.0.1:9", "files": files, "client": "not-installed"}
+    gitlab = run_component(given, {"TMPDIR": str(runner)}, workspace)
     assert gitlab.status == 1
     assert "no file matches results/*.json" in gitlab.log
+    assert not (runner / "benchwatch-client").exists()  # nothing was installed
 
 
 def test_the_action_is_well_formed_and_the_docs_use_it_as_declared() -> None:
