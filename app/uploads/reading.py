@@ -8,13 +8,17 @@ in what it reads and names the file, the record or line, and the field.
 import json
 import math
 import re
-from typing import Any
+from typing import Any, get_args
 
+from app.benchmarks import vocabulary as vocab
 from app.uploads import limits
 from app.uploads.base import Hints, OverLimit, UploadError, UploadFile
 
-DEVICES = "cuda, rocm, xpu, cpu or mps"
-# One way to read each digit (see app.uploads.torchbench.NUMBER): linear on any cell.
+_DEVICES = get_args(vocab.Device)
+DEVICES = f"{', '.join(_DEVICES[:-1])} or {_DEVICES[-1]}"  # for errors: "cuda, ..., cpu or mps"
+# A decimal number. One way to read each digit: ``\d+\.?\d*`` has as many as there are digits
+# before a bad character, so a long cell that does not match backtracks in time quadratic in
+# its length.
 NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 NON_FINITE = frozenset({"nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity", "-infinity"})
 NEWLINE = re.compile(r"\r\n|\r|\n")

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from app.core.errors import InvalidInput, describe
 from app.runs.schemas import RunIn
-from app.uploads import limits, provenance
+from app.uploads import limits, provenance, reading
 from app.uploads.base import Hints, OverLimit, Parsed, UploadError, UploadFile
 from app.uploads.formats import AUTO, BY_NAME, NATIVE, REGISTERED
 
@@ -208,7 +208,7 @@ def _check_machine(machine: dict[str, Any]) -> None:
             {"file": None, "loc": "machine.name", "field": "machine", "message": message}
         )
     if not machine.get("device"):
-        message = "the files do not say the device (cuda, rocm, xpu, cpu or mps): give device="
+        message = f"the files do not say the device ({reading.DEVICES}): give device="
         missing.append(
             {"file": None, "loc": "machine.device", "field": "device", "message": message}
         )

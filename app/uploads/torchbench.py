@@ -20,7 +20,6 @@ length, cells per row, cell length, results per file, and the parse deadline bet
 
 import csv
 import io
-import math
 import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -44,9 +43,6 @@ KEY_COLUMNS = frozenset({"dev", "name", "batch_size", "tag"})
 # --baseline columns: common.py writes 0 for both when the baseline has no such model.
 BASELINE_METRICS = {"baseline": "x", "speedup_vs_baseline": "x"}
 DIGITS = re.compile(r"[0-9]+")
-# One way to read each digit: ``\d+\.?\d*`` has as many as there are digits before a bad
-# character, so a long cell that does not match backtracks in time quadratic in its length.
-NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 
 
 @dataclass(frozen=True)
@@ -288,11 +284,10 @@ def _batch_size(file: str, line: int, cell: str) -> int | None:
 
 def _number(file: str, line: int, column: str, cell: str) -> float:
     """A finite decimal number (no NaN, Infinity or ``1_000``)."""
-    if not NUMBER.fullmatch(cell):
+    decimal = reading.NUMBER.fullmatch(cell)  # first: "nan" is not a number here, not non-finite
+    value = reading.cell_number(file, cell, line=line, field=column) if decimal else None
+    if value is None:
         raise UploadError(file, f"not a number: {cell!r:.40}", line=line, field=column)
-    if math.isinf(value := float(cell)):
-        message = f"{cell:.24} is out of range (overflows to infinity)"
-        raise UploadError(file, message, line=line, field=column)
     return value
 
 
