@@ -180,6 +180,22 @@ def post_history(
         assert answer.status_code == 201, answer.text
 
 
+def history_and_change(
+    client: TestClient,
+    database: Database,
+    workspace: Path,
+    docs: tuple[dict[str, str], str],
+    slower: str,
+) -> str:
+    """The default branch's history of the file the docs' benchmark step writes, on the docs'
+    machine and channel, then that file with ``slower`` 30% slower, where the step writes it;
+    an ingest token for the job."""
+    inputs, written = docs
+    post_history(client, database, Path(written).name, inputs["machine"], inputs["channel"])
+    (workspace / written).write_text(dynamo_csv("cuda", HISTORY, slower=slower))
+    return make_token(database, "ingest")
+
+
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     """A job's working directory, with its results folder."""
@@ -195,11 +211,8 @@ def test_the_action_of_the_docs_gates_a_pull_request(
     workspace: Path,
     light_client: Path,
 ) -> None:
-    inputs, written = docs_action_step("perf-pr")
-    name = Path(written).name
-    post_history(client, database, name, inputs["machine"], inputs["channel"])
-    (workspace / written).write_text(dynamo_csv("cuda", HISTORY, slower="BERT_pytorch"))
-    token = make_token(database, "ingest")
+    inputs, _ = docs = docs_action_step("perf-pr")
+    token = history_and_change(client, database, workspace, docs, slower="BERT_pytorch")
     resolved = {
         k: v.replace("${{ vars.BENCHWATCH_SERVER }}", live_server).replace(
             "${{ secrets.BENCHWATCH_TOKEN }}", token
@@ -253,11 +266,8 @@ def test_the_action_of_the_docs_gates_a_pull_request(
 def test_the_component_of_the_docs_gates_a_merge_request(
     live_server: str, database: Database, client: TestClient, workspace: Path, light_client: Path
 ) -> None:
-    inputs, written = docs_component("perf-mr")
-    name = Path(written).name
-    post_history(client, database, name, inputs["machine"], inputs["channel"])
-    (workspace / written).write_text(dynamo_csv("cuda", HISTORY, slower="hf_T5"))
-    token = make_token(database, "ingest")
+    inputs, _ = docs = docs_component("perf-mr")
+    token = history_and_change(client, database, workspace, docs, slower="hf_T5")
     source = action_checkout(workspace) / "client"
     inputs = {**inputs, "server": live_server, "client": str(source)}
     env = {

@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -33,6 +34,26 @@ def upload(
         headers=headers,
     )
     return response.status_code, response.json()
+
+
+def refused_upload(
+    client: TestClient,
+    headers: dict[str, str],
+    name: str,
+    content: bytes,
+    status: int,
+    **fields: str,
+) -> dict[str, Any]:
+    """The one error of an upload of the file ``name`` refused with ``status``; none was stored."""
+    got, body = upload(client, headers, [(name, content)], **fields)
+    assert got == status, body
+    errors = body["errors"]
+    assert isinstance(errors, list)
+    (error,) = errors
+    assert error["file"] == name
+    assert client.get("/api/v1/runs").json()["items"] == []
+    error_found: dict[str, Any] = error
+    return error_found
 
 
 def test_a_torchbench_csv_becomes_one_run_and_a_retry_returns_it(
