@@ -161,16 +161,16 @@ def upload(
         client.print_errors(response.json())
         return client.REJECTED
     run = response.json()
+    url, cases = uploader.run_url(run["id"]), run["coverage"]["attempted"]
     outputs = Outputs(args.outputs)
-    outputs.set(run_id=run["id"], run_url=uploader.run_url(run["id"]))
+    outputs.set(run_id=run["id"], run_url=url)
     state = "stored" if response.status_code == 201 else "already stored (a retry)"
     # A run is known by its project and key together (docs/formats.md).
     where = f"key {run['key']} of project {run.get('project', 'default')}"
-    print(f"run {run['id']} {state}: {where}, {run['coverage']['attempted']} cases")
+    print(f"run {run['id']} {state}: {where}, {cases} cases")
     for line in client.describe_sources(run, only=("machine.name",)):
         print(line)
-    link = markdown_link(uploader.run_url(run["id"]), f"run {run['id']}")
-    cases = run["coverage"]["attempted"]
+    link = markdown_link(url, f"run {run['id']}")
     summary = f"benchwatch: {link} {state}: {markdown(where)}, {cases} cases\n"
     for note in gate_report.write_step_summary(summary, os.environ, args.summary_file):
         print(f"{prog}: {note}", file=sys.stderr)
