@@ -34,6 +34,7 @@ from app.core.migrate import upgrade_database
 from app.main import create_app
 from app.runtime import install_listeners
 from app.tokens import service as tokens_service
+from tests.shared_routes import share_built_routes
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 POSTGRES_URL = os.environ.get(
@@ -55,6 +56,7 @@ PEPPER = "test-pepper"
 # What every benchwatch process installs as it starts (notice planning, catalog tokens): the
 # tests that write through sessions of their own rely on it as the server does.
 install_listeners()
+share_built_routes()
 # The test data is dated (tests.factories.START, 2026-01; real files from 2019 on): the run
 # time window of tokens without admin would refuse it as the calendar moves on. Its own
 # tests set the window (tests/runs/test_run_time.py); any Settings built here reads this.
