@@ -10,7 +10,6 @@ step detector sees; it is shown beside the steps, never used to alert.
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-from sklearn.ensemble import IsolationForest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -57,6 +56,10 @@ def score_run(
     """(score, anomalous) of a run against earlier runs' features; None with too few."""
     if len(history) < MIN_HISTORY_RUNS:
         return None
+    # Imported here: scikit-learn (and the SciPy it loads) is a second of every process's
+    # start, and only the processes that score a run need it.
+    from sklearn.ensemble import IsolationForest
+
     rows = np.asarray([[f[name] for name in FEATURES] for f in [*history, features]])
     forest = IsolationForest(n_estimators=50, contamination=CONTAMINATION, random_state=0)
     forest.fit(rows)
