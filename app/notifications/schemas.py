@@ -90,8 +90,9 @@ def _not_empty(rules: Rules) -> Rules:
     return rules
 
 
-# The schema's "not every field given is null" is what _not_empty refuses: {} and all-null.
-SOME_FIELD: dict[str, Any] = {"not": {"additionalProperties": {"type": "null"}}}
+# What _not_empty refuses, in the schema: {} (minProperties) and every field null (not). The
+# first also spares a schema-driven generator from drawing objects the second rules out.
+SOME_FIELD: dict[str, Any] = {"minProperties": 1, "not": {"additionalProperties": {"type": "null"}}}
 ExcludeRules = Annotated[Rules, AfterValidator(_not_empty), Field(json_schema_extra=SOME_FIELD)]
 
 
