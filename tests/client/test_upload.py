@@ -139,7 +139,7 @@ class Flaky(BaseHTTPRequestHandler):
 def flaky_server() -> Iterator[str]:
     Flaky.bodies = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), Flaky)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()

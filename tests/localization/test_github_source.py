@@ -237,7 +237,7 @@ def serving(hub: FakeGitHub) -> Iterator[FakeGitHub]:
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
     thread.start()
     hub.root = f"http://127.0.0.1:{server.server_address[1]}"
     try:
