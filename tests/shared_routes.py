@@ -1,11 +1,10 @@
 """The tests make an app per test; FastAPI builds an app's routes per app: build them once.
 
 FastAPI (0.137 on) includes a router lazily. The first request that walks past an included
-router builds its routes for that app: a pydantic TypeAdapter for every parameter and model,
-about 0.3 s for benchwatch's whole app on a 2-core machine. A server pays it once. The tests
-make an app per test (``create_app`` in the ``client`` and ``live_server`` fixtures, and
-in many tests of their own), thousands of times a run, and paid it each time: most of the time
-of a test that makes a few requests.
+router builds its routes for that app: a pydantic TypeAdapter for every parameter and model.
+A server pays that once. The tests make an app per test (``create_app`` in the ``client`` and
+``live_server`` fixtures, and in many tests of their own) and paid it each time: it was most
+of the time of a test that makes a few requests.
 
 What FastAPI builds depends only on the route and on how it is included, and ``create_app``
 includes the same module-level routers the same way every time, so the tests build each route

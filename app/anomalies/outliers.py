@@ -56,8 +56,8 @@ def score_run(
     """(score, anomalous) of a run against earlier runs' features; None with too few."""
     if len(history) < MIN_HISTORY_RUNS:
         return None
-    # Imported here: scikit-learn (and the SciPy it loads) is a second of every process's
-    # start, and only the processes that score a run need it.
+    # Imported here: scikit-learn (with the SciPy it loads) is the slowest import of the
+    # service, and only the processes that score a run need it.
     from sklearn.ensemble import IsolationForest
 
     rows = np.asarray([[f[name] for name in FEATURES] for f in [*history, features]])
