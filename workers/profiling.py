@@ -23,9 +23,10 @@ CUDA on a GPU; ROCm builds report HIP as CUDA) and turns the events into native-
 
 The ``kernel_count`` row also carries the case's kernel profile (``extra["kernel_profile"]``,
 which the run's payload keeps once, in ``kernel_profiles``): every kernel with its calls and
-time per call (GPU: device kernels and their duration; CPU: aten ops and Inductor's generated
-kernels, by self CPU time), the slowest ``PROFILE_KERNELS`` of them by name and the rest
-summed, and the wall time of a call with its device work (``WALL_MARK``). Inductor's C++
+time per call (GPU: device kernels and their mean duration; CPU: aten ops and Inductor's
+generated kernels, by self CPU time, the median over the calls), the slowest
+``PROFILE_KERNELS`` of them by name and the rest summed, and the median wall time of a call
+with its device work (``WALL_MARK``). Inductor's C++
 kernels appear on the CPU only when compiled with ``cpp.enable_kernel_profile``
 (``workers.compile_configs`` sets it for CPU compiles); a kernel inside a compiled region
 names its graph (dynamo's frame/compile id).
@@ -37,10 +38,11 @@ for the device figures instead of zeros.
 import logging
 import os
 import re
+import statistics
 import sys
 import tempfile
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -95,6 +97,9 @@ class Span:
     self_us: float  # CPU events: time outside child events; device events: the duration
     device_us: float  # CPU events: device time of the kernels this op and its children launch
     ancestors: tuple[str, ...]  # enclosing CPU events, innermost first
+    # The profiled call a CPU event ran in (its CALL_MARK event's identity), None outside one
+    # and for device events.
+    call: int | None = None
 
     @property
     def in_call(self) -> bool:
@@ -225,9 +230,12 @@ def quiet_kineto() -> Iterator[None]:
 def _span_of(event: Any) -> Span:
     """A ``FunctionEvent`` (or anything with its attributes) as a Span."""
     ancestors = []
+    call = None
     parent = event.cpu_parent
     while parent is not None:
         ancestors.append(str(parent.name))
+        if parent.name == CALL_MARK:
+            call = id(parent)  # every event is alive while the spans are made: ids are distinct
         parent = parent.cpu_parent
     if event.device_type == DeviceType.CPU:
         return Span(
@@ -237,6 +245,7 @@ def _span_of(event: Any) -> Span:
             self_us=float(event.self_cpu_time_total),
             device_us=_device_time_us(event),
             ancestors=tuple(ancestors),
+            call=call,
         )
     duration = _device_time_us(event)
     return Span(str(event.name), _device_kind(event), duration, duration, duration, ())
@@ -295,29 +304,45 @@ def case_profile(spans: Sequence[Span], calls: int, *, on_gpu: bool) -> dict[str
     else:
         kernels = [s for s in spans if s.kind == "cpu" and s.in_call and _is_cpu_kernel(s.name)]
     count: dict[tuple[str, str], int] = defaultdict(int)
-    time_us: dict[tuple[str, str], float] = defaultdict(float)
+    by_call: dict[tuple[str, str], dict[int | None, float]] = defaultdict(
+        lambda: defaultdict(float)
+    )
     for s in kernels:
         key = (s.name[:PROFILE_NAME_LIMIT], _graph_of(s))
         count[key] += 1
-        time_us[key] += s.self_us
+        by_call[key][s.call] += s.self_us
+    time_us = {key: _per_call(times, calls) for key, times in by_call.items()}
     ranked = sorted(time_us, key=lambda key: (-time_us[key], key))
     walls = [s for s in spans if s.kind == "cpu" and s.name == WALL_MARK]
     walls = walls or [s for s in spans if s.kind == "cpu" and s.name == CALL_MARK]
+    wall_us = statistics.median([s.duration_us for s in walls]) if walls else 0.0
     return {
         "timing": "device" if on_gpu else "cpu_self",
         "calls": calls,
-        "wall_us": round(sum(s.duration_us for s in walls) / calls, 3),
+        "wall_us": round(wall_us, 3),
         "kernels": [
             {
                 "name": name,
                 "calls": round(count[(name, graph)] / calls, 3),
-                "time_us": round(time_us[(name, graph)] / calls, 3),
+                "time_us": round(time_us[(name, graph)], 3),
                 "graph": graph,
             }
             for name, graph in ranked[:PROFILE_KERNELS]
         ],
-        "other_us": round(sum(time_us[key] for key in ranked[PROFILE_KERNELS:]) / calls, 3),
+        "other_us": round(sum(time_us[key] for key in ranked[PROFILE_KERNELS:]), 3),
     }
+
+
+def _per_call(times: Mapping[int | None, float], calls: int) -> float:
+    """A kernel's time per call from its time in each call (``Span.call``).
+
+    Host events: the median over the calls, a call without the kernel counting 0, so one call
+    a busy host preempted (milliseconds, where the kernel takes microseconds) does not make the
+    kernel look slower. Device events (no call): their mean, which no preemption moves.
+    """
+    if None in times:
+        return sum(times.values()) / calls
+    return statistics.median([*times.values(), *[0.0] * (calls - len(times))])
 
 
 def _is_cpu_kernel(name: str) -> bool:

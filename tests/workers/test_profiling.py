@@ -275,6 +275,29 @@ def test_a_long_profile_keeps_the_slowest_and_sums_the_rest() -> None:
     assert "Torch-Compiled Region: 2/1" not in {k["name"] for k in profile["kernels"]}
 
 
+def test_a_call_the_host_preempted_does_not_make_its_kernels_slower() -> None:
+    """Three CPU calls, the last preempted mid-softmax (0.7 ms of a 30 us kernel): the median
+    of the calls is the figure, where their mean would show the kernel 8 times slower."""
+    events: list[FakeEvent] = []
+    calls = ((40.0, 30.0, True), (41.0, 32.0, False), (740.0, 700.0, False))
+    for wall_us, softmax_us, extra in calls:
+        wall = cpu(WALL_MARK, None, wall_us)
+        mark = cpu(CALL_MARK, wall, wall_us - 1)
+        outer = cpu("aten::softmax", mark, 0.0)
+        events += [wall, mark, outer, cpu("aten::_softmax", outer, softmax_us)]
+        if extra:  # a kernel only the first call ran
+            events.append(cpu("aten::fill_", mark, 5.0))
+    rows = summarize_spans([_span_of(e) for e in events], 3, on_gpu=False, amp=False)
+    profile = by_metric(rows)["kernel_count"]["extra"][PROFILE]
+    kernels = {k["name"]: (k["calls"], k["time_us"]) for k in profile["kernels"]}
+    assert kernels == {
+        "aten::_softmax": (1.0, 32.0),
+        "aten::softmax": (1.0, 0.0),
+        "aten::fill_": (0.333, 0.0),  # the median call ran none of it
+    }
+    assert profile["wall_us"] == 41.0
+
+
 def test_gpu_without_device_activity_says_why() -> None:
     events = [e for e in one_gpu_call() if e.device_type == DeviceType.CPU]
     rows = by_metric(summarize_spans([_span_of(e) for e in events], 1, on_gpu=True, amp=False))
