@@ -419,6 +419,9 @@ def test_the_slow_configs_setting_is_named_by_compiling_the_case_under_each_mix(
     found, rows = search(config, case, good, bad, suite)
 
     probes = [(row.label, row.outcome, round(statistics.median(row.samples), 3)) for row in rows]
+    # Every probe in the output before any assertion: a failure's captured stdout shows
+    # them all, where its message cuts them at a few hundred characters.
+    print(f"\nconfigs bisection: {probes}; costs {found.costs}")  # noqa: T201
     assert found.state == "culprit_found", (found.reason, probes)
     assert found.answer["culprit"] == {
         "kind": "setting",
@@ -434,4 +437,3 @@ def test_the_slow_configs_setting_is_named_by_compiling_the_case_under_each_mix(
     assert references["first bad (reference)"] > 1.5 * references["last good (reference)"], probes
     assert found.costs.builds == 1
     assert found.costs.probe_count == len(judged) <= 2, probes
-    print(f"\nconfigs bisection: {probes}; costs {found.costs}")  # noqa: T201

@@ -127,6 +127,9 @@ def test_the_setting_that_slows_the_case_is_named(tmp_path: Path) -> None:
     found = search.run()
 
     probes = [(row.label, row.outcome, round(sorted(row.samples)[10], 2)) for row in rows]
+    # Every probe in the output before any assertion: a failure's captured stdout shows
+    # them all, where its message cuts them at a few hundred characters.
+    print(f"\nsettings bisection: {probes}; costs {found.costs}")  # noqa: T201
     assert found.state == "culprit_found", (found.reason, probes)
     assert found.answer["culprit"] == {
         "kind": "setting",
@@ -144,4 +147,3 @@ def test_the_setting_that_slows_the_case_is_named(tmp_path: Path) -> None:
     assert found.costs.probe_count == len(judged) <= 4
     (stored,) = [row.spec for row in rows if row.label == f"good with {CULPRIT} from bad"]
     assert json.loads(json.dumps(stored)) == {CULPRIT: 1}  # good has none; its defaults stand
-    print(f"\nsettings bisection: {probes}; costs {found.costs}")  # noqa: T201
