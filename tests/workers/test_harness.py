@@ -1,10 +1,12 @@
 """The harness on CPU: eager and compiled timings, accuracy, and honest skips and failures."""
 
+import gc
 from typing import Any
 
 import pytest
 import torch
 
+from workers import harness
 from workers.compile_configs import compile_options
 from workers.harness import Case, Plan, _repeated, measure, scaled, spread
 from workers.workloads.operators import OPERATORS
@@ -27,6 +29,25 @@ def test_eager_latency_throughput_and_accuracy() -> None:
     assert rows["accuracy"]["text_value"] == "pass"
     assert rows["max_error"]["value"] == 0.0
     assert {r["config"] for r in rows.values()} == {"eager"}
+
+
+def test_the_first_eager_call_is_timed_with_the_collector_paused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first eager call is what compilation_latency subtracts: a collection of a big heap
+    landing in it (tens of milliseconds) once made a warm export's latency 0."""
+    collecting: list[bool] = []
+    timed = harness._timed
+
+    def watched(*args: Any) -> Any:
+        collecting.append(gc.isenabled())
+        return timed(*args)
+
+    monkeypatch.setattr(harness, "_timed", watched)
+    measure(SOFTMAX, "eager", "fp32", CPU, QUICK)
+    assert collecting[:2] == [False, True]  # the first call; the warm-up call after it
+    assert collecting[2:] == [False] * 5  # the samples
+    assert gc.isenabled()
 
 
 def test_compiled_speedup_compile_time_and_graph_counters() -> None:
