@@ -26,10 +26,9 @@ which the run's payload keeps once, in ``kernel_profiles``): every kernel with i
 time per call (GPU: device kernels and their mean duration; CPU: aten ops and Inductor's
 generated kernels, by self CPU time, the median over the calls), the slowest
 ``PROFILE_KERNELS`` of them by name and the rest summed, and the median wall time of a call
-with its device work (``WALL_MARK``). Inductor's C++
-kernels appear on the CPU only when compiled with ``cpp.enable_kernel_profile``
-(``workers.compile_configs`` sets it for CPU compiles); a kernel inside a compiled region
-names its graph (dynamo's frame/compile id).
+with its device work (``WALL_MARK``). Inductor's C++ kernels appear on the CPU only when
+compiled with ``cpp.enable_kernel_profile`` (``workers.compile_configs`` sets it for CPU
+compiles); a kernel inside a compiled region names its graph (dynamo's frame/compile id).
 
 A GPU profile without any device activity (CUPTI or roctracer missing) gives ``skipped`` rows
 for the device figures instead of zeros.
