@@ -44,7 +44,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import torch
 from torch.profiler import DeviceType, ProfilerActivity, profile, record_function
@@ -81,6 +81,8 @@ KINETO_NOISE = ("USDT:", "STAGE:")
 ALLOCATOR_NOTE = "allocated before the profiling started"
 
 
+K = TypeVar("K")  # what kernels are told apart by: a name, or a name and a graph
+
 # "cpu": an op, annotation or runtime call on the host; the rest are device activities
 # ("annotation": a record_function range mirrored on the device; "other": profiler overhead).
 Kind = Literal["cpu", "kernel", "transfer", "annotation", "other"]
@@ -103,7 +105,7 @@ class Span:
     @property
     def in_call(self) -> bool:
         """Whether the event ran inside one of the profiled calls."""
-        return CALL_MARK in self.ancestors
+        return self.call is not None
 
 
 def profile_rows(
@@ -302,15 +304,9 @@ def case_profile(spans: Sequence[Span], calls: int, *, on_gpu: bool) -> dict[str
         kernels = [s for s in spans if s.kind == "kernel"]
     else:
         kernels = [s for s in spans if s.kind == "cpu" and s.in_call and _is_cpu_kernel(s.name)]
-    count: dict[tuple[str, str], int] = defaultdict(int)
-    by_call: dict[tuple[str, str], dict[int | None, float]] = defaultdict(
-        lambda: defaultdict(float)
+    count, time_us = _per_kernel(
+        kernels, calls, lambda s: (s.name[:PROFILE_NAME_LIMIT], _graph_of(s))
     )
-    for s in kernels:
-        key = (s.name[:PROFILE_NAME_LIMIT], _graph_of(s))
-        count[key] += 1
-        by_call[key][s.call] += s.self_us
-    time_us = {key: _per_call(times, calls) for key, times in by_call.items()}
     ranked = sorted(time_us, key=lambda key: (-time_us[key], key))
     walls = [s for s in spans if s.kind == "cpu" and s.name == WALL_MARK]
     walls = walls or [s for s in spans if s.kind == "cpu" and s.name == CALL_MARK]
@@ -330,6 +326,19 @@ def case_profile(spans: Sequence[Span], calls: int, *, on_gpu: bool) -> dict[str
         ],
         "other_us": round(sum(time_us[key] for key in ranked[PROFILE_KERNELS:]), 3),
     }
+
+
+def _per_kernel(
+    spans: Sequence[Span], calls: int, key: Callable[[Span], K]
+) -> tuple[dict[K, int], dict[K, float]]:
+    """The spans' count and self time per kernel (``key``), in all and per call."""
+    count: dict[K, int] = defaultdict(int)
+    by_call: dict[K, dict[int | None, float]] = defaultdict(lambda: defaultdict(float))
+    for s in spans:
+        k = key(s)
+        count[k] += 1
+        by_call[k][s.call] += s.self_us
+    return count, {k: _per_call(times, calls) for k, times in by_call.items()}
 
 
 def _per_call(times: Mapping[int | None, float], calls: int) -> float:
@@ -358,19 +367,15 @@ def _graph_of(span: Span) -> str:
 
 
 def _top_kernels(spans: Sequence[Span], calls: int) -> list[dict[str, Any]]:
-    """The TOP_KERNELS names by summed self time, with calls and time per profiled call."""
-    count: dict[str, int] = defaultdict(int)
-    self_us: dict[str, float] = defaultdict(float)
-    for s in spans:
-        count[s.name] += 1
-        self_us[s.name] += s.self_us
+    """The TOP_KERNELS names by self time per call (``_per_call``), with their calls."""
+    count, self_us = _per_kernel(spans, calls, lambda s: s.name)
     total = sum(self_us.values())
     ranked = sorted(self_us, key=lambda name: (-self_us[name], name))[:TOP_KERNELS]
     return [
         {
             "name": name[:NAME_LIMIT],
             "calls": round(count[name] / calls, 3),
-            "self_time_us": round(self_us[name] / calls, 3),
+            "self_time_us": round(self_us[name], 3),
             "share": round(self_us[name] / total, 4) if total > 0 else 0.0,
         }
         for name in ranked

@@ -288,7 +288,14 @@ def test_a_call_the_host_preempted_does_not_make_its_kernels_slower() -> None:
         if extra:  # a kernel only the first call ran
             events.append(cpu("aten::fill_", mark, 5.0))
     rows = summarize_spans([_span_of(e) for e in events], 3, on_gpu=False, amp=False)
-    profile = by_metric(rows)["kernel_count"]["extra"][PROFILE]
+    count = by_metric(rows)["kernel_count"]
+    assert count["extra"]["top_kernels"][0] == {
+        "name": "aten::_softmax",
+        "calls": 1.0,
+        "self_time_us": 32.0,
+        "share": 1.0,
+    }
+    profile = count["extra"][PROFILE]
     kernels = {k["name"]: (k["calls"], k["time_us"]) for k in profile["kernels"]}
     assert kernels == {
         "aten::_softmax": (1.0, 32.0),
