@@ -391,7 +391,11 @@ def regression_hints(
         collective=bool(COLLECTIVE_METRICS & after.get(key, {}).keys()),
     )
     found = kernels.step_diff(
-        session, regression.last_good_run_id, regression.first_bad_run_id, series.benchmark_id
+        session,
+        regression.last_good_run_id,
+        regression.first_bad_run_id,
+        series.benchmark_id,
+        regression.kernel_way,
     )
     return [
         *hints,

@@ -9,6 +9,7 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 from app.anomalies.detectors import SHAPES
 from app.benchmarks.models import Benchmark, Machine, Series
 from app.core.db import Base, UTCDateTime, utcnow
+from app.kernels.diff import Way
 
 # Triage states, most pressing first (a group shows its most pressing member's). ``infra``: the
 # machine moved, not the code; ``downstream``: the same change seen on another branch or
@@ -129,6 +130,19 @@ class Regression(Triaged, Base):
         if self.is_shape or self.direction == "improvement":
             return self.direction
         return "regression"
+
+    @property
+    def kernel_way(self) -> Way | None:
+        """The way the case's kernels moved with the step (``kernels.diff``).
+
+        A regression's slower, an improvement's faster; None where the step has no better way
+        or is a shape change.
+        """
+        if self.direction == "regression":
+            return "slower"
+        if self.direction == "improvement":
+            return "faster"
+        return None
 
 
 class CaseFailure(Triaged, Base):

@@ -15,7 +15,7 @@ from app.core.errors import NotFound
 from app.dashboard import page_figures
 from app.kernels import code as kernel_code
 from app.kernels import service as kernels
-from app.kernels.diff import KernelDiff
+from app.kernels.diff import KernelDiff, Way
 from app.kernels.identity import Identity
 from app.kernels.models import KernelProfile
 
@@ -34,10 +34,11 @@ def kernels_page(
     head_run: int,
     benchmark_id: int,
     head_benchmark_id: int | None = None,
+    toward: Way | None = None,
 ) -> dict[str, Any]:
     """The kernel diff of one case between two runs (or two cases: two configs), as shown."""
     head_case = head_benchmark_id or benchmark_id
-    found = kernels.case_diff(session, base_run, head_run, benchmark_id, head_case)
+    found = kernels.case_diff(session, base_run, head_run, benchmark_id, head_case, toward)
     try:
         code = kernel_code.case_code_diff(session, base_run, head_run, benchmark_id, head_case)
     except NotFound:  # eager, a CI run without code, or cleared by retention
@@ -57,6 +58,7 @@ def regression_kernels_page(session: Session, regression_id: int) -> dict[str, A
         regression.last_good_run_id,
         regression.first_bad_run_id,
         regression.series.benchmark_id,
+        toward=regression.kernel_way,
     )
     return page | {"regression": regression}
 

@@ -6,6 +6,13 @@ any kernel (launch overhead, host time, graph breaks, the profiler's own) make u
 so the parts sum to the step. A kernel got slower or faster when its time moved by more than
 the comparison's threshold (``benchmarks.comparison``); else it is the same.
 
+The kernels that moved the finding's way rank first: a regression's slower ones, an
+improvement's faster ones. The way is the finding's, not the walls': a profiled call's wall on
+the CPU is mostly the profiler's own time, so a preempted profile can move it against a kernel
+that is five times slower. Where the walls moved against the finding, no part has a share and
+there is no headline: no share of such a step tells where the finding is. Two runs compared
+as such have no finding: their way is the walls'.
+
 A fusion change is named when generated kernels that went and came account for the same ops:
 one kernel's ops are exactly those of two or more new ones (a split), or the reverse (a fuse).
 Ops are compared word by word (``identity.Identity.op_tokens``).
@@ -19,6 +26,7 @@ from app.benchmarks.comparison import relative_change, threshold_for
 from app.kernels.identity import Identity
 
 Change = Literal["appeared", "disappeared", "slower", "faster", "same"]
+Way = Literal["slower", "faster"]
 FUSION_KINDS = ("fused", "template")
 HEADLINE_SHARE = 0.2  # a part of the step a headline names
 
@@ -49,7 +57,7 @@ class KernelChange:
     head_us: float
     delta_us: float
     relative: float | None  # head over base, minus one; None where either side lacks it
-    share: float | None  # of the step; None when the step is zero
+    share: float | None  # of the step; None when it is zero or moved against the finding
     base_calls: float
     head_calls: float
     names: list[str]
@@ -74,7 +82,8 @@ class KernelDiff:
     base_wall_us: float
     head_wall_us: float
     step_us: float
-    kernels: list[KernelChange]  # largest part of the step first
+    toward: Way  # the way the kernels are ranked: the finding's, or the walls'
+    kernels: list[KernelChange]  # the largest move that way first
     other_delta_us: float
     outside_delta_us: float
     fusions: list[FusionChange]
@@ -83,19 +92,25 @@ class KernelDiff:
     headline: str  # one line for a notification ("" when no kernel carries the step)
 
 
-def diff(base: Profile, head: Profile) -> KernelDiff:
-    """The kernel diff from ``base`` (last good) to ``head`` (first bad)."""
+def diff(base: Profile, head: Profile, toward: Way | None = None) -> KernelDiff:
+    """The kernel diff from ``base`` (last good) to ``head`` (first bad).
+
+    ``toward``: the way the finding moved the case; None takes it from the walls.
+    """
     if base.timing != head.timing:
         raise ProfilesDiffer(
             f"the profiles time different things: {base.timing} against {head.timing}"
         )
     step = head.wall_us - base.wall_us
+    walls: Way = "faster" if step < 0 else "slower"
+    way = toward or walls
+    shared = step if way == walls else 0.0  # the step the parts are shares of
     before, after = _by_identity(base.kernels), _by_identity(head.kernels)
     changes = [
-        _change(key, before.get(key), after.get(key), step)
+        _change(key, before.get(key), after.get(key), shared)
         for key in sorted(set(before) | set(after))
     ]
-    sign = -1.0 if step < 0 else 1.0
+    sign = -1.0 if way == "faster" else 1.0
     changes.sort(key=lambda c: (-sign * c.delta_us, c.kind, c.name))
     other = head.other_us - base.other_us
     outside = step - sum(c.delta_us for c in changes) - other
@@ -104,13 +119,14 @@ def diff(base: Profile, head: Profile) -> KernelDiff:
         base_wall_us=base.wall_us,
         head_wall_us=head.wall_us,
         step_us=step,
+        toward=way,
         kernels=changes,
         other_delta_us=other,
         outside_delta_us=outside,
-        fusions=_fusions(changes, step),
+        fusions=_fusions(changes, shared),
         graphs=(base.graphs, head.graphs),
         recompiles=(base.recompiles, head.recompiles),
-        headline=_headline(changes, outside, step),
+        headline=_headline(changes, outside, shared),
     )
 
 

@@ -130,7 +130,9 @@ def regression_kernels(regression_id: RowId, session: SessionDep) -> KernelDiffR
     if regression is None:
         raise NotFound(f"regression {regression_id} not found")
     base, head = regression.last_good_run_id, regression.first_bad_run_id
-    found = service.case_diff(session, base, head, regression.series.benchmark_id)
+    found = service.case_diff(
+        session, base, head, regression.series.benchmark_id, toward=regression.kernel_way
+    )
     return KernelDiffRead(
         base_run_id=base,
         head_run_id=head,
@@ -173,7 +175,8 @@ def probe_kernels(
         raise NotFound(f"localization {localization_id}: its last good reference has no profile")
     if not probe.kernel_profile:
         raise NotFound(f"localization {localization_id}: probe {position} has no kernel profile")
-    found = service.diff_of(good.kernel_profile, probe.kernel_profile)
+    # A localization looks for what made its case worse: the kernels that slowed rank first.
+    found = service.diff_of(good.kernel_profile, probe.kernel_profile, toward="slower")
     return ProbeKernelDiffRead(
         localization_id=localization_id,
         base_position=good.position,

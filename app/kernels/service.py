@@ -12,7 +12,7 @@ from app.benchmarks.models import Benchmark
 from app.core.bulk import insert_missing
 from app.core.errors import InvalidInput, NotFound
 from app.core.pagination import count_and_page
-from app.kernels.diff import KernelDiff, ProfilesDiffer, diff
+from app.kernels.diff import KernelDiff, ProfilesDiffer, Way, diff
 from app.kernels.identity import identity_of
 from app.kernels.models import KernelProfile
 
@@ -176,10 +176,12 @@ def case_diff(
     head_run: int,
     benchmark_id: int,
     head_benchmark_id: int | None = None,
+    toward: Way | None = None,
 ) -> CaseDiff:
     """The kernel diff of one case from one run to another; NotFound names a missing side.
 
     ``head_benchmark_id``: the head side's case where it is another (two configs of a case).
+    ``toward``: the way a finding between the runs moved the case (``diff``).
     """
     sides = []
     head_case = head_benchmark_id or benchmark_id
@@ -189,28 +191,37 @@ def case_diff(
             raise NotFound(f"run {run_id} ({side}) has no kernel profile of benchmark {case}")
         sides.append(profile)
     base, head = sides
-    return CaseDiff(base.benchmark, _diffed(base, head))
+    return CaseDiff(base.benchmark, _diffed(base, head, toward))
 
 
-def diff_of(base: Mapping[str, Any], head: Mapping[str, Any]) -> KernelDiff:
+def diff_of(
+    base: Mapping[str, Any], head: Mapping[str, Any], toward: Way | None = None
+) -> KernelDiff:
     """The diff of two profiles kept as JSON (a localization probe's); 422 if they differ."""
-    return _diffed(SimpleNamespace(**base), SimpleNamespace(**head))
+    return _diffed(SimpleNamespace(**base), SimpleNamespace(**head), toward)
 
 
-def _diffed(base: Any, head: Any) -> KernelDiff:
+def _diffed(base: Any, head: Any, toward: Way | None) -> KernelDiff:
     """``diff``, profiles that time different things refused as bad input (a 422)."""
     try:
-        return diff(base, head)
+        return diff(base, head, toward)
     except ProfilesDiffer as exc:
         raise InvalidInput(str(exc)) from exc
 
 
 def step_diff(
-    session: Session, last_good_run: int, first_bad_run: int, benchmark_id: int
+    session: Session,
+    last_good_run: int,
+    first_bad_run: int,
+    benchmark_id: int,
+    toward: Way | None,
 ) -> KernelDiff | None:
-    """A step's kernel diff, when both runs profiled the case the same way; else None."""
+    """A step's kernel diff, when both runs profiled the case the same way; else None.
+
+    ``toward``: the way the step moved the case (``diff``).
+    """
     base = of_case(session, last_good_run, benchmark_id)
     head = of_case(session, first_bad_run, benchmark_id)
     if base is None or head is None or base.timing != head.timing:
         return None
-    return diff(base, head)
+    return diff(base, head, toward)

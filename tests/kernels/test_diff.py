@@ -117,3 +117,26 @@ def test_a_kernel_from_nothing_is_slower() -> None:
     found = diff(side(100.0, aten_zero=0.0), side(110.0, aten_zero=8.0))
     (kernel,) = found.kernels
     assert (kernel.change, kernel.relative, kernel.share) == ("slower", None, 0.8)
+
+
+def test_the_findings_way_ranks_the_kernels_whatever_way_the_walls_moved() -> None:
+    base = side(100.0, triton_red_fused_softmax_0=30.0, triton_poi_fused_add_1=20.0)
+    head = side(90.0, triton_red_fused_softmax_0=60.0, triton_poi_fused_add_1=5.0)
+    # No finding: the walls say faster, so the kernel that got faster comes first.
+    by_walls = diff(base, head)
+    assert by_walls.toward == "faster"
+    assert [k.name for k in by_walls.kernels] == ["add", "softmax"]
+    assert by_walls.kernels[0].share == pytest.approx(15 / 10)
+    # A regression: the slower softmax comes first; the walls moved against it, so no part
+    # has a share of their step and there is no headline.
+    slower = diff(base, head, toward="slower")
+    assert slower.toward == "slower"
+    assert [(k.name, k.change) for k in slower.kernels] == [
+        ("softmax", "slower"),
+        ("add", "faster"),
+    ]
+    assert [k.share for k in slower.kernels] == [None, None]
+    assert slower.headline == ""
+    assert slower.step_us == pytest.approx(-10.0)  # the walls' step is kept as measured
+    # An improvement the walls agree with reads as the walls do.
+    assert diff(base, head, toward="faster") == by_walls

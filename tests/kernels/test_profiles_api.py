@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from app.core.db import Database
 from app.kernels import service as kernels
@@ -129,6 +129,23 @@ def test_a_regressions_kernels_from_last_good_to_first_bad(
     body = answer.json()
     assert (body["base_run_id"], body["head_run_id"]) == (ids[BAD - 1], ids[BAD])
     assert body["diff"]["headline"] == "78% of the step is in `fused_softmax` (+130%)"
+    # The head's wall measured below the base's (a preempted profile on the CPU): the
+    # regression still ranks its slower softmax first; the two runs compared as such rank
+    # by their walls.
+    with database.session_scope() as session:
+        session.execute(
+            update(KernelProfile).where(KernelProfile.run_id == ids[BAD]).values(wall_us=9_000.0)
+        )
+    against = client.get(url).json()["diff"]
+    assert (against["toward"], against["headline"]) == ("slower", "")
+    assert [(k["name"], k["change"], k["share"]) for k in against["kernels"]] == [
+        ("softmax", "slower", None)
+    ]
+    page = client.get(f"/regressions/{step['id']}/kernels")
+    assert "the kernels rank slower first, the finding" in page.text, page.text
+    params = {"base_run": ids[BAD - 1], "head_run": ids[BAD], "benchmark_id": benchmark_id}
+    walls = client.get("/api/v1/kernels/diff", params=params).json()["diff"]
+    assert (walls["toward"], walls["kernels"][0]["share"]) == ("faster", -0.78)
 
 
 @pytest.mark.both_dialects

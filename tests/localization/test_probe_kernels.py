@@ -38,10 +38,12 @@ def test_a_probes_kernels_against_the_last_good_references(
             probe("last good (reference)", "reference", profile(600.0, 10_000.0)),
             probe("good with triton from bad", "bad", profile(1380.0, 11_000.0)),
             probe("good with torch from bad", "good", None),  # its command gave no profile
+            # The profiler's time moved this profile's wall against its slower softmax.
+            probe("good with driver from bad", "bad", profile(1380.0, 9_000.0)),
         ):
             assert lifecycle.record_probe(session, made["id"], lease, row, Costs(1, 0, 1, 2))
     detail = client.get(f"/api/v1/localizations/{made['id']}").json()
-    reference, moved, bare = detail["probes"]
+    reference, moved, bare, preempted = detail["probes"]
     assert reference["kernel_profile"]["kernels"][1]["name"] == "softmax"  # merged, identity
     assert bare["kernel_profile"] is None
     url = f"/api/v1/localizations/{made['id']}/probes/{moved['position']}/kernels"
@@ -49,6 +51,13 @@ def test_a_probes_kernels_against_the_last_good_references(
     assert answer.status_code == 200, answer.text
     assert answer.json()["base_position"] == reference["position"]
     assert answer.json()["diff"]["headline"] == "78% of the step is in `fused_softmax` (+130%)"
+    # The kernels that slowed rank first whichever way the walls moved: a localization looks
+    # for what made the case worse. A wall that moved the other way gives no share.
+    url = f"/api/v1/localizations/{made['id']}/probes/{preempted['position']}/kernels"
+    against = client.get(url).json()["diff"]
+    assert (against["toward"], against["step_us"], against["headline"]) == ("slower", -1000.0, "")
+    top = against["kernels"][0]
+    assert (top["name"], top["change"], top["share"]) == ("softmax", "slower", None), top
     missing = client.get(f"/api/v1/localizations/{made['id']}/probes/{bare['position']}/kernels")
     assert missing.status_code == 404
     assert "has no kernel profile" in missing.json()["detail"]
