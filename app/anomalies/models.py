@@ -232,7 +232,7 @@ class RunAnomaly(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("run.id"), unique=True)
-    score: Mapped[float] = mapped_column(Float)  # lower is more anomalous (sklearn's sign)
+    score: Mapped[float] = mapped_column(Float)  # below 0 is anomalous (core.isolation)
     anomalous: Mapped[bool] = mapped_column(Boolean)
     features: Mapped[dict[str, float]] = mapped_column(JSON)
     history_runs: Mapped[int] = mapped_column(Integer)

@@ -2,9 +2,9 @@
 
 Each run is summarised by robust z-scores of its values against each series' own history
 (median and MAD of the points before it), folded into a few run-level features. An
-IsolationForest (Liu, Ting & Zhou 2008) fitted on the machine and channel's recent runs then
-scores the new run. This flags runs where many series moved a little, which no single
-step detector sees; it is shown beside the steps, never used to alert.
+isolation forest (``core.isolation``) grown on the machine and channel's recent runs then
+scores the new run. This flags runs where many series moved a little, which no single step
+detector sees; it is shown beside the steps, never used to alert.
 """
 
 from collections.abc import Mapping, Sequence
@@ -15,12 +15,14 @@ from sqlalchemy.orm import Session
 
 from app.anomalies.history import History
 from app.anomalies.models import RunAnomaly
+from app.core.isolation import isolate
 from app.runs.history import place_runs
 from app.runs.models import Run
 
 FEATURES = ("mean_abs_z", "p95_abs_z", "share_over_3", "share_failed")
 MIN_HISTORY_RUNS = 10  # fewer runs than this: no score yet
 CONTAMINATION = 0.05
+TREES = 50
 ANOMALY_HISTORY_RUNS = 50  # earlier runs of the place whose features the forest is fitted on
 
 
@@ -56,15 +58,10 @@ def score_run(
     """(score, anomalous) of a run against earlier runs' features; None with too few."""
     if len(history) < MIN_HISTORY_RUNS:
         return None
-    # Imported here: scikit-learn (with the SciPy it loads) is the slowest import of the
-    # service, and only the processes that score a run need it.
-    from sklearn.ensemble import IsolationForest
-
-    rows = np.asarray([[f[name] for name in FEATURES] for f in [*history, features]])
-    forest = IsolationForest(n_estimators=50, contamination=CONTAMINATION, random_state=0)
-    forest.fit(rows)
-    last = rows[-1:]
-    return float(forest.decision_function(last)[0]), bool(forest.predict(last)[0] == -1)
+    rows = [[f[name] for name in FEATURES] for f in [*history, features]]
+    found = isolate(rows, trees=TREES, contamination=CONTAMINATION)
+    score = found.decision(len(rows) - 1)
+    return score, score < 0
 
 
 def record_score(session: Session, run: Run, histories: Mapping[int, History]) -> RunAnomaly:

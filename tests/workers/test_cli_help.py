@@ -24,7 +24,7 @@ except SystemExit:
     pass
 print(json.dumps([name for name in heavy if name in sys.modules]), file=sys.stderr)
 """
-WEB_AND_ML = ["sklearn", "torch", "fastapi", "uvicorn", "starlette", "sqlalchemy", "httpx"]
+WEB_AND_ML = ["torch", "fastapi", "uvicorn", "starlette", "sqlalchemy", "httpx"]
 
 
 def parsers(

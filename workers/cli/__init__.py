@@ -4,7 +4,7 @@ The commands live with what they serve: ``service`` (serve, migrate, copy, reten
 demo, token), ``benchmarks`` (run-suite, worker, beat, trigger), ``upload`` and ``localize``
 (localize, repro, prepare). Each command imports what it needs inside its own function, and the
 parser builds only the chosen command's options: the commands need very different stacks
-(torch, scikit-learn, the web app, the database), and ``benchwatch --help`` or ``benchwatch
+(torch, SciPy, the web app, the database), and ``benchwatch --help`` or ``benchwatch
 detect FILE`` should not wait for the ones they never use.
 """
 
