@@ -230,10 +230,22 @@ def database(database_url: str) -> Iterator[Database]:
     db.dispose()
 
 
+# The periodic sweeps of a test's app run when the test means them to: each starts with the
+# app, and those first sweeps were a tenth of the time of tests that read and write through
+# the API (and raced with what the test did). Their own tests start them or call them
+# (tests/test_jobs.py, tests/anomalies/test_detection_faults.py, test_celery_delivery.py).
+NO_SWEEPS: dict[str, Any] = {
+    "DETECTION_SWEEP_S": 0.0,
+    "SILENCE_SWEEP_S": 0.0,
+    "NOTIFY_SWEEP_S": 0.0,
+    "GITHUB_POLL_S": 0.0,
+}
+
+
 @pytest.fixture
 def settings(database: Database) -> Settings:
-    """Settings pointing at the test database."""
-    return Settings(DATABASE_URL=database.url, TOKEN_PEPPER=PEPPER, BROKER_URL=None)
+    """Settings pointing at the test database, its app's periodic sweeps off."""
+    return Settings(DATABASE_URL=database.url, TOKEN_PEPPER=PEPPER, BROKER_URL=None, **NO_SWEEPS)
 
 
 @pytest.fixture

@@ -34,7 +34,7 @@ from app.core.migrate import upgrade_database
 from app.main import create_app
 from tests.anomalies.test_failures import nightly as failing_nightly
 from tests.anomalies.test_service import dynamic_bert_slower, post_history
-from tests.conftest import PEPPER, make_token
+from tests.conftest import NO_SWEEPS, PEPPER, make_token
 
 EXAMPLES = int(os.environ.get("BENCHWATCH_FUZZ_EXAMPLES", "20"))
 RANDOM = os.environ.get("BENCHWATCH_FUZZ_RANDOM", "") not in ("", "0")
@@ -180,7 +180,7 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Settings, str]:
     path: Path = tmp_path_factory.mktemp("fuzz") / "benchwatch.db"
     url = f"sqlite:///{path}"
     upgrade_database(url)
-    settings = Settings(DATABASE_URL=url, TOKEN_PEPPER=PEPPER, BROKER_URL=None)
+    settings = Settings(DATABASE_URL=url, TOKEN_PEPPER=PEPPER, BROKER_URL=None, **NO_SWEEPS)
     database = Database(url)
     token = make_token(database, "ingest", "triage", "admin", name="fuzz")
     database.dispose()
