@@ -106,7 +106,10 @@ def test_a_server_started_after_a_crash_detects_the_runs_it_lost(settings: Setti
     try:
         store_history(database)
         assert len(undetected(database)) == RUNS
-        application = create_app(settings.model_copy(update={"DETECTION_OVERDUE_S": 0.0}))
+        # The sweep a server makes as it starts, at its default interval (tests start none).
+        sweep_s = Settings.model_fields["DETECTION_SWEEP_S"].default
+        update = {"DETECTION_OVERDUE_S": 0.0, "DETECTION_SWEEP_S": sweep_s}
+        application = create_app(settings.model_copy(update=update))
         with TestClient(application) as client:
             deadline = time.monotonic() + 120
             while undetected(database) and time.monotonic() < deadline:
