@@ -231,8 +231,8 @@ def database(database_url: str) -> Iterator[Database]:
 
 
 # The periodic sweeps of a test's app run when the test means them to: each starts with the
-# app, and those first sweeps were a tenth of the time of tests that read and write through
-# the API (and raced with what the test did). Their own tests start them or call them
+# app, and those first sweeps were a good part of the time of tests that read and write
+# through the API (and raced with what the test did). Their own tests start them or call them
 # (tests/test_jobs.py, tests/anomalies/test_detection_faults.py, test_celery_delivery.py).
 NO_SWEEPS: dict[str, Any] = {
     "DETECTION_SWEEP_S": 0.0,

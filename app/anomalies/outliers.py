@@ -22,8 +22,8 @@ from app.runs.models import Run
 FEATURES = ("mean_abs_z", "p95_abs_z", "share_over_3", "share_failed")
 MIN_HISTORY_RUNS = 10  # fewer runs than this: no score yet
 CONTAMINATION = 0.05
-# Enough trees that a run's flag is the forest's, not one draw's: with 50, a run's decision
-# moved by 0.016 (sd) from one seed to another, and a run 0.007 above the offset was flagged.
+# Enough trees that a run's flag is the forest's, not one draw's: with 50, a run just above
+# the offset was flagged by one seed and not by another.
 TREES = 200
 ANOMALY_HISTORY_RUNS = 50  # earlier runs of the place whose features the forest is fitted on
 

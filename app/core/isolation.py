@@ -15,8 +15,8 @@ A feature that is constant among a node's rows is not drawn there (as scikit-lea
 splitter skips it), and a node whose features are all constant is a leaf.
 
 Every tree is built at once, level by level, over arrays of (tree, row): a tree of Python
-nodes, or scikit-learn's estimators with their per-tree checks, took tens of milliseconds for
-the fifty rows of a run's history, and every ingested run is scored.
+nodes, or scikit-learn's estimators with their per-tree checks, cost more than the rest of a
+run's detection, and every ingested run is scored.
 """
 
 import math
