@@ -62,13 +62,12 @@ def isolate(
     node = np.zeros((trees, count), dtype=np.int64)
     depth = np.zeros((trees, count), dtype=np.float64)
     open_ = np.ones((trees, count), dtype=bool)  # the rows still being split
-    tree_of = np.repeat(np.arange(trees), count).reshape(trees, count)
     for level in range(height + 1):
         t, i = np.nonzero(open_)
         if t.size == 0:
             break
         # One group per open node: its rows, their least and greatest values per feature.
-        key = tree_of[t, i] * (1 << (height + 1)) + node[t, i]
+        key = t * (1 << (height + 1)) + node[t, i]
         order = np.argsort(key, kind="stable")
         t, i, key = t[order], i[order], key[order]
         starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
