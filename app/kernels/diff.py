@@ -91,6 +91,15 @@ class KernelDiff:
     recompiles: tuple[int | None, int | None]
     headline: str  # one line for a notification ("" when no kernel carries the step)
 
+    @property
+    def against_the_walls(self) -> bool:
+        """Whether the walls moved against the way the kernels rank (no part has a share)."""
+        return bool(self.step_us) and _walls_way(self.step_us) != self.toward
+
+
+def _walls_way(step_us: float) -> Way:
+    return "faster" if step_us < 0 else "slower"
+
 
 def diff(base: Profile, head: Profile, toward: Way | None = None) -> KernelDiff:
     """The kernel diff from ``base`` (last good) to ``head`` (first bad).
@@ -102,7 +111,7 @@ def diff(base: Profile, head: Profile, toward: Way | None = None) -> KernelDiff:
             f"the profiles time different things: {base.timing} against {head.timing}"
         )
     step = head.wall_us - base.wall_us
-    walls: Way = "faster" if step < 0 else "slower"
+    walls = _walls_way(step)
     way = toward or walls
     shared = step if way == walls else 0.0  # the step the parts are shares of
     before, after = _by_identity(base.kernels), _by_identity(head.kernels)
