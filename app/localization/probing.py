@@ -11,10 +11,17 @@ A probe is judged after ``SCHEDULE[0]`` samples; while it is unknown it is measu
 its samples growing along the schedule up to the cap, and then "unknown" stands. The
 references grow with it: a probe is never judged against fewer reference samples than it
 has, so that a reference's median is as sure as the probe's.
+
+A probe judged half-way is measured once more beside both references, one round of each in
+turn, and that round alone decides. The references were measured when the pre-flight ran, the
+probe minutes later: a machine whose load changed in between (a neighbour on the other
+hyperthread slows a scalar kernel by half) moves the probe against references that stayed as
+they were, and half-way is what such a move looks like. Good and bad need no such check: a
+move of that size does not carry a probe across the step's middle to the other side.
 """
 
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Generic, Literal, TypeVar
 
 from app.localization.judge import (
@@ -164,6 +171,8 @@ class Prober(Generic[Spec]):
             judgement = judge_probe(measured.samples, good.samples, bad.samples)
             if judgement.decision != "unknown":
                 break
+        if judgement is not None and judgement.decision == "halfway":
+            judgement = self._side_by_side(spec, judgement)
         if measured.failure is not None or judgement is None:
             failure = measured.failure or "not measured"
             record = ProbeRecord(
@@ -184,6 +193,20 @@ class Prober(Generic[Spec]):
         if self._on_probe is not None:
             self._on_probe(record)
         return record
+
+    def _side_by_side(self, spec: Spec, first: Judgement) -> Judgement:
+        """The half-way probe judged again on one fresh round of it and both references."""
+        assert self._references is not None
+        fresh: list[list[float]] = []
+        for side in (spec, *self._references):
+            measured = self._measured[self._key(side)]
+            before = len(measured.samples)
+            self._grow(side, before + self.schedule[0])
+            if measured.failure is not None:
+                return first
+            fresh.append(measured.samples[before:])
+        again = judge_probe(*fresh)
+        return replace(again, reason=f"side by side again, {again.reason}; first {first.reason}")
 
     def result(
         self,

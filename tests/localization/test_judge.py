@@ -104,3 +104,38 @@ def test_a_smaller_cap_leaves_unknown_sooner() -> None:
     assert prober.probe("p", "p").rounds == 2
     with pytest.raises(ValueError, match="rising"):
         Prober(oracle, str, higher_is_better=False, schedule=(10, 5))
+
+
+def test_a_halfway_made_by_a_change_of_load_is_judged_again_side_by_side() -> None:
+    # A neighbour slows the slow kernel by half while the references are measured, then
+    # leaves: the probe, as slow as the bad reference, sits at 0.6 of the step it was given.
+    load = {"neighbour": 1.5}
+
+    def level(spec: object) -> float:
+        return 100.0 if spec == "good" else 400.0 * load["neighbour"]
+
+    oracle = Noisy(level, cv=0.01, seed=3)
+    prober: Prober[str] = Prober(oracle, str, higher_is_better=False)
+    assert prober.preflight("good", "bad").reproduced
+    load["neighbour"] = 1.0
+    record = prober.probe("p", "p")
+    assert record.outcome == "bad", record.reason
+    assert record.reason.startswith("side by side again, bad: at 1.00 of the step")
+    assert "; first halfway: at 0.60 of the step" in record.reason
+    # One more round of each, in turn: the probe, then both references.
+    assert oracle.calls[2:] == [("p", 10), ("p", 10), ("good", 10), ("bad", 10)]
+    assert record.rounds == 2
+    assert len(record.samples) == 20
+    assert record.judgement is not None
+    assert record.judgement.probe.count == 10  # judged on the fresh round alone
+
+
+def test_a_probe_halfway_beside_the_references_too_stays_halfway() -> None:
+    oracle = Noisy(lambda spec: {"good": 100.0, "bad": 200.0}.get(str(spec), 150.0), seed=5)
+    prober: Prober[str] = Prober(oracle, str, higher_is_better=False)
+    prober.preflight("good", "bad")
+    record = prober.probe("p", "p")
+    assert record.outcome == "halfway", record.reason
+    assert record.reason.startswith("side by side again, halfway: at 0.4")
+    assert "; first halfway: at 0.5" in record.reason
+    assert [count for spec, count in oracle.calls if spec == "p"] == [10, 10]
