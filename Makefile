@@ -29,8 +29,12 @@ lint: $(BIN)/.test
 # keep a 2-core machine busy. Each worker has its own Postgres and Redis databases.
 TEST_WORKERS ?= 2
 
+# The tests start some 450 Python processes (workers, CLIs, probes), each importing the
+# project; where the environment sets PYTHONDONTWRITEBYTECODE, as this project's machines do,
+# each of them compiled every module it imported again. The caches go in __pycache__
+# (ignored by git), written atomically, so concurrent processes share them safely.
 pytest: $(BIN)/.test
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal --durations=30
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal --durations=30
 
 test: lint pytest
 
