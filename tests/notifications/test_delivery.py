@@ -90,9 +90,12 @@ def detect_bert_regression(client: TestClient, database: Database) -> None:
     settle(client)
 
 
-def sweep(database: Database, settings: Settings, after_s: float = 0.0) -> dispatch.Swept:
+def sweep(
+    database: Database, settings: Settings, after_s: float = 0.0, start: datetime | None = None
+) -> dispatch.Swept:
+    """A sweep ``after_s`` seconds after ``start`` (default: now)."""
     with database.session_scope() as session:
-        return dispatch.sweep(session, settings, utcnow() + timedelta(seconds=after_s))
+        return dispatch.sweep(session, settings, (start or utcnow()) + timedelta(seconds=after_s))
 
 
 def deliver_due(database: Database, settings: Settings) -> None:
@@ -280,7 +283,10 @@ def test_a_silence_holds_the_notice_back(
 def test_a_digest_gathers_the_groups_and_goes_at_its_hour(
     app_client: TestClient, database: Database, notify_settings: Settings
 ) -> None:
-    next_hour = (utcnow() + timedelta(hours=1)).hour
+    # Every sweep's time from one start: a test that crossed the hour between reading the
+    # clock and sweeping found its digest due at the "before" sweep.
+    start = utcnow()
+    next_hour = (start + timedelta(hours=1)).hour
     with receiving() as hook:
         subscribe(
             app_client,
@@ -289,9 +295,9 @@ def test_a_digest_gathers_the_groups_and_goes_at_its_hour(
             when={"digest_hours": [next_hour]},
         )
         detect_bert_regression(app_client, database)
-        assert sweep(database, notify_settings).sent == 0  # before its hour
-        assert sweep(database, notify_settings, after_s=3600).sent == 1
-        assert sweep(database, notify_settings, after_s=3700).sent == 0
+        assert sweep(database, notify_settings, start=start).sent == 0  # before its hour
+        assert sweep(database, notify_settings, after_s=3600, start=start).sent == 1
+        assert sweep(database, notify_settings, after_s=3700, start=start).sent == 0
         deliver_due(database, notify_settings)
         (digest,) = hook.wait_for(1)
     body = digest.json()

@@ -413,7 +413,8 @@ def test_a_digest_carries_the_localization_in_its_groups_section(
     github: FakeGitHub,  # noqa: F811
     mattermost: Mattermost,  # noqa: F811
 ) -> None:
-    next_hour = (utcnow() + timedelta(hours=1)).hour
+    start = utcnow()  # every sweep's time from one start, as in test_delivery's digest
+    next_hour = (start + timedelta(hours=1)).hour
     with served(settings, github, mattermost) as app:
         subscribe(
             app,
@@ -425,8 +426,8 @@ def test_a_digest_carries_the_localization_in_its_groups_section(
         step = detected(app, database)
         localization_id, lease = localize(app, database, step)
         assert finish(app, localization_id, lease, state="not_reproduced", answer={})
-        assert sweep(app_database(app), app.settings).sent == 0  # before its hour
-        assert sweep(app_database(app), app.settings, after_s=3600).sent == 1
+        assert sweep(app_database(app), app.settings, start=start).sent == 0  # before its hour
+        assert sweep(app_database(app), app.settings, after_s=3600, start=start).sent == 1
         deliver_due(app_database(app), app.settings)
         (digest,) = app.hooks.wait_for(1)
     body = digest.json()
