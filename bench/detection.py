@@ -83,7 +83,8 @@ generator (``--quick``: 1,000), in this process, one core; target 60 s.
 levels have chosen lengths, close steps and skewed or bimodal noise among them
 (``bench/unit_corpus.py``), scored by ``bench/noise_units.py``: recall by step size in noise
 units and the shorter level's length, false alarms per 1,000 step-free points, benchwatch
-beside itself without its small-step rule (as it was before it), and issue 30's case of a
+beside itself without its small-step rule (as it was before it), the oracle (its four noise
+families' likelihoods in ``unit_corpus.noise_cost``), and issue 30's case of a
 step six nightlies after a step, walked nightly. Its targets: recall >= 0.9 for steps of 3
 noise units or more with 10 points a side, >= 0.6 for 1-3 units with 30, <= 0.5 false alarms
 per 1,000 step-free points, F1 >= 0.95, both steps of the case reported by their third
@@ -179,7 +180,6 @@ from bench.corpus import (  # noqa: E402
     NOISE_BUCKETS,
     STEP_BUCKETS,
     STEP_MIXES,
-    T_DF,
     TARGET_MIX,
     TOLERANCE,
     Array,
@@ -193,6 +193,7 @@ from bench.corpus import (  # noqa: E402
     print_rows,
     ratio,
 )
+from bench.unit_corpus import noise_cost  # noqa: E402
 
 if TYPE_CHECKING:
     from bench.finding_kinds import KindScore
@@ -293,12 +294,14 @@ def place_step(series: Series, k: int) -> int:
 
 
 def point_cost(series: Series, values: Array, level: float) -> Array:
-    """Each point's negative log-likelihood on ``level`` (up to a constant), the true noise."""
+    """Each point's negative log-likelihood on ``level`` (up to a constant), the true noise.
+
+    The noise is ``level * cv`` wide, so a point's density on ``level`` carries
+    ``log(level)``: without it the split leaned towards the lower level, by the step's
+    relative size per point.
+    """
     e = (values / level - 1.0) / series.cv
-    if series.noise == "gauss":
-        return e * e / 2
-    t = e * math.sqrt(T_DF / (T_DF - 2))  # back to Student-t units
-    return (T_DF + 1) / 2 * np.log1p(t * t / T_DF)
+    return noise_cost(series.noise, e) + math.log(level)
 
 
 # --- scoring --------------------------------------------------------------------------------

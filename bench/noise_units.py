@@ -4,7 +4,9 @@ units and by level length, false alarms on step-free series, and steps soon afte
 Printed by ``bench/detection.py`` after its main corpus. The detectors, each on the same
 values: benchwatch (``DetectorConfig()``); benchwatch without the small-step rule
 (``small_noise_multiple`` equal to ``noise_multiple``: no step under the minimum effect), the
-detector as it was before it; Apache Otava where it is installed; the PyTorch rule. Scoring
+detector as it was before it; Apache Otava where it is installed; the PyTorch rule; the
+oracle of ``bench/detection.py``, which places each true step by maximum likelihood knowing
+the levels and the noise family, the bound the targets' F1 is read against. Scoring
 is ``bench/detection.py``'s: a detection within 2 points of a true step not already matched
 is a hit. The table adds *F1 on the targets' steps*: against the steps the recall targets
 name (at least 3 noise units with 10 points either side, or 1-3 units with 30), detections
@@ -26,11 +28,13 @@ from app.anomalies.detectors import DetectorConfig
 from bench import sooner
 from bench.corpus import Series, num, pct, print_rows
 from bench.detection import (
+    REFERENCE,
     Keep,
     Score,
     benchwatch_detector,
     f1_over,
     false_per_1k,
+    oracle_detector,
     otava_detector,
     prf,
     pytorch_detector,
@@ -84,6 +88,7 @@ def scores(seed: int, quick: bool) -> list[Score]:
         ("before: no small steps", lambda: _configured(WITHOUT_SMALL)),
         ("otava", otava_detector),
         ("pytorch-rule", pytorch_detector),
+        (REFERENCE, oracle_detector),
     ]
     return [score(name, make, corpus) for name, make in makers]
 
@@ -126,7 +131,8 @@ def print_scores(results: list[Score], seed: int) -> None:
         print_grid(s)
     walks = close_walks()
     print_close(walks)
-    print_targets(ready[0], walks)
+    reference = next((s for s in ready if s.name == REFERENCE), None)
+    print_targets(ready[0], walks, reference)
 
 
 def print_grid(result: Score) -> None:
@@ -172,8 +178,10 @@ def print_close(walks: list[list[int | None]]) -> None:
     print_rows(["step", "reported", "median delay", "max delay"], rows)
 
 
-def print_targets(result: Score, walks: list[list[int | None]]) -> None:
-    """benchwatch against issue 30's targets on this corpus."""
+def print_targets(
+    result: Score, walks: list[list[int | None]], reference: Score | None = None
+) -> None:
+    """benchwatch against issue 30's targets on this corpus, and the oracle's ceiling."""
     f1 = prf(result.outcomes)[2]
     f1_targets = f1_over(targeted, result.outcomes)
     big, small = recall(result.outcomes, *BIG)[0], recall(result.outcomes, *SMALL)[0]
@@ -196,3 +204,11 @@ def print_targets(result: Score, walks: list[list[int | None]]) -> None:
     print("\ntargets for benchwatch on the noise-unit corpus")
     for what, ok in checks:
         print(f"  {what}: {verdict(ok)}")
+    if reference is not None:
+        # The oracle knows each step is there and never alarms, so its F1 (the share of the
+        # steps it places) bounds any detector's: a step it cannot place is lost to all.
+        placed, on_targets = prf(reference.outcomes)[1], f1_over(targeted, reference.outcomes)
+        print(
+            f"  (steps the {REFERENCE} places within 2 points: {placed:.3f}; of the targets'"
+            f" steps: {on_targets:.3f})"
+        )

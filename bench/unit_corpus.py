@@ -43,6 +43,14 @@ SIDE_BUCKETS = ((5, 10), (10, 20), (20, 30), (30, 61))  # the shorter level eith
 CLOSE_SIZES = (4.0, 15.0)
 
 
+SKEW_SHAPE = 0.5  # the log-normal's shape
+SKEW_MEAN = math.exp(SKEW_SHAPE**2 / 2)
+SKEW_SD = math.sqrt((math.exp(SKEW_SHAPE**2) - 1) * math.exp(SKEW_SHAPE**2))
+UPPER_P, MODE_GAP = 0.3, 2.5  # the upper mode's share, and its distance in a mode's sd
+BIMODAL_SD = math.sqrt(1 + MODE_GAP**2 * UPPER_P * (1 - UPPER_P))
+IMPOSSIBLE = 1e6  # the cost of a value outside a family's support
+
+
 def unit_noise(rng: np.random.Generator, family: str, n: int) -> Array:
     """Unit-variance, zero-mean noise of a family."""
     if family == "gauss":
@@ -50,15 +58,33 @@ def unit_noise(rng: np.random.Generator, family: str, n: int) -> Array:
     elif family == "t3":
         e = rng.standard_t(T_DF, n) / math.sqrt(T_DF / (T_DF - 2))
     elif family == "skew":
-        shape = 0.5
-        raw = np.exp(shape * rng.standard_normal(n))
-        mean = math.exp(shape**2 / 2)
-        e = (raw - mean) / math.sqrt((math.exp(shape**2) - 1) * math.exp(shape**2))
-    else:  # bimodal: two modes, the upper one drawn with probability p
-        p, gap = 0.3, 2.5
-        raw = rng.standard_normal(n) + gap * (rng.random(n) < p)
-        e = (raw - gap * p) / math.sqrt(1 + gap**2 * p * (1 - p))
+        e = (np.exp(SKEW_SHAPE * rng.standard_normal(n)) - SKEW_MEAN) / SKEW_SD
+    else:  # bimodal: two modes, the upper one drawn with probability UPPER_P
+        raw = rng.standard_normal(n) + MODE_GAP * (rng.random(n) < UPPER_P)
+        e = (raw - MODE_GAP * UPPER_P) / BIMODAL_SD
     return np.clip(e, -8.0, 8.0)
+
+
+def noise_cost(family: str, e: Array) -> Array:
+    """Each unit noise value's negative log-likelihood under ``family``, up to one constant.
+
+    What the oracle places a step by (``bench/detection.py``'s ``place_step``).
+    """
+    if family == "gauss":
+        return e * e / 2
+    if family == "t3":
+        t = e * math.sqrt(T_DF / (T_DF - 2))  # back to Student-t units
+        return (T_DF + 1) / 2 * np.log1p(t * t / T_DF)
+    if family == "skew":
+        raw = e * SKEW_SD + SKEW_MEAN  # the log-normal draw, positive where possible
+        inside = raw > 0
+        log_raw = np.log(np.where(inside, raw, 1.0))
+        z = log_raw / SKEW_SHAPE
+        return np.where(inside, z * z / 2 + log_raw, IMPOSSIBLE)  # + log_raw: the Jacobian
+    raw = e * BIMODAL_SD + MODE_GAP * UPPER_P
+    lower = math.log(1 - UPPER_P) - raw * raw / 2
+    upper = math.log(UPPER_P) - (raw - MODE_GAP) ** 2 / 2
+    return -np.logaddexp(lower, upper)
 
 
 def _levels(rng: np.random.Generator, category: str) -> tuple[list[int], list[float]]:
