@@ -14,10 +14,11 @@ has, so that a reference's median is as sure as the probe's.
 
 A probe judged half-way is measured once more beside both references, one round of each in
 turn, and that round alone decides. The references were measured when the pre-flight ran, the
-probe minutes later: a machine whose load changed in between (a neighbour on the other
-hyperthread slows a scalar kernel by half) moves the probe against references that stayed as
-they were, and half-way is what such a move looks like. Good and bad need no such check: a
-move of that size does not carry a probe across the step's middle to the other side.
+probe minutes later: a machine whose load changed in between (on a 2-vCPU machine, a busy
+neighbour on the other CPU slows a scalar kernel by half) moves the probe against references
+that stayed as they were. Only half-way is checked: such a move, a share of the probe's own
+time, takes a probe off its end of the step into the middle (a quarter of the step) long
+before it takes it across to the other end (three quarters).
 """
 
 from collections.abc import Callable, Hashable, Sequence
