@@ -206,7 +206,7 @@ def print_targets(
         print(f"  {what}: {verdict(ok)}")
     if reference is not None:
         # The oracle knows each step is there and never alarms, so its F1 (the share of the
-        # steps it places) bounds any detector's: a step it cannot place is lost to all.
+        # steps it places) is, near enough, the most any detector reaches on this corpus.
         placed, on_targets = prf(reference.outcomes)[1], f1_over(targeted, reference.outcomes)
         print(
             f"  (steps the {REFERENCE} places within 2 points: {placed:.3f}; of the targets'"
