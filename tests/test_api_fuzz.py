@@ -117,7 +117,7 @@ SEMANTIC_REFUSALS = (
 # revision's pattern is not declared.
 SCHEMA_GAPS = (
     ("PUT", "/api/v1/series/{series_id}/sensitivity"),  # an integer sent as 3.0
-    ("POST", "/api/v1/compare-reruns"),  # likewise, and an empty model name
+    ("POST", "/api/v1/compare-reruns"),  # likewise, and a model name of spaces (stripped)
     ("GET", "/api/v1/revisions/{revision}"),  # the revision's pattern
 )
 SPARED = frozenset(SEMANTIC_REFUSALS + SCHEMA_GAPS)
@@ -127,8 +127,9 @@ def refusals_allowed(case: schemathesis.Case) -> list[Any]:
     """The checks a case is spared: the acceptance of valid data, where ``SPARED``.
 
     Given to each call, not set per operation in the config: schemathesis joins an
-    operation entry's filters by "or" (``include-method: GET`` with ``include-path`` spared
-    every GET, 68 operations of 70), and matched every case against each entry.
+    operation entry's filters by "or" (an entry of ``include-method: GET`` and an
+    ``include-path`` spared every GET; the entries together, 68 operations of 70), and it
+    matched every case against each entry.
     """
     spared = (case.operation.method.upper(), case.operation.path) in SPARED
     return [positive_data_acceptance] if spared else []
