@@ -96,7 +96,9 @@ SEMANTIC_REFUSALS = (
     ("POST", "/api/v1/suite-runs"),  # BENCHWATCH_COMMAND_SUITES
     ("POST", "/api/v1/silences"),  # ends_at after starts_at and now
     ("POST", "/api/v1/annotations"),  # ends_at after at
-    ("POST", "/api/v1/runs"),  # a kernel profile names a case of the run's results
+    # A kernel profile names a case of the run's results; a precision is one of the known
+    # ones, in any case and by any alias (an enum would have to list every spelling).
+    ("POST", "/api/v1/runs"),
     ("GET", "/api/v1/compare"),  # base_config and new_config together, without config
     ("POST", "/api/v1/regressions"),  # first_bad_run_id has a result of the series
     ("PATCH", "/api/v1/regressions/{regression_id}/position"),  # likewise
