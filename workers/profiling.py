@@ -1,7 +1,8 @@
 """Kernel- and framework-level figures of one case, from ``torch.profiler``, as result rows.
 
 ``profile_rows`` runs the case's function a few times under the profiler (CPU activity, plus
-CUDA on a GPU; ROCm builds report HIP as CUDA) and turns the events into native-payload rows:
+CUDA on a GPU; ROCm builds report HIP as CUDA), a cheap case more often than a costly one
+(``calls_for``), and turns the events into native-payload rows:
 
 - ``kernel_count`` (per call): on a GPU, device kernels (copies, sets and device-side
   annotations left out); on the CPU, the top-level aten ops, i.e. those not nested in another
@@ -40,6 +41,7 @@ import re
 import statistics
 import sys
 import tempfile
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -71,6 +73,11 @@ LAUNCH = re.compile(r"^(?:cuda|cu|hip)\w*Launch\w*Kernel")
 TRANSFER_PREFIXES = ("Memcpy", "Memset", "CopyHostTo", "CopyDeviceTo", "FillBuffer")
 TRANSFER_ACTIVITIES = frozenset({"gpu_memcpy", "gpu_memset"})
 TOP_KERNELS = 10
+# How many calls are profiled: as many as fit in PROFILE_BUDGET_S, between the two bounds. A
+# kernel's host figure is the median over the calls, and a busy host preempts a cheap case's
+# calls at random: two of three preempted calls move a median of three, not one of fifteen.
+MIN_CALLS, MAX_CALLS = 3, 15
+PROFILE_BUDGET_S = 0.05
 NAME_LIMIT = 200
 PROFILE_KERNELS = 200
 PROFILE_NAME_LIMIT = 1000  # a C++ signature's name and template arguments fit
@@ -115,7 +122,7 @@ def profile_rows(
     context: Callable[[], AbstractContextManager[Any]] = nullcontext,
     *,
     precision: str,
-    calls: int = 3,
+    calls: int | None = None,
 ) -> list[dict[str, Any]]:
     """Rows of kernel count, host and device time, launch latency and autocast overhead.
 
@@ -128,18 +135,30 @@ def profile_rows(
         device: where it runs; ``cuda`` adds device activity to the profile.
         context: makes the context each call runs in (``torch.autocast`` for ``amp``).
         precision: the case's precision; ``amp`` adds the ``autocast_overhead`` row.
-        calls: profiled calls; every figure is per call.
+        calls: profiled calls; every figure is per call. None: as many as an unprofiled
+            call's time fits in ``PROFILE_BUDGET_S`` (``calls_for``).
 
     Returns:
         Rows ``{"metric", "value", "extra"}`` (or ``skipped`` rows with a reason).
     """
-    if calls < 1:
+    if calls is not None and calls < 1:
         raise ValueError(f"calls must be at least 1, not {calls}")
     on_gpu = device.type == "cuda"
-    _call(fn, args, context)  # warm-up, unprofiled
-    _sync(device)
+    seconds = _timed_call(fn, args, device, context)  # warm-up, unprofiled
+    if calls is None:
+        # The warm-up may have compiled or set up: a second call, where it was cheap, says
+        # what a call costs, and costs no more than the budget.
+        if seconds < PROFILE_BUDGET_S:
+            seconds = _timed_call(fn, args, device, context)
+        calls = calls_for(seconds)
     spans = [_span_of(event) for event in _profiled_events(fn, args, device, context, calls)]
     return summarize_spans(spans, calls, on_gpu=on_gpu, amp=precision == "amp")
+
+
+def calls_for(seconds: float) -> int:
+    """How many calls of ``seconds`` each to profile: what fits the budget, within bounds."""
+    fit = int(PROFILE_BUDGET_S / seconds) if seconds > 0 else MAX_CALLS
+    return max(MIN_CALLS, min(MAX_CALLS, fit))
 
 
 def summarize_spans(
@@ -169,6 +188,19 @@ def _call(
 ) -> None:
     with context():
         fn(*args)
+
+
+def _timed_call(
+    fn: Callable[..., Any],
+    args: Sequence[Any],
+    device: torch.device,
+    context: Callable[[], AbstractContextManager[Any]],
+) -> float:
+    """Seconds of one call, its device work included."""
+    start = time.perf_counter()
+    _call(fn, args, context)
+    _sync(device)
+    return time.perf_counter() - start
 
 
 def _sync(device: torch.device) -> None:

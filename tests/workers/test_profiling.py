@@ -3,6 +3,7 @@
 import copy
 import logging
 import os
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -17,9 +18,13 @@ from app.suite_runs.rows import PROFILE
 from workers.profiling import (
     CALL_MARK,
     LAUNCH,
+    MAX_CALLS,
+    MIN_CALLS,
+    PROFILE_BUDGET_S,
     PROFILE_KERNELS,
     WALL_MARK,
     _span_of,
+    calls_for,
     profile_rows,
     quiet_kineto,
     summarize_spans,
@@ -147,6 +152,25 @@ def test_other_stderr_output_of_the_profiler_is_logged(
 def test_calls_must_be_positive(model: torch.nn.Module, x: torch.Tensor) -> None:
     with pytest.raises(ValueError, match="calls must be at least 1"):
         profile_rows(model, (x,), CPU, precision="fp32", calls=0)
+
+
+def test_a_cheap_case_is_profiled_more_often_than_a_costly_one(
+    model: torch.nn.Module, x: torch.Tensor
+) -> None:
+    assert (MIN_CALLS, MAX_CALLS) == (3, 15)
+    assert [calls_for(s) for s in (0.0, 1e-5, 0.005, 0.01, 0.02, 1.0)] == [15, 15, 10, 5, 3, 3]
+
+    def costly(t: torch.Tensor) -> torch.Tensor:
+        time.sleep(PROFILE_BUDGET_S)  # one call spends the whole budget
+        return model(t)
+
+    profiles = [
+        by_metric(profile_rows(fn, (x,), CPU, precision="fp32"))["kernel_count"]["extra"][PROFILE]
+        for fn in (model, costly)
+    ]
+    assert [p["calls"] for p in profiles] == [MAX_CALLS, MIN_CALLS]
+    calls = {k["name"]: k["calls"] for k in profiles[0]["kernels"]}
+    assert calls["aten::addmm"] == 2.0  # still per call: one for each linear
 
 
 @dataclass
