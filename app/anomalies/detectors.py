@@ -34,13 +34,15 @@ stops a slow drift from passing as a step. A quiet one may report a step of a fe
 noise (a 2% step at 0.3% noise is real); there a drift of a few percent, or two modes whose
 shares shift, would be many times the noise, so a step under ``min_rel_change`` must also
 stand out from the trend of the levels and leave the range of the points before it
-(``_stands_out``).
+(``_stands_out``); one that does not is judged as a small step (below).
 
 Under the minimum effect, a *small step* of ``small_noise_multiple`` sigmas or more is still
 reported where both levels hold ``small_points`` points and it passes a stricter test, on the
 points and on the points less the trend of the levels (``_small_weakness``): a step of one or
 two sigmas is plain on twenty points a side, and drift and chance are what it must be told
-from.
+from. Ten points a side are enough for a step of two or three sigmas: the stricter test is
+itself the guard there, as ten points against ten pass it only when their ranks all but
+separate (two pairs out of order at most).
 
 What this ignores, by construction: single outliers (stage 1's median and stage 2's ranks),
 short blips (``min_segment``), bimodal noise (the mixture is the same on both sides, so the
@@ -78,7 +80,7 @@ class DetectorConfig:
     noise_multiple: float = 3.0  # on a quiet series, the minimum effect is this many sigmas
     min_rel_floor: float = 0.005  # ... but never under this (the registry sets it per kind)
     small_noise_multiple: float = 1.0  # a smaller step, down to this many sigmas, ...
-    small_points: int = 20  # ... needs this many points either side (and a stricter test)
+    small_points: int = 10  # ... needs this many points either side (and a stricter test)
 
     def small_effect(self, relative_noise: float) -> float:
         """The least relative step reported where both levels hold ``small_points`` points."""
@@ -273,12 +275,13 @@ def _weakness(
     shift = float(np.median(np.subtract.outer(right, left)))  # Hodges-Lehmann estimate
     size = abs(shift) / abs(before) if before else 0.0
     least = config.min_effect(noise)
-    if size < least:
+    if size < least or (size < config.min_rel_change and not _stands_out(left, right, least)):
+        # Under the minimum effect, or over it on a quiet series but not out of the old
+        # level's range: the small-step rule decides, so that a bigger step is never judged
+        # more harshly than a smaller one.
         if (weakness := _small_weakness(left, right, config, noise, size, p_value)) is not None:
             return weakness
-    elif p_value > config.max_p_value or (
-        size < config.min_rel_change and not _stands_out(left, right, least)
-    ):
+    elif p_value > config.max_p_value:
         return p_value
     if samples is not None:
         pooled = _pooled(samples, bounds[0], split), _pooled(samples, split, bounds[1])

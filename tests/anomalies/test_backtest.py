@@ -40,7 +40,8 @@ def test_a_stricter_setting_is_shown_what_it_would_drop_and_how_that_was_triaged
     assert same["series"] == 9  # bert: three configs x three metrics
     assert same["points"] > 0
 
-    stricter = {"suite:torchbench": {"min_rel_change": 0.2, "noise_multiple": 50}}
+    # The floor bounds small steps too: nothing under 20% (docs/alerts.md).
+    stricter = {"suite:torchbench": {"min_rel_change": 0.2, "min_rel_floor": 0.2}}
     report = backtest(client, database, thresholds=stricter, select={"model": "bert"})
     assert (report["kept"], report["added"], report["removed"]) == (0, 0, 1)
     (dropped,) = report["items"]
@@ -59,8 +60,8 @@ def test_a_stricter_setting_is_shown_what_it_would_drop_and_how_that_was_triaged
 def test_a_looser_setting_is_shown_what_it_would_add(
     settings: Settings, database: Database, ingest_headers: dict[str, str]
 ) -> None:
-    # Stored detection ran with a 20% minimum effect on latency: the 10% step went unrecorded.
-    strict = {"metric:latency": {"min_rel_change": 0.2, "noise_multiple": 50}}
+    # Stored detection reported nothing under 20% on latency: the 10% step went unrecorded.
+    strict = {"metric:latency": {"min_rel_change": 0.2, "min_rel_floor": 0.2}}
     application = create_app(settings.model_copy(update={"DETECTOR_THRESHOLDS": strict}))
     with TestClient(application) as client:
         ids = post_history(client, ingest_headers, lambda *case: dynamic_bert_slower(*case))

@@ -181,6 +181,26 @@ def test_a_step_of_two_sigmas_is_found_on_long_levels(seed: int) -> None:
     assert find_change_points(values, replace(config, small_points=1000)) == []
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_a_step_of_three_sigmas_is_found_on_a_short_level(seed: int) -> None:
+    # 1.5% at 0.5% noise, fifteen points after: under a minimum effect of six sigmas, and
+    # too few points for the small-step rule as it was (twenty a side).
+    values = step(seed, 30, 15, 0.015, cv=0.005)
+    config = DetectorConfig(noise_multiple=6.0)
+    (change,) = find_change_points(values, config)
+    assert abs(change.index - 30) <= 2
+    assert change.rel_change == pytest.approx(0.015, abs=0.005)
+    assert find_change_points(values, replace(config, small_points=20)) == []
+
+
+def test_the_floor_bounds_small_steps_where_the_minimum_effect_does_not() -> None:
+    # 3% at 0.5% noise, 40 points a side: a small step under a 5% minimum effect (docs/alerts.md).
+    values = step(0, 40, 40, 0.03, cv=0.005)
+    (change,) = find_change_points(values, DetectorConfig(min_rel_change=0.05, noise_multiple=20))
+    assert abs(change.index - 40) <= 2
+    assert find_change_points(values, DetectorConfig(min_rel_change=0.05, min_rel_floor=0.05)) == []
+
+
 @pytest.mark.parametrize("seed", range(12))
 def test_a_drift_of_a_sigma_per_window_is_not_a_small_step(seed: int) -> None:
     # 5% over 160 points at 1% noise: neighbouring windows differ by 1.25 sigmas, enough for

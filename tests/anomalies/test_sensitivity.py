@@ -102,7 +102,7 @@ def test_a_pinned_series_does_not_report_what_its_thresholds_ignore(
     (bert,) = client.get(
         "/api/v1/series", params={"model": "bert", "config": "default", "metric": "latency"}
     ).json()["items"]
-    pin = {"pinned": {"min_rel_change": 0.05, "noise_multiple": 20.0}}
+    pin = {"pinned": {"min_rel_change": 0.05, "min_rel_floor": 0.05}}
     answer = client.put(
         f"/api/v1/series/{bert['id']}/sensitivity", json=pin, headers=headers(database, "triage")
     )

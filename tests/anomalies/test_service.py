@@ -131,7 +131,7 @@ def test_injected_regression_is_one_regression_in_one_group(
         "noise_multiple": 3.0,
         "min_rel_floor": 0.005,
         "small_noise_multiple": 1.0,
-        "small_points": 20,
+        "small_points": 10,
     }
 
     (group,) = client.get("/api/v1/alert-groups").json()["items"]

@@ -199,4 +199,4 @@ def test_a_step_of_two_sigmas_is_found_once_both_levels_hold_twenty_nightlies(
     (found,) = regressions(client)
     assert abs(ids.index(found["first_bad_run_id"]) - 25) <= 2
     assert found["rel_change"] == pytest.approx(0.012, abs=0.004)
-    assert found["detector"]["small_points"] == 20
+    assert found["detector"]["small_points"] == 10

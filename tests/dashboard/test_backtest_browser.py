@@ -33,7 +33,7 @@ def test_a_backtest_run_from_the_page_reports_what_would_change(
     expect(page.get_by_role("alert")).to_contain_text("thresholds: not JSON")
 
     form = page.get_by_role("form", name="Backtest")
-    strict = '{"suite:torchbench": {"min_rel_change": 0.2, "noise_multiple": 50}}'
+    strict = '{"suite:torchbench": {"min_rel_change": 0.2, "min_rel_floor": 0.2}}'
     form.get_by_label("Thresholds (JSON)").fill(strict)
     form.get_by_label("Model").fill("bert")
     form.get_by_role("button", name="Run backtest").click()
