@@ -22,6 +22,14 @@ The method, in three stages:
    steps cannot take them down with it by shortening their windows.
 3. **Place** each confirmed step at the nearby split where two flat levels fit the windows
    best (least absolute deviation from each side's median).
+4. **Look between** the confirmed steps for small ones on long levels (``_between``): each
+   stretch between two confirmed steps (or an end) is searched again by the same statistic,
+   and a split found there is judged by the small-step rule on up to ``LONG_WINDOW`` points a
+   side. Stage 2's windows stop at every proposal, and a small step needs more points than
+   they hold. Longer windows see more of a drift, so the trend the rule takes out is that of
+   every level of the series; the whole distribution must move, not the share of two modes
+   (``_moves_whole``); and two flat levels must fit the points better than a line by
+   ``LINE_MARGIN`` (a ramp does not). Both sides of the split are searched again.
 
 The minimum effect depends on the series' noise: ``noise_multiple`` times its relative noise
 (``sigma`` over the level), but never under ``min_rel_floor`` (set per metric kind by
@@ -50,6 +58,7 @@ ranks do not separate), slow drift (adjacent windows differ by less than ``min_r
 and steps at the very end (fewer than ``min_segment`` points after: no verdict yet).
 """
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -66,6 +75,11 @@ SMALL_P_SHARE = 0.03  # a step under the minimum effect must pass at this share 
 SHORT_RANK_P = 0.01  # where a rank test cannot decide, it must at least separate the levels
 TOO_SHORT = 2.0  # the weakness of a proposal whose levels hold too few points: above any p
 REFINE_RADIUS = 5  # points either side of a proposal where the step may really start
+LONG_WINDOW = 60  # points each side a small step between confirmed steps is judged on
+TREND_POINTS = 200  # a longer level is thinned to about this many for its trend (~20,000 pairs)
+LINE_MARGIN = 1.05  # two levels' absolute deviations, this much under a line's
+MAX_DEPTH = 4  # times a stretch is split again by stage 4
+DECILES = (0.1, 0.9)  # what a small step between confirmed steps must move (``_moves_whole``)
 MIN_NOISE_SAMPLES = MIN_SAMPLES  # samples a result needs before its spread says anything
 
 
@@ -141,8 +155,12 @@ def find_change_points(
     within = typical_within_run_noise(kept_samples) if kept_samples is not None else 0.0
     noise = max(relative_noise(points, sigma), within)
     confirmed = _confirm(points, proposals, config, noise, kept_samples, sigma)
+    confirmed += _between(
+        points, [split for split, _ in confirmed], config, noise, kept_samples, sigma
+    )
     return [
-        _change_point(points, observed, split, bounds, config, sigma) for split, bounds in confirmed
+        _change_point(points, observed, split, bounds, config, sigma)
+        for split, bounds in sorted(confirmed)
     ]
 
 
@@ -318,6 +336,112 @@ def _small_weakness(
     return None
 
 
+def _between(
+    points: FloatArray,
+    splits: list[int],
+    config: DetectorConfig,
+    noise: float,
+    samples: Sequence[Sequence[float] | None] | None,
+    sigma: float,
+) -> list[tuple[int, Bounds]]:
+    """Stage 4: the small steps found between the confirmed ``splits``, with their bounds."""
+    found: list[tuple[int, Bounds]] = []
+    edges = [0, *splits, len(points)]
+    for start, stop in itertools.pairwise(edges):
+        _search_stretch(points, start, stop, config, noise, samples, sigma, splits, found, 0)
+    return found
+
+
+def _search_stretch(
+    points: FloatArray,
+    start: int,
+    stop: int,
+    config: DetectorConfig,
+    noise: float,
+    samples: Sequence[Sequence[float] | None] | None,
+    sigma: float,
+    splits: list[int],
+    found: list[tuple[int, Bounds]],
+    depth: int,
+) -> None:
+    """The best split of ``points[start:stop]``, judged; then each side of it, searched again."""
+    if depth > MAX_DEPTH:
+        return
+    proposal = _best_split(running_median(points[start:stop]), sigma, config.small_points)
+    if proposal is None:
+        return
+    near = (max(start, start + proposal - LONG_WINDOW), min(stop, start + proposal + LONG_WINDOW))
+    split = _refine(points, start + proposal, near, config.small_points)
+    if min(split - start, stop - split) < config.small_points:
+        return
+    bounds = (max(start, split - LONG_WINDOW), min(stop, split + LONG_WINDOW))
+    steps = sorted({split, *splits, *(at for at, _ in found)})
+    if _long_small_step(points, split, bounds, config, noise, samples, sigma, steps):
+        found.append((split, bounds))
+    for side in ((start, split), (split, stop)):
+        _search_stretch(points, *side, config, noise, samples, sigma, splits, found, depth + 1)
+
+
+def _long_small_step(
+    points: FloatArray,
+    split: int,
+    bounds: Bounds,
+    config: DetectorConfig,
+    noise: float,
+    samples: Sequence[Sequence[float] | None] | None,
+    sigma: float,
+    steps: list[int],
+) -> bool:
+    """Whether ``split`` is a small step (stage 4), judged on the points within ``bounds``.
+
+    The small-step rule, its trend that of every level of the series between ``steps`` (the
+    split, the confirmed steps and those found so far): a scan picks the split where the
+    levels look flattest, so a trend from its own two levels is too flat on a drift. The
+    whole distribution moved (``_moves_whole``), and two flat levels fit the windows better
+    than a line does (``LINE_MARGIN``).
+    """
+    left, right = points[bounds[0] : split], points[split : bounds[1]]
+    before = float(np.median(left))
+    shift = float(np.median(np.subtract.outer(right, left)))
+    size = abs(shift) / abs(before) if before else 0.0
+    least = config.small_effect(noise)
+    strict = config.max_p_value * SMALL_P_SHARE
+    if size < least or rank_p_value(left, right) > strict or not _moves_whole(left, right, shift):
+        return False
+    edges = [0, *steps, len(points)]
+    slope = _trend_slope(*(points[a:b] for a, b in itertools.pairwise(edges)))
+    if rank_p_value(*_detrended(left, right, slope)) > strict:
+        return False
+    if not _beyond_trend(left, right, least, slope):
+        return False
+    window = points[bounds[0] : bounds[1]]
+    if _two_level_cost(points, bounds[0], split, bounds[1]) * LINE_MARGIN >= _line_cost(window):
+        return False
+    if samples is not None:
+        pooled = _pooled(samples, bounds[0], split), _pooled(samples, split, bounds[1])
+        if len(pooled[0]) and len(pooled[1]) and rank_p_value(*pooled) > config.max_p_value:
+            return False
+    return True
+
+
+def _moves_whole(left: FloatArray, right: FloatArray, shift: float) -> bool:
+    """Whether the whole distribution moved, its low and high deciles by half ``shift`` or more.
+
+    Two modes whose shares change move the median a long way and the deciles hardly at all
+    (each stays in its mode): a shape change (``shapes``), not a step.
+    """
+    moved = np.quantile(right, DECILES) - np.quantile(left, DECILES)
+    return bool(np.all(moved * np.sign(shift) >= abs(shift) / 2))
+
+
+def _line_cost(points: FloatArray) -> float:
+    """The absolute deviations of the points from their Theil-Sen line."""
+    at = np.arange(len(points), dtype=np.float64)
+    slope = float(np.median(_pair_slopes(points)))
+    intercept = float(np.median(points - slope * at))
+    return float(np.abs(points - intercept - slope * at).sum())
+
+
 def _stands_out(left: FloatArray, right: FloatArray, least: float) -> bool:
     """Whether a step under the fixed minimum is one: off the trend, outside the old range.
 
@@ -331,37 +455,52 @@ def _stands_out(left: FloatArray, right: FloatArray, least: float) -> bool:
     return outside and _beyond_trend(left, right, least)
 
 
-def _beyond_trend(left: FloatArray, right: FloatArray, least: float) -> bool:
+def _beyond_trend(
+    left: FloatArray, right: FloatArray, least: float, slope: float | None = None
+) -> bool:
     """Whether the new level stands out from the trend of the levels by ``least``.
 
-    The trend is the median slope between pairs of points on the same side of the split
-    (Theil-Sen within each level, pooled: robust to outliers, and blind to the step itself),
-    carried from the middle of the points before to the middle of the points after: a ramp
-    lands on it, a step does not.
+    The trend (``slope``, by default ``_trend_slope`` of the two levels) is carried from the
+    middle of the points before to the middle of the points after: a ramp lands on it, a
+    step does not.
     """
-    slopes = np.concatenate([_pair_slopes(left), _pair_slopes(right)])
-    if not len(slopes):
-        return True
+    if slope is None:
+        slope = _trend_slope(left, right)
     middle_before = (len(left) - 1) / 2
     middle_after = len(left) + (len(right) - 1) / 2
-    expected = float(np.median(left)) + float(np.median(slopes)) * (middle_after - middle_before)
+    expected = float(np.median(left)) + slope * (middle_after - middle_before)
     if expected == 0:
         return True
     return abs(float(np.median(right)) - expected) / abs(expected) >= least
 
 
-def _detrended(left: FloatArray, right: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """Both levels less the trend of the levels (``_beyond_trend``'s slope, from the start)."""
-    slopes = np.concatenate([_pair_slopes(left), _pair_slopes(right)])
-    slope = float(np.median(slopes)) if len(slopes) else 0.0
+def _trend_slope(*levels: FloatArray) -> float:
+    """The trend of levels: the median slope between pairs of points of the same level.
+
+    Theil-Sen within each level, pooled: robust to outliers, and blind to the steps between
+    them. A level of more than ``TREND_POINTS`` is thinned to about that many points first.
+    0 where no level holds two points.
+    """
+    slopes = [_pair_slopes(level, max(1, -(-len(level) // TREND_POINTS))) for level in levels]
+    pooled = np.concatenate(slopes) if slopes else np.empty(0)
+    return float(np.median(pooled)) if len(pooled) else 0.0
+
+
+def _detrended(
+    left: FloatArray, right: FloatArray, slope: float | None = None
+) -> tuple[FloatArray, FloatArray]:
+    """Both levels less their trend (``slope``, by default ``_trend_slope``), from the start."""
+    if slope is None:
+        slope = _trend_slope(left, right)
     at = np.arange(len(left) + len(right), dtype=np.float64) * slope
     return left - at[: len(left)], right - at[len(left) :]
 
 
-def _pair_slopes(points: FloatArray) -> FloatArray:
-    """The slope between every pair of points (at most ``window`` of them: a few hundred)."""
-    i, j = np.triu_indices(len(points), k=1)
-    return (points[j] - points[i]) / (j - i)
+def _pair_slopes(points: FloatArray, every: int = 1) -> FloatArray:
+    """The slope between every pair of points, or of every ``every``-th point."""
+    kept = points[::every]
+    i, j = np.triu_indices(len(kept), k=1)
+    return (kept[j] - kept[i]) / ((j - i) * every)
 
 
 def _pooled(samples: Sequence[Sequence[float] | None], start: int, stop: int) -> FloatArray:
