@@ -153,11 +153,11 @@ def find_change_points(
     if not proposals:
         return []
     within = typical_within_run_noise(kept_samples) if kept_samples is not None else 0.0
-    noise = max(relative_noise(points, sigma), within)
-    confirmed = _confirm(points, proposals, config, noise, kept_samples, sigma)
-    confirmed += _between(
-        points, [split for split, _ in confirmed], config, noise, kept_samples, sigma
+    judged = _Judged(
+        points, config, max(relative_noise(points, sigma), within), sigma, kept_samples
     )
+    confirmed = _confirm(judged, proposals)
+    confirmed += _between(judged, [split for split, _ in confirmed])
     return [
         _change_point(points, observed, split, bounds, config, sigma)
         for split, bounds in sorted(confirmed)
@@ -233,15 +233,20 @@ def _best_split(segment: FloatArray, sigma: float, min_segment: int) -> int | No
 Bounds = tuple[int, int]  # [start of the left window, end of the right window)
 
 
-def _confirm(
-    points: FloatArray,
-    proposals: list[int],
-    config: DetectorConfig,
-    noise: float,
-    samples: Sequence[Sequence[float] | None] | None,
-    sigma: float,
-) -> list[tuple[int, Bounds]]:
+@dataclass(frozen=True)
+class _Judged:
+    """A series under judgement: its points and what every stage reads of it."""
+
+    points: FloatArray
+    config: DetectorConfig
+    noise: float  # relative noise, at least the typical within-run noise
+    sigma: float  # noise scale (``noise_scale``)
+    samples: Sequence[Sequence[float] | None] | None  # each point's raw samples, if given
+
+
+def _confirm(judged: _Judged, proposals: list[int]) -> list[tuple[int, Bounds]]:
     """The proposals that pass, each with the window bounds it was judged on."""
+    points, config = judged.points, judged.config
     # Dropping a proposal widens only its neighbours' windows: every other result is reused.
     placements: dict[tuple[int, Bounds], int] = {}
     verdicts: dict[tuple[int, Bounds], float | None] = {}
@@ -252,13 +257,13 @@ def _confirm(
             if key not in placements:
                 placements[key] = _refine(points, *key, config.min_segment)
         placed = sorted({placements[key] for key in proposed})
-        judged = _with_bounds(placed, len(points), config.window)
-        for key in judged:
+        windows = _with_bounds(placed, len(points), config.window)
+        for key in windows:
             if key not in verdicts:
-                verdicts[key] = _weakness(points, *key, config, noise, samples, sigma)
-        failing = [(weakness, key[0]) for key in judged if (weakness := verdicts[key]) is not None]
+                verdicts[key] = _weakness(judged, *key)
+        failing = [(weakness, key[0]) for key in windows if (weakness := verdicts[key]) is not None]
         if not failing:
-            return judged
+            return windows
         weakest = max(failing)[1]
         current = [split for split in placed if split != weakest]
 
@@ -271,27 +276,14 @@ def _with_bounds(splits: list[int], n: int, window: int) -> list[tuple[int, Boun
     ]
 
 
-def _weakness(
-    points: FloatArray,
-    split: int,
-    bounds: Bounds,
-    config: DetectorConfig,
-    noise: float,
-    samples: Sequence[Sequence[float] | None] | None,
-    sigma: float,
-) -> float | None:
-    """None when the split passes; else how weak it is (its p-value, ``TOO_SHORT`` at most).
-
-    ``noise``: the series' relative noise (at least its typical within-run noise);
-    ``sigma``: its noise scale (``noise_scale``).
-    """
+def _weakness(judged: _Judged, split: int, bounds: Bounds) -> float | None:
+    """None when the split passes; else how weak it is (its p-value, ``TOO_SHORT`` at most)."""
+    points, config, noise, sigma = judged.points, judged.config, judged.noise, judged.sigma
     left, right = points[bounds[0] : split], points[split : bounds[1]]
     if min(len(left), len(right)) < config.min_segment:
         return TOO_SHORT
     p_value = _level_p_value(left, right, sigma, config.max_p_value)
-    before = float(np.median(left))
-    shift = float(np.median(np.subtract.outer(right, left)))  # Hodges-Lehmann estimate
-    size = abs(shift) / abs(before) if before else 0.0
+    size = _shift(left, right)[1]
     least = config.min_effect(noise)
     if size < least or (size < config.min_rel_change and not _stands_out(left, right, least)):
         # Under the minimum effect, or over it on a quiet series but not out of the old
@@ -301,11 +293,28 @@ def _weakness(
             return weakness
     elif p_value > config.max_p_value:
         return p_value
-    if samples is not None:
-        pooled = _pooled(samples, bounds[0], split), _pooled(samples, split, bounds[1])
-        if len(pooled[0]) and len(pooled[1]) and rank_p_value(*pooled) > config.max_p_value:
-            return p_value
+    if _samples_disagree(judged.samples, split, bounds, config.max_p_value):
+        return p_value
     return None
+
+
+def _shift(left: FloatArray, right: FloatArray) -> tuple[float, float]:
+    """The step's Hodges-Lehmann shift, and its size: the shift over the level before (or 0)."""
+    shift = float(np.median(np.subtract.outer(right, left)))
+    before = float(np.median(left))
+    return shift, abs(shift) / abs(before) if before else 0.0
+
+
+def _samples_disagree(
+    samples: Sequence[Sequence[float] | None] | None, split: int, bounds: Bounds, max_p: float
+) -> bool:
+    """Whether the raw samples either side of ``split`` fail the rank test (none: they agree)."""
+    if samples is None:
+        return False
+    sides = [[s for s in samples[a:b] if s] for a, b in ((bounds[0], split), (split, bounds[1]))]
+    if not all(sides):
+        return False
+    return rank_p_value(*(np.concatenate(side).astype(np.float64) for side in sides)) > max_p
 
 
 def _small_weakness(
@@ -315,6 +324,7 @@ def _small_weakness(
     noise: float,
     size: float,
     p_value: float,
+    slope: float | None = None,
 ) -> float | None:
     """The verdict on a step under the minimum effect (``size``: its relative shift).
 
@@ -323,7 +333,7 @@ def _small_weakness(
     shift is at least ``small_effect``, and the rank test passes at ``SMALL_P_SHARE`` of
     ``max_p_value`` on the points as they are and on the points less the trend of the levels
     (a drift leaves no step once its slope is taken out), whose new level must also stand
-    off that trend (``_beyond_trend``).
+    off that trend (``_beyond_trend``). ``slope``: that trend, by default the levels' own.
     """
     least = config.small_effect(noise)
     if size < least or min(len(left), len(right)) < config.small_points:
@@ -331,43 +341,34 @@ def _small_weakness(
     strict = config.max_p_value * SMALL_P_SHARE
     if p_value > strict:
         return p_value
-    if rank_p_value(*_detrended(left, right)) > strict or not _beyond_trend(left, right, least):
+    if rank_p_value(*_detrended(left, right, slope)) > strict:
+        return p_value
+    if not _beyond_trend(left, right, least, slope):
         return p_value
     return None
 
 
-def _between(
-    points: FloatArray,
-    splits: list[int],
-    config: DetectorConfig,
-    noise: float,
-    samples: Sequence[Sequence[float] | None] | None,
-    sigma: float,
-) -> list[tuple[int, Bounds]]:
+def _between(judged: _Judged, splits: list[int]) -> list[tuple[int, Bounds]]:
     """Stage 4: the small steps found between the confirmed ``splits``, with their bounds."""
     found: list[tuple[int, Bounds]] = []
-    edges = [0, *splits, len(points)]
-    for start, stop in itertools.pairwise(edges):
-        _search_stretch(points, start, stop, config, noise, samples, sigma, splits, found, 0)
+    for start, stop in itertools.pairwise([0, *splits, len(judged.points)]):
+        _search_stretch(judged, start, stop, splits, found, 0)
     return found
 
 
 def _search_stretch(
-    points: FloatArray,
+    judged: _Judged,
     start: int,
     stop: int,
-    config: DetectorConfig,
-    noise: float,
-    samples: Sequence[Sequence[float] | None] | None,
-    sigma: float,
     splits: list[int],
     found: list[tuple[int, Bounds]],
     depth: int,
 ) -> None:
-    """The best split of ``points[start:stop]``, judged; then each side of it, searched again."""
+    """The best split of the points ``[start, stop)``, judged; then each side, searched again."""
     if depth > MAX_DEPTH:
         return
-    proposal = _best_split(running_median(points[start:stop]), sigma, config.small_points)
+    points, config = judged.points, judged.config
+    proposal = _best_split(running_median(points[start:stop]), judged.sigma, config.small_points)
     if proposal is None:
         return
     near = (max(start, start + proposal - LONG_WINDOW), min(stop, start + proposal + LONG_WINDOW))
@@ -376,22 +377,13 @@ def _search_stretch(
         return
     bounds = (max(start, split - LONG_WINDOW), min(stop, split + LONG_WINDOW))
     steps = sorted({split, *splits, *(at for at, _ in found)})
-    if _long_small_step(points, split, bounds, config, noise, samples, sigma, steps):
+    if _long_small_step(judged, split, bounds, steps):
         found.append((split, bounds))
     for side in ((start, split), (split, stop)):
-        _search_stretch(points, *side, config, noise, samples, sigma, splits, found, depth + 1)
+        _search_stretch(judged, *side, splits, found, depth + 1)
 
 
-def _long_small_step(
-    points: FloatArray,
-    split: int,
-    bounds: Bounds,
-    config: DetectorConfig,
-    noise: float,
-    samples: Sequence[Sequence[float] | None] | None,
-    sigma: float,
-    steps: list[int],
-) -> bool:
+def _long_small_step(judged: _Judged, split: int, bounds: Bounds, steps: list[int]) -> bool:
     """Whether ``split`` is a small step (stage 4), judged on the points within ``bounds``.
 
     The small-step rule, its trend that of every level of the series between ``steps`` (the
@@ -400,28 +392,20 @@ def _long_small_step(
     whole distribution moved (``_moves_whole``), and two flat levels fit the windows better
     than a line does (``LINE_MARGIN``).
     """
+    points, config, noise = judged.points, judged.config, judged.noise
     left, right = points[bounds[0] : split], points[split : bounds[1]]
-    before = float(np.median(left))
-    shift = float(np.median(np.subtract.outer(right, left)))
-    size = abs(shift) / abs(before) if before else 0.0
-    least = config.small_effect(noise)
-    strict = config.max_p_value * SMALL_P_SHARE
-    if size < least or rank_p_value(left, right) > strict or not _moves_whole(left, right, shift):
+    shift, size = _shift(left, right)
+    if size < config.small_effect(noise) or not _moves_whole(left, right, shift):
         return False
     edges = [0, *steps, len(points)]
     slope = _trend_slope(*(points[a:b] for a, b in itertools.pairwise(edges)))
-    if rank_p_value(*_detrended(left, right, slope)) > strict:
-        return False
-    if not _beyond_trend(left, right, least, slope):
+    p_value = _level_p_value(left, right, judged.sigma, config.max_p_value)
+    if _small_weakness(left, right, config, noise, size, p_value, slope) is not None:
         return False
     window = points[bounds[0] : bounds[1]]
     if _two_level_cost(points, bounds[0], split, bounds[1]) * LINE_MARGIN >= _line_cost(window):
         return False
-    if samples is not None:
-        pooled = _pooled(samples, bounds[0], split), _pooled(samples, split, bounds[1])
-        if len(pooled[0]) and len(pooled[1]) and rank_p_value(*pooled) > config.max_p_value:
-            return False
-    return True
+    return not _samples_disagree(judged.samples, split, bounds, config.max_p_value)
 
 
 def _moves_whole(left: FloatArray, right: FloatArray, shift: float) -> bool:
@@ -501,11 +485,6 @@ def _pair_slopes(points: FloatArray, every: int = 1) -> FloatArray:
     kept = points[::every]
     i, j = np.triu_indices(len(kept), k=1)
     return (kept[j] - kept[i]) / ((j - i) * every)
-
-
-def _pooled(samples: Sequence[Sequence[float] | None], start: int, stop: int) -> FloatArray:
-    chunks = [np.asarray(s, dtype=np.float64) for s in samples[start:stop] if s]
-    return np.concatenate(chunks) if chunks else np.empty(0)
 
 
 def _level_p_value(left: FloatArray, right: FloatArray, sigma: float, max_p: float) -> float:

@@ -172,26 +172,26 @@ def test_a_short_level_inside_the_noise_is_no_step(seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_a_step_of_two_sigmas_is_found_on_long_levels(seed: int) -> None:
-    # 1.2% at 0.5% noise: under a minimum effect of four sigmas, plain on 20 points a side.
-    values = step(seed, 40, 40, 0.012, cv=0.005)
-    config = DetectorConfig(noise_multiple=4.0)
+@pytest.mark.parametrize(
+    ("before", "after", "rel", "multiple", "without"),
+    [
+        # 1.2% at 0.5% noise: under a minimum effect of four sigmas, plain on 20 points a
+        # side; not found without the small-step rule.
+        (40, 40, 0.012, 4.0, 1000),
+        # 1.5% at 0.5% noise, fifteen points after: under a minimum effect of six sigmas,
+        # and too few points for the small-step rule as it was (twenty a side).
+        (30, 15, 0.015, 6.0, 20),
+    ],
+)
+def test_a_step_under_the_minimum_effect_is_found_where_its_levels_hold_enough_points(
+    seed: int, before: int, after: int, rel: float, multiple: float, without: int
+) -> None:
+    values = step(seed, before, after, rel, cv=0.005)
+    config = DetectorConfig(noise_multiple=multiple)
     (change,) = find_change_points(values, config)
-    assert abs(change.index - 40) <= 2
-    assert change.rel_change == pytest.approx(0.012, abs=0.004)
-    assert find_change_points(values, replace(config, small_points=1000)) == []
-
-
-@pytest.mark.parametrize("seed", range(6))
-def test_a_step_of_three_sigmas_is_found_on_a_short_level(seed: int) -> None:
-    # 1.5% at 0.5% noise, fifteen points after: under a minimum effect of six sigmas, and
-    # too few points for the small-step rule as it was (twenty a side).
-    values = step(seed, 30, 15, 0.015, cv=0.005)
-    config = DetectorConfig(noise_multiple=6.0)
-    (change,) = find_change_points(values, config)
-    assert abs(change.index - 30) <= 2
-    assert change.rel_change == pytest.approx(0.015, abs=0.005)
-    assert find_change_points(values, replace(config, small_points=20)) == []
+    assert abs(change.index - before) <= 2
+    assert change.rel_change == pytest.approx(rel, abs=rel / 3)
+    assert find_change_points(values, replace(config, small_points=without)) == []
 
 
 def test_a_small_step_between_long_levels_is_judged_on_them(
