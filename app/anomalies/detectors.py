@@ -1,6 +1,6 @@
 """Change-point detection over one series: pure numpy and scipy, no database, no direction.
 
-The method, in three stages:
+The method, in four stages:
 
 1. **Propose** steps by binary segmentation (Scott & Knott 1974; Vostrikova 1981) with the
    normalised CUSUM statistic ``sqrt(k (n - k) / n) * |mean_left - mean_right| / sigma`` on a
