@@ -3,8 +3,9 @@ units and by level length, false alarms on step-free series, and steps soon afte
 
 Printed by ``bench/detection.py`` after its main corpus. The detectors, each on the same
 values: benchwatch (``DetectorConfig()``); benchwatch without the small-step rule
-(``small_noise_multiple`` equal to ``noise_multiple``: no step under the minimum effect), the
-detector as it was before it; Apache Otava where it is installed; the PyTorch rule; the
+(``small_noise_multiple`` equal to ``noise_multiple``: no step under the minimum effect), near
+the detector as it was before it (stage 4's longer windows still judge steps over the minimum
+effect that stage 2 refused); Apache Otava where it is installed; the PyTorch rule; the
 oracle of ``bench/detection.py``, which places each true step by maximum likelihood knowing
 the levels and the noise family, the bound the targets' F1 is read against. Scoring
 is ``bench/detection.py``'s: a detection within 2 points of a true step not already matched
