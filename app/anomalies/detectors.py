@@ -7,6 +7,8 @@ The method, in four stages:
    3-point running median of the series, so that an isolated outlier cannot create a
    proposal. ``sigma`` is a robust noise scale: the median absolute deviation of the first
    differences divided by sqrt(2), which a step barely moves (it adds one large difference).
+   A segment whose own best split falls short is searched again on its halves
+   (``_best_split``): a short bump or dip barely moves the means of the whole segment.
 2. **Confirm** each proposal on the raw points either side, within ``window`` points and
    never past a neighbouring proposal: a Mann-Whitney U test (rank based, so heavy tails and
    outliers do not fool it) must give ``p <= max_p_value`` (and so must the raw samples,
@@ -21,7 +23,9 @@ The method, in four stages:
    wider windows that leaves, until all pass: a spurious proposal squeezed between two real
    steps cannot take them down with it by shortening their windows.
 3. **Place** each confirmed step at the nearby split where two flat levels fit the windows
-   best (least absolute deviation from each side's median).
+   best (``_huber_cost``: the deviations from each side's median, squared near it and
+   absolute beyond ``HUBER`` sigmas, so that Gaussian noise places a step nearly as its
+   likelihood would and heavy tails do not pull it).
 4. **Look between** the confirmed steps for small ones on long levels (``_between``): each
    stretch between two confirmed steps (or an end) is searched again by the same statistic,
    and a split found there is judged by the small-step rule on up to ``LONG_WINDOW`` points a
@@ -46,11 +50,14 @@ stand out from the trend of the levels and leave the range of the points before 
 
 Under the minimum effect, a *small step* of ``small_noise_multiple`` sigmas or more is still
 reported where both levels hold ``small_points`` points and it passes a stricter test, on the
-points and on the points less the trend of the levels (``_small_weakness``): a step of one or
-two sigmas is plain on twenty points a side, and drift and chance are what it must be told
-from. Ten points a side are enough for a step of two or three sigmas: the stricter test is
-itself the guard there, as ten points against ten pass it only when their ranks all but
-separate (two pairs out of order at most).
+points and on the points less the trend of every level of the series, and moves the whole
+distribution (``_small_weakness``): a step of one or two sigmas is plain on twenty points a
+side, and drift, chance and two modes whose shares shift are what it must be told from. The
+trend is taken from every level between the proposals, not from the two windows alone: on a
+drift, twenty points a side give a slope noisy enough to leave a step where there is none.
+Ten points a side are enough for a step of two or three sigmas: the stricter test is itself
+the guard there, as ten points against ten pass it only when their ranks separate (one pair
+out of order at most).
 
 What this ignores, by construction: single outliers (stage 1's median and stage 2's ranks),
 short blips (``min_segment``), bimodal noise (the mixture is the same on both sides, so the
@@ -70,11 +77,14 @@ from app.core.sample_stats import rank_p_value
 from app.core.spread import MIN_SAMPLES, relative_spread
 
 FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.intp]
 PROPOSAL_THRESHOLD = 4.0  # normalised CUSUM needed to propose a split
-SMALL_P_SHARE = 0.03  # a step under the minimum effect must pass at this share of max_p_value
+HALVES_THRESHOLD = 5.0  # ... in a half of a segment that has none
+SMALL_P_SHARE = 0.3  # a step under the minimum effect must pass at this share of max_p_value
 SHORT_RANK_P = 0.01  # where a rank test cannot decide, it must at least separate the levels
 TOO_SHORT = 2.0  # the weakness of a proposal whose levels hold too few points: above any p
 REFINE_RADIUS = 5  # points either side of a proposal where the step may really start
+HUBER = 0.7  # sigmas from a level's median where placing a step stops squaring deviations
 LONG_WINDOW = 60  # points each side a small step between confirmed steps is judged on
 TREND_POINTS = 200  # a longer level is thinned to about this many for its trend (~20,000 pairs)
 LINE_MARGIN = 1.05  # two levels' absolute deviations, this much under a line's
@@ -218,16 +228,43 @@ def binary_segmentation(points: FloatArray, sigma: float, min_segment: int) -> l
 
 
 def _best_split(segment: FloatArray, sigma: float, min_segment: int) -> int | None:
+    """The split of ``segment`` with the highest statistic, if it is over the threshold.
+
+    Where the whole segment has none, its halves are searched, laid over it a quarter of it
+    apart (seeded intervals of one length: Kovacs, Li, Haubner, Munk & Buhlmann 2023). A
+    bump or dip over a part of the segment, two steps that undo each other, moves the means
+    of the whole too little to be seen, and a half that holds one of its edges sees it. More
+    searches are more chances for noise, hence their higher threshold.
+    """
     n = len(segment)
-    if n < 2 * min_segment:
-        return None
-    k = np.arange(min_segment, n - min_segment + 1)
-    cumulative = np.cumsum(segment)
-    left_mean = cumulative[k - 1] / k
-    right_mean = (cumulative[-1] - cumulative[k - 1]) / (n - k)
-    statistic = np.sqrt(k * (n - k) / n) * np.abs(left_mean - right_mean) / sigma
-    best = int(np.argmax(statistic))
-    return int(k[best]) if statistic[best] > PROPOSAL_THRESHOLD else None
+    split, statistic = _strongest(segment, sigma, min_segment, n, np.zeros(1, dtype=np.intp))
+    if statistic > PROPOSAL_THRESHOLD:
+        return split
+    half = n // 2
+    count = 2 * -(-n // half) - 1 if half else 1  # 3, or 5 where n is odd
+    starts = np.round(np.linspace(0, n - half, count)).astype(np.intp)
+    split, statistic = _strongest(segment, sigma, min_segment, half, starts)
+    return split if statistic > HALVES_THRESHOLD else None
+
+
+def _strongest(
+    segment: FloatArray, sigma: float, min_segment: int, length: int, starts: IntArray
+) -> tuple[int, float]:
+    """The best split by the normalised CUSUM statistic, and the statistic.
+
+    Searched within every interval of ``segment`` of ``length`` points from one of
+    ``starts``; (0, 0.0) where the intervals are too short to split.
+    """
+    if length < 2 * min_segment:
+        return 0, 0.0
+    cumulative = np.concatenate([[0.0], np.cumsum(segment)])
+    k = np.arange(min_segment, length - min_segment + 1)
+    left = cumulative[starts[:, None] + k] - cumulative[starts[:, None]]
+    total = (cumulative[starts + length] - cumulative[starts])[:, None]
+    gap = np.abs(left / k - (total - left) / (length - k))
+    statistic = np.sqrt(k * (length - k) / length) * gap / sigma
+    row, column = np.unravel_index(int(np.argmax(statistic)), statistic.shape)
+    return int(starts[row] + k[column]), float(statistic[row, column])
 
 
 Bounds = tuple[int, int]  # [start of the left window, end of the right window)
@@ -247,21 +284,34 @@ class _Judged:
 def _confirm(judged: _Judged, proposals: list[int]) -> list[tuple[int, Bounds]]:
     """The proposals that pass, each with the window bounds it was judged on."""
     points, config = judged.points, judged.config
-    # Dropping a proposal widens only its neighbours' windows: every other result is reused.
+    # Dropping a proposal widens only its neighbours' windows, and its two levels' slopes
+    # become one: every other placement, and every verdict under an unchanged trend, is reused.
     placements: dict[tuple[int, Bounds], int] = {}
-    verdicts: dict[tuple[int, Bounds], float | None] = {}
+    p_values: dict[tuple[int, Bounds], float] = {}
+    verdicts: dict[tuple[tuple[int, Bounds], float], float | None] = {}
     current = proposals
     while True:
         proposed = _with_bounds(current, len(points), config.window)
         for key in proposed:
             if key not in placements:
-                placements[key] = _refine(points, *key, config.min_segment)
+                placements[key] = _refine(points, *key, config.min_segment, judged.sigma)
         placed = sorted({placements[key] for key in proposed})
         windows = _with_bounds(placed, len(points), config.window)
+        # The trend of the levels between the proposals still standing: a staircase of
+        # proposals on a drift leaves each level flat, and dropping them restores its slope.
+        edges = [0, *placed, len(points)]
+        slope = _trend_slope(*(points[a:b] for a, b in itertools.pairwise(edges)))
         for key in windows:
-            if key not in verdicts:
-                verdicts[key] = _weakness(judged, *key)
-        failing = [(weakness, key[0]) for key in windows if (weakness := verdicts[key]) is not None]
+            if key not in p_values:
+                left, right = points[key[1][0] : key[0]], points[key[0] : key[1][1]]
+                p_values[key] = _level_p_value(left, right, judged.sigma, config.max_p_value)
+            if (key, slope) not in verdicts:
+                verdicts[(key, slope)] = _weakness(judged, *key, slope, p_values[key])
+        failing = [
+            (weakness, key[0])
+            for key in windows
+            if (weakness := verdicts[(key, slope)]) is not None
+        ]
         if not failing:
             return windows
         weakest = max(failing)[1]
@@ -276,20 +326,26 @@ def _with_bounds(splits: list[int], n: int, window: int) -> list[tuple[int, Boun
     ]
 
 
-def _weakness(judged: _Judged, split: int, bounds: Bounds) -> float | None:
-    """None when the split passes; else how weak it is (its p-value, ``TOO_SHORT`` at most)."""
-    points, config, noise, sigma = judged.points, judged.config, judged.noise, judged.sigma
+def _weakness(
+    judged: _Judged, split: int, bounds: Bounds, slope: float, p_value: float
+) -> float | None:
+    """None when the split passes; else how weak it is (its p-value, ``TOO_SHORT`` at most).
+
+    ``slope``: the trend of the levels (``_trend_slope``); ``p_value``: ``_level_p_value``'s.
+    """
+    points, config, noise = judged.points, judged.config, judged.noise
     left, right = points[bounds[0] : split], points[split : bounds[1]]
     if min(len(left), len(right)) < config.min_segment:
         return TOO_SHORT
-    p_value = _level_p_value(left, right, sigma, config.max_p_value)
     size = _shift(left, right)[1]
     least = config.min_effect(noise)
     if size < least or (size < config.min_rel_change and not _stands_out(left, right, least)):
         # Under the minimum effect, or over it on a quiet series but not out of the old
         # level's range: the small-step rule decides, so that a bigger step is never judged
         # more harshly than a smaller one.
-        if (weakness := _small_weakness(left, right, config, noise, size, p_value)) is not None:
+        if (
+            weakness := _small_weakness(left, right, config, noise, size, p_value, slope)
+        ) is not None:
             return weakness
     elif p_value > config.max_p_value:
         return p_value
@@ -339,7 +395,7 @@ def _small_weakness(
     if size < least or min(len(left), len(right)) < config.small_points:
         return p_value
     strict = config.max_p_value * SMALL_P_SHARE
-    if p_value > strict:
+    if p_value > strict or not _moves_whole(left, right, _shift(left, right)[0]):
         return p_value
     if rank_p_value(*_detrended(left, right, slope)) > strict:
         return p_value
@@ -372,7 +428,7 @@ def _search_stretch(
     if proposal is None:
         return
     near = (max(start, start + proposal - LONG_WINDOW), min(stop, start + proposal + LONG_WINDOW))
-    split = _refine(points, start + proposal, near, config.small_points)
+    split = _refine(points, start + proposal, near, config.small_points, judged.sigma)
     if min(split - start, stop - split) < config.small_points:
         return
     bounds = (max(start, split - LONG_WINDOW), min(stop, split + LONG_WINDOW))
@@ -554,8 +610,8 @@ def step_between(
     )
 
 
-def _refine(points: FloatArray, split: int, bounds: Bounds, min_segment: int) -> int:
-    """The split near the proposal that fits two flat levels best (least absolute error).
+def _refine(points: FloatArray, split: int, bounds: Bounds, min_segment: int, sigma: float) -> int:
+    """The split near the proposal where two flat levels fit best (``_huber_cost``).
 
     It may land where fewer than ``min_segment`` points follow (the step is that new), and
     is then judged too short: a proposal can only sit ``min_segment`` points from the end,
@@ -565,8 +621,19 @@ def _refine(points: FloatArray, split: int, bounds: Bounds, min_segment: int) ->
     low = max(start + min_segment, split - REFINE_RADIUS)
     high = min(stop - 1, split + REFINE_RADIUS)
     return min(
-        range(low, high + 1), key=lambda k: _two_level_cost(points, start, k, stop), default=split
+        range(low, high + 1),
+        key=lambda k: _huber_cost(points, start, k, stop, sigma),
+        default=split,
     )
+
+
+def _huber_cost(points: FloatArray, start: int, split: int, stop: int, sigma: float) -> float:
+    """How badly two flat levels split at ``split`` fit ``points[start:stop]`` (Huber's loss)."""
+    total = 0.0
+    for part in (points[start:split], points[split:stop]):
+        r = np.abs(part - np.median(part)) / sigma
+        total += float(np.where(r < HUBER, r * r / 2, HUBER * r - HUBER * HUBER / 2).sum())
+    return total
 
 
 def _two_level_cost(points: FloatArray, start: int, split: int, stop: int) -> float:

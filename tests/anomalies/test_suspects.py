@@ -193,11 +193,11 @@ def bert_a_little_slower(model: str, config: str, index: int) -> dict[str, float
 def test_a_step_of_two_sigmas_is_found_once_its_level_holds_enough_nightlies(
     client: TestClient, ingest_headers: dict[str, str]
 ) -> None:
-    # Under the minimum effect: the small-step rule's, on up to 60 nightlies a side. Thirteen
-    # nightlies after it are not enough here, fifteen are.
-    ids = post_history(client, ingest_headers, bert_a_little_slower, runs=range(38))
+    # Under the minimum effect: the small-step rule's. Ten nightlies after it are not enough
+    # here, eleven are.
+    ids = post_history(client, ingest_headers, bert_a_little_slower, runs=range(35))
     assert regressions(client) == []
-    ids += post_history(client, ingest_headers, bert_a_little_slower, runs=range(38, 50))
+    ids += post_history(client, ingest_headers, bert_a_little_slower, runs=range(35, 50))
     (found,) = regressions(client)
     assert abs(ids.index(found["first_bad_run_id"]) - 25) <= 2
     assert found["rel_change"] == pytest.approx(0.012, abs=0.004)
