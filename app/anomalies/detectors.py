@@ -23,7 +23,7 @@ The method, in four stages:
    wider windows that leaves, until all pass: a spurious proposal squeezed between two real
    steps cannot take them down with it by shortening their windows.
 3. **Place** each confirmed step at the nearby split where two flat levels fit the windows
-   best (``_huber_cost``: the deviations from each side's median, squared near it and
+   best (``_loss``: the deviations from each side's median, squared near it and
    absolute beyond ``HUBER`` sigmas, so that Gaussian noise places a step nearly as its
    likelihood would and heavy tails do not pull it).
 4. **Look between** the confirmed steps for small ones on long levels (``_between``): each
@@ -87,9 +87,10 @@ REFINE_RADIUS = 5  # points either side of a proposal where the step may really 
 HUBER = 0.7  # sigmas from a level's median where placing a step stops squaring deviations
 LONG_WINDOW = 60  # points each side a small step between confirmed steps is judged on
 TREND_POINTS = 200  # a longer level is thinned to about this many for its trend (~20,000 pairs)
-LINE_MARGIN = 1.05  # two levels' absolute deviations, this much under a line's
+LINE_MARGIN = 1.05  # two levels' loss (``_loss``), this much under a line's
 MAX_DEPTH = 4  # times a stretch is split again by stage 4
-DECILES = (0.1, 0.9)  # what a small step between confirmed steps must move (``_moves_whole``)
+DECILES = (0.1, 0.9)  # what a small step must move (``_moves_whole``) ...
+DECILE_SHARE = 0.4  # ... each by at least this share of the step's shift
 MIN_NOISE_SAMPLES = MIN_SAMPLES  # samples a result needs before its spread says anything
 
 
@@ -380,16 +381,17 @@ def _small_weakness(
     noise: float,
     size: float,
     p_value: float,
-    slope: float | None = None,
+    slope: float,
 ) -> float | None:
     """The verdict on a step under the minimum effect (``size``: its relative shift).
 
-    Such a step is a sigma or two, and its two likenesses, a drift and chance, are ruled
-    out with more points and a stricter test: both levels hold ``small_points`` points, the
-    shift is at least ``small_effect``, and the rank test passes at ``SMALL_P_SHARE`` of
-    ``max_p_value`` on the points as they are and on the points less the trend of the levels
-    (a drift leaves no step once its slope is taken out), whose new level must also stand
-    off that trend (``_beyond_trend``). ``slope``: that trend, by default the levels' own.
+    Such a step is a sigma or two, and its three likenesses, a drift, chance and two modes
+    whose shares shift, are ruled out with more points and a stricter test: both levels hold
+    ``small_points`` points, the shift is at least ``small_effect``, the whole distribution
+    moved (``_moves_whole``), and the rank test passes at ``SMALL_P_SHARE`` of
+    ``max_p_value`` on the points as they are and on the points less the trend ``slope`` of
+    every level of the series (a drift leaves no step once its slope is taken out), whose
+    new level must also stand off that trend (``_beyond_trend``).
     """
     least = config.small_effect(noise)
     if size < least or min(len(left), len(right)) < config.small_points:
@@ -444,14 +446,13 @@ def _long_small_step(judged: _Judged, split: int, bounds: Bounds, steps: list[in
 
     The small-step rule, its trend that of every level of the series between ``steps`` (the
     split, the confirmed steps and those found so far): a scan picks the split where the
-    levels look flattest, so a trend from its own two levels is too flat on a drift. The
-    whole distribution moved (``_moves_whole``), and two flat levels fit the windows better
-    than a line does (``LINE_MARGIN``).
+    levels look flattest, so a trend from its own two levels is too flat on a drift. Two
+    flat levels must also fit the windows better than a line does (``LINE_MARGIN``).
     """
     points, config, noise = judged.points, judged.config, judged.noise
     left, right = points[bounds[0] : split], points[split : bounds[1]]
-    shift, size = _shift(left, right)
-    if size < config.small_effect(noise) or not _moves_whole(left, right, shift):
+    size = _shift(left, right)[1]
+    if size < config.small_effect(noise):
         return False
     edges = [0, *steps, len(points)]
     slope = _trend_slope(*(points[a:b] for a, b in itertools.pairwise(edges)))
@@ -459,27 +460,29 @@ def _long_small_step(judged: _Judged, split: int, bounds: Bounds, steps: list[in
     if _small_weakness(left, right, config, noise, size, p_value, slope) is not None:
         return False
     window = points[bounds[0] : bounds[1]]
-    if _two_level_cost(points, bounds[0], split, bounds[1]) * LINE_MARGIN >= _line_cost(window):
+    two_levels = _two_level_cost(points, bounds[0], split, bounds[1], judged.sigma)
+    if two_levels * LINE_MARGIN >= _line_cost(window, judged.sigma):
         return False
     return not _samples_disagree(judged.samples, split, bounds, config.max_p_value)
 
 
 def _moves_whole(left: FloatArray, right: FloatArray, shift: float) -> bool:
-    """Whether the whole distribution moved, its low and high deciles by half ``shift`` or more.
+    """Whether the whole distribution moved: its low and high deciles, each by a share of it.
 
-    Two modes whose shares change move the median a long way and the deciles hardly at all
-    (each stays in its mode): a shape change (``shapes``), not a step.
+    Each by ``DECILE_SHARE`` of ``shift`` or more. Two modes whose shares change move the
+    median a long way and the deciles hardly at all (each stays in its mode): a shape change
+    (``shapes``), not a step.
     """
     moved = np.quantile(right, DECILES) - np.quantile(left, DECILES)
-    return bool(np.all(moved * np.sign(shift) >= abs(shift) / 2))
+    return bool(np.all(moved * np.sign(shift) >= abs(shift) * DECILE_SHARE))
 
 
-def _line_cost(points: FloatArray) -> float:
-    """The absolute deviations of the points from their Theil-Sen line."""
+def _line_cost(points: FloatArray, sigma: float) -> float:
+    """How badly the Theil-Sen line of the points fits them (``_loss``)."""
     at = np.arange(len(points), dtype=np.float64)
     slope = float(np.median(_pair_slopes(points)))
     intercept = float(np.median(points - slope * at))
-    return float(np.abs(points - intercept - slope * at).sum())
+    return _loss(points - intercept - slope * at, sigma)
 
 
 def _stands_out(left: FloatArray, right: FloatArray, least: float) -> bool:
@@ -526,12 +529,8 @@ def _trend_slope(*levels: FloatArray) -> float:
     return float(np.median(pooled)) if len(pooled) else 0.0
 
 
-def _detrended(
-    left: FloatArray, right: FloatArray, slope: float | None = None
-) -> tuple[FloatArray, FloatArray]:
-    """Both levels less their trend (``slope``, by default ``_trend_slope``), from the start."""
-    if slope is None:
-        slope = _trend_slope(left, right)
+def _detrended(left: FloatArray, right: FloatArray, slope: float) -> tuple[FloatArray, FloatArray]:
+    """Both levels less the trend ``slope``, from the start of ``left``."""
     at = np.arange(len(left) + len(right), dtype=np.float64) * slope
     return left - at[: len(left)], right - at[len(left) :]
 
@@ -611,7 +610,7 @@ def step_between(
 
 
 def _refine(points: FloatArray, split: int, bounds: Bounds, min_segment: int, sigma: float) -> int:
-    """The split near the proposal where two flat levels fit best (``_huber_cost``).
+    """The split near the proposal where two flat levels fit best (``_two_level_cost``).
 
     It may land where fewer than ``min_segment`` points follow (the step is that new), and
     is then judged too short: a proposal can only sit ``min_segment`` points from the end,
@@ -622,20 +621,18 @@ def _refine(points: FloatArray, split: int, bounds: Bounds, min_segment: int, si
     high = min(stop - 1, split + REFINE_RADIUS)
     return min(
         range(low, high + 1),
-        key=lambda k: _huber_cost(points, start, k, stop, sigma),
+        key=lambda k: _two_level_cost(points, start, k, stop, sigma),
         default=split,
     )
 
 
-def _huber_cost(points: FloatArray, start: int, split: int, stop: int, sigma: float) -> float:
-    """How badly two flat levels split at ``split`` fit ``points[start:stop]`` (Huber's loss)."""
-    total = 0.0
-    for part in (points[start:split], points[split:stop]):
-        r = np.abs(part - np.median(part)) / sigma
-        total += float(np.where(r < HUBER, r * r / 2, HUBER * r - HUBER * HUBER / 2).sum())
-    return total
-
-
-def _two_level_cost(points: FloatArray, start: int, split: int, stop: int) -> float:
+def _two_level_cost(points: FloatArray, start: int, split: int, stop: int, sigma: float) -> float:
+    """How badly two flat levels split at ``split`` fit ``points[start:stop]``."""
     left, right = points[start:split], points[split:stop]
-    return float(np.abs(left - np.median(left)).sum() + np.abs(right - np.median(right)).sum())
+    return _loss(left - np.median(left), sigma) + _loss(right - np.median(right), sigma)
+
+
+def _loss(deviations: FloatArray, sigma: float) -> float:
+    """Huber's loss of deviations in sigmas: squared within ``HUBER`` of 0, absolute beyond."""
+    r = np.abs(deviations) / sigma
+    return float(np.where(r < HUBER, r * r / 2, HUBER * r - HUBER * HUBER / 2).sum())

@@ -199,18 +199,18 @@ def test_a_step_under_the_minimum_effect_is_found_where_its_levels_hold_enough_p
 def test_a_small_step_between_long_levels_is_judged_on_them(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # 1.1% at 1% noise, 60 points a side: over 24 seeds, stage 4's 60-point windows place
+    # 1% at 1% noise, 60 points a side: over 48 seeds, stage 4's 60-point windows place
     # three times as many within two points as windows of stage 2's 20 points do.
     def placed() -> list[list[int]]:
-        found = [find_change_points(step(seed, 60, 60, 0.011)) for seed in range(24)]
+        found = [find_change_points(step(seed, 60, 60, 0.01)) for seed in range(48)]
         return [[c.index for c in changes] for changes in found]
 
     long = placed()
-    assert sum(any(abs(i - 60) <= 2 for i in indices) for indices in long) >= 6, long
+    assert sum(any(abs(i - 60) <= 2 for i in indices) for indices in long) >= 10, long
     assert all(len(indices) <= 1 for indices in long), long
     monkeypatch.setattr(detectors, "LONG_WINDOW", 20)
     short = placed()
-    assert sum(any(abs(i - 60) <= 2 for i in indices) for indices in short) <= 2, short
+    assert sum(any(abs(i - 60) <= 2 for i in indices) for indices in short) <= 5, short
 
 
 @pytest.mark.parametrize(
