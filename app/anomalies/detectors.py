@@ -28,12 +28,12 @@ The method, in four stages:
    likelihood would and heavy tails do not pull it).
 4. **Look between** the confirmed steps for small ones on long levels (``_between``): each
    stretch between two confirmed steps (or an end) is searched again by the same statistic,
-   and a split found there is judged by the small-step rule on up to ``LONG_WINDOW`` points a
-   side. Stage 2's windows stop at every proposal, and a small step needs more points than
-   they hold. Longer windows see more of a drift, so the trend the rule takes out is that of
-   every level of the series; the whole distribution must move, not the share of two modes
-   (``_moves_whole``); and two flat levels must fit the points better than a line by
-   ``LINE_MARGIN`` (a ramp does not). Both sides of the split are searched again.
+   at a lower threshold (``STRETCH_THRESHOLD``: the rule that judges the split is the
+   stricter test), and a split found there is judged by the small-step rule on up to
+   ``LONG_WINDOW`` points a side. Stage 2's windows stop at every proposal, and a small step
+   needs more points than they hold. Longer windows see more of a drift, and two flat levels
+   must also fit the points better than a line by ``LINE_MARGIN`` (a ramp does not). Both
+   sides of the split are searched again.
 
 The minimum effect depends on the series' noise: ``noise_multiple`` times its relative noise
 (``sigma`` over the level), but never under ``min_rel_floor`` (set per metric kind by
@@ -80,6 +80,7 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.intp]
 PROPOSAL_THRESHOLD = 4.0  # normalised CUSUM needed to propose a split
 HALVES_THRESHOLD = 5.0  # ... in a half of a segment that has none
+STRETCH_THRESHOLD = 3.5  # ... in a stretch between confirmed steps (stage 4)
 SMALL_P_SHARE = 0.3  # a step under the minimum effect must pass at this share of max_p_value
 SHORT_RANK_P = 0.01  # where a rank test cannot decide, it must at least separate the levels
 TOO_SHORT = 2.0  # the weakness of a proposal whose levels hold too few points: above any p
@@ -426,8 +427,12 @@ def _search_stretch(
     if depth > MAX_DEPTH:
         return
     points, config = judged.points, judged.config
-    proposal = _best_split(running_median(points[start:stop]), judged.sigma, config.small_points)
-    if proposal is None:
+    whole = np.zeros(1, dtype=np.intp)
+    smoothed = running_median(points[start:stop])
+    proposal, statistic = _strongest(
+        smoothed, judged.sigma, config.small_points, stop - start, whole
+    )
+    if statistic <= STRETCH_THRESHOLD:
         return
     near = (max(start, start + proposal - LONG_WINDOW), min(stop, start + proposal + LONG_WINDOW))
     split = _refine(points, start + proposal, near, config.small_points, judged.sigma)

@@ -213,6 +213,23 @@ def test_a_small_step_between_long_levels_is_judged_on_them(
     assert sum(any(abs(i - 60) <= 2 for i in indices) for indices in short) <= 5, short
 
 
+@pytest.mark.parametrize("seed", [39, 84])
+def test_between_confirmed_steps_a_weaker_split_is_judged(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 2% down twelve points after a 10% step, 38 points after it, at 1% noise: in the stretch
+    # after the big step its statistic is under the proposal threshold of 4 in these seeds,
+    # and the small-step rule, the stricter test, passes it.
+    values = noise(seed, 110, 0.01)
+    values[60:] *= 1.1
+    values[72:] *= 0.98
+    first, second = (c.index for c in find_change_points(values))
+    assert first == 60
+    assert abs(second - 72) <= 1
+    monkeypatch.setattr(detectors, "STRETCH_THRESHOLD", detectors.PROPOSAL_THRESHOLD)
+    assert [c.index for c in find_change_points(values)] == [60]
+
+
 @pytest.mark.parametrize(
     ("drift", "n", "cv"), [(0.06, 240, 0.005), (0.05, 160, 0.01), (0.06, 120, 0.005)]
 )
