@@ -2,13 +2,12 @@
 
 The method, in four stages:
 
-1. **Propose** steps by binary segmentation (Scott & Knott 1974; Vostrikova 1981) with the
-   normalised CUSUM statistic ``sqrt(k (n - k) / n) * |mean_left - mean_right| / sigma`` on a
-   3-point running median of the series, so that an isolated outlier cannot create a
-   proposal. ``sigma`` is a robust noise scale: the median absolute deviation of the first
-   differences divided by sqrt(2), which a step barely moves (it adds one large difference).
-   A segment whose own best split falls short is searched again on its halves
-   (``_best_split``): a short bump or dip barely moves the means of the whole segment.
+1. **Propose** steps by binary segmentation with the normalised CUSUM statistic on a 3-point
+   running median of the series (``segmentation``), so that an isolated outlier cannot
+   create a proposal. Its ``sigma`` is a robust noise scale: the median absolute deviation
+   of the first differences divided by sqrt(2), which a step barely moves (it adds one
+   large difference). A segment without a split is searched again on its halves: a short
+   bump or dip barely moves the means of the whole segment.
 2. **Confirm** each proposal on the raw points either side, within ``window`` points and
    never past a neighbouring proposal: a Mann-Whitney U test (rank based, so heavy tails and
    outliers do not fool it) must give ``p <= max_p_value`` (and so must the raw samples,
@@ -73,14 +72,16 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from app.anomalies.segmentation import (
+    FloatArray,
+    binary_segmentation,
+    running_median,
+    strongest_split,
+)
 from app.core.sample_stats import rank_p_value
 from app.core.spread import MIN_SAMPLES, relative_spread
 
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.intp]
-PROPOSAL_THRESHOLD = 4.0  # normalised CUSUM needed to propose a split
-HALVES_THRESHOLD = 5.0  # ... in a half of a segment that has none
-STRETCH_THRESHOLD = 3.5  # ... in a stretch between confirmed steps (stage 4)
+STRETCH_THRESHOLD = 3.5  # the statistic a split of a stretch needs to be judged (stage 4)
 SMALL_P_SHARE = 0.3  # a step under the minimum effect must pass at this share of max_p_value
 SHORT_RANK_P = 0.01  # where a rank test cannot decide, it must at least separate the levels
 TOO_SHORT = 2.0  # the weakness of a proposal whose levels hold too few points: above any p
@@ -206,69 +207,6 @@ def typical_within_run_noise(samples: Sequence[Sequence[float] | None]) -> float
     return float(np.median(noises)) if noises else 0.0
 
 
-def running_median(points: FloatArray) -> FloatArray:
-    """3-point running median (ends kept): removes isolated outliers, keeps step edges."""
-    if len(points) < 3:
-        return points.copy()
-    stacked = np.vstack([points[:-2], points[1:-1], points[2:]])
-    smoothed = points.copy()
-    smoothed[1:-1] = np.median(stacked, axis=0)
-    return smoothed
-
-
-def binary_segmentation(points: FloatArray, sigma: float, min_segment: int) -> list[int]:
-    """Split points (first index of each new segment), by the normalised CUSUM statistic."""
-    splits: list[int] = []
-    pending = [(0, len(points))]
-    while pending:
-        start, stop = pending.pop()
-        split = _best_split(points[start:stop], sigma, min_segment)
-        if split is not None:
-            splits.append(start + split)
-            pending += [(start, start + split), (start + split, stop)]
-    return sorted(splits)
-
-
-def _best_split(segment: FloatArray, sigma: float, min_segment: int) -> int | None:
-    """The split of ``segment`` with the highest statistic, if it is over the threshold.
-
-    Where the whole segment has none, its halves are searched, laid over it a quarter of it
-    apart (seeded intervals of one length: Kovacs, Li, Haubner, Munk & Buhlmann 2023). A
-    bump or dip over a part of the segment, two steps that undo each other, moves the means
-    of the whole too little to be seen, and a half that holds one of its edges sees it. More
-    searches are more chances for noise, hence their higher threshold.
-    """
-    n = len(segment)
-    split, statistic = _strongest(segment, sigma, min_segment, n, np.zeros(1, dtype=np.intp))
-    if statistic > PROPOSAL_THRESHOLD:
-        return split
-    half = n // 2
-    count = 2 * -(-n // half) - 1 if half else 1  # 3, or 5 where n is odd
-    starts = np.round(np.linspace(0, n - half, count)).astype(np.intp)
-    split, statistic = _strongest(segment, sigma, min_segment, half, starts)
-    return split if statistic > HALVES_THRESHOLD else None
-
-
-def _strongest(
-    segment: FloatArray, sigma: float, min_segment: int, length: int, starts: IntArray
-) -> tuple[int, float]:
-    """The best split by the normalised CUSUM statistic, and the statistic.
-
-    Searched within every interval of ``segment`` of ``length`` points from one of
-    ``starts``; (0, 0.0) where the intervals are too short to split.
-    """
-    if length < 2 * min_segment:
-        return 0, 0.0
-    cumulative = np.concatenate([[0.0], np.cumsum(segment)])
-    k = np.arange(min_segment, length - min_segment + 1)
-    left = cumulative[starts[:, None] + k] - cumulative[starts[:, None]]
-    total = (cumulative[starts + length] - cumulative[starts])[:, None]
-    gap = np.abs(left / k - (total - left) / (length - k))
-    statistic = np.sqrt(k * (length - k) / length) * gap / sigma
-    row, column = np.unravel_index(int(np.argmax(statistic)), statistic.shape)
-    return int(starts[row] + k[column]), float(statistic[row, column])
-
-
 Bounds = tuple[int, int]  # [start of the left window, end of the right window)
 
 
@@ -286,8 +224,9 @@ class _Judged:
 def _confirm(judged: _Judged, proposals: list[int]) -> list[tuple[int, Bounds]]:
     """The proposals that pass, each with the window bounds it was judged on."""
     points, config = judged.points, judged.config
-    # Dropping a proposal widens only its neighbours' windows, and its two levels' slopes
-    # become one: every other placement, and every verdict under an unchanged trend, is reused.
+    # Dropping a proposal widens only its neighbours' windows: every other placement and rank
+    # test is reused. Verdicts are reused only under the same trend, which merging two levels
+    # changes.
     placements: dict[tuple[int, Bounds], int] = {}
     p_values: dict[tuple[int, Bounds], float] = {}
     verdicts: dict[tuple[tuple[int, Bounds], float], float | None] = {}
@@ -427,11 +366,8 @@ def _search_stretch(
     if depth > MAX_DEPTH:
         return
     points, config = judged.points, judged.config
-    whole = np.zeros(1, dtype=np.intp)
     smoothed = running_median(points[start:stop])
-    proposal, statistic = _strongest(
-        smoothed, judged.sigma, config.small_points, stop - start, whole
-    )
+    proposal, statistic = strongest_split(smoothed, judged.sigma, config.small_points)
     if statistic <= STRETCH_THRESHOLD:
         return
     near = (max(start, start + proposal - LONG_WINDOW), min(stop, start + proposal + LONG_WINDOW))

@@ -31,12 +31,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
-from app.anomalies.detectors import (
-    REFINE_RADIUS,
-    ChangePoint,
-    FloatArray,
-    within_run_noise,
-)
+from app.anomalies.detectors import REFINE_RADIUS, ChangePoint, within_run_noise
+from app.anomalies.segmentation import FloatArray
 from app.core.modes import MIN_SHARE, SEPARATION, Modes, best_splits, two_modes
 
 MODES_P_VALUE = 0.01  # Fisher's test of the new mode's share before and after its onset

@@ -4,12 +4,11 @@ import csv
 import math
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 
-from app.anomalies import detectors
+from app.anomalies import detectors, segmentation
 from app.anomalies.detector_interface import SeriesHistory
 from app.anomalies.detectors import (
     DetectorConfig,
@@ -226,7 +225,7 @@ def test_between_confirmed_steps_a_weaker_split_is_judged(
     first, second = (c.index for c in find_change_points(values))
     assert first == 60
     assert abs(second - 72) <= 1
-    monkeypatch.setattr(detectors, "STRETCH_THRESHOLD", detectors.PROPOSAL_THRESHOLD)
+    monkeypatch.setattr(detectors, "STRETCH_THRESHOLD", segmentation.PROPOSAL_THRESHOLD)
     assert [c.index for c in find_change_points(values)] == [60]
 
 
@@ -272,7 +271,9 @@ def test_stage_two_takes_the_trend_of_every_level_between_the_proposals(
     assert [find_change_points(values) for values in drifts] == [[]] * 12
     weakness = detectors._weakness
 
-    def own_trend(judged: Any, split: int, bounds: tuple[int, int], slope: float, p: float) -> Any:
+    def own_trend(
+        judged: detectors._Judged, split: int, bounds: tuple[int, int], slope: float, p: float
+    ) -> float | None:
         left, right = judged.points[bounds[0] : split], judged.points[split : bounds[1]]
         return weakness(judged, split, bounds, detectors._trend_slope(left, right), p)
 
@@ -298,7 +299,7 @@ def test_a_dip_the_whole_series_barely_sees_is_found_in_a_half_of_it(
         return found
 
     assert both_edges() >= 34
-    monkeypatch.setattr(detectors, "HALVES_THRESHOLD", math.inf)
+    monkeypatch.setattr(segmentation, "HALVES_THRESHOLD", math.inf)
     assert both_edges() <= 29
 
 
