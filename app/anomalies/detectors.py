@@ -52,8 +52,9 @@ reported where both levels hold ``small_points`` points and it passes a stricter
 points and on the points less the trend of every level of the series, and moves the whole
 distribution (``_small_weakness``): a step of one or two sigmas is plain on twenty points a
 side, and drift, chance and two modes whose shares shift are what it must be told from. The
-trend is taken from every level between the proposals, not from the two windows alone: on a
-drift, twenty points a side give a slope noisy enough to leave a step where there is none.
+trend is taken from every level of the series (between the proposals in stage 2, the steps
+in stage 4), not from the two windows alone: on a drift, twenty points a side give a slope
+noisy enough to leave a step where there is none.
 Ten points a side are enough for a step of two or three sigmas: the stricter test is itself
 the guard there, as ten points against ten pass it only when their ranks separate (one pair
 out of order at most).
@@ -86,7 +87,7 @@ SMALL_P_SHARE = 0.3  # a step under the minimum effect must pass at this share o
 SHORT_RANK_P = 0.01  # where a rank test cannot decide, it must at least separate the levels
 TOO_SHORT = 2.0  # the weakness of a proposal whose levels hold too few points: above any p
 REFINE_RADIUS = 5  # points either side of a proposal where the step may really start
-HUBER = 0.7  # sigmas from a level's median where placing a step stops squaring deviations
+HUBER = 0.7  # sigmas off a fit where its loss (``_loss``) stops squaring deviations
 LONG_WINDOW = 60  # points each side a small step between confirmed steps is judged on
 TREND_POINTS = 200  # a longer level is thinned to about this many for its trend (~20,000 pairs)
 LINE_MARGIN = 1.05  # two levels' loss (``_loss``), this much under a line's
