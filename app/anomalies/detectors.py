@@ -279,15 +279,14 @@ def _weakness(
     left, right = points[bounds[0] : split], points[split : bounds[1]]
     if min(len(left), len(right)) < config.min_segment:
         return TOO_SHORT
-    size = _shift(left, right)[1]
+    shift, size = _shift(left, right)
     least = config.min_effect(noise)
     if size < least or (size < config.min_rel_change and not _stands_out(left, right, least)):
         # Under the minimum effect, or over it on a quiet series but not out of the old
         # level's range: the small-step rule decides, so that a bigger step is never judged
         # more harshly than a smaller one.
-        if (
-            weakness := _small_weakness(left, right, config, noise, size, p_value, slope)
-        ) is not None:
+        weakness = _small_weakness(left, right, config, noise, shift, size, p_value, slope)
+        if weakness is not None:
             return weakness
     elif p_value > config.max_p_value:
         return p_value
@@ -320,11 +319,12 @@ def _small_weakness(
     right: FloatArray,
     config: DetectorConfig,
     noise: float,
+    shift: float,
     size: float,
     p_value: float,
     slope: float,
 ) -> float | None:
-    """The verdict on a step under the minimum effect (``size``: its relative shift).
+    """The verdict on a step under the minimum effect (``shift``, ``size``: ``_shift``'s).
 
     Such a step is a sigma or two, and its three likenesses, a drift, chance and two modes
     whose shares shift, are ruled out with more points and a stricter test: both levels hold
@@ -338,7 +338,7 @@ def _small_weakness(
     if size < least or min(len(left), len(right)) < config.small_points:
         return p_value
     strict = config.max_p_value * SMALL_P_SHARE
-    if p_value > strict or not _moves_whole(left, right, _shift(left, right)[0]):
+    if p_value > strict or not _moves_whole(left, right, shift):
         return p_value
     if rank_p_value(*_detrended(left, right, slope)) > strict:
         return p_value
@@ -393,13 +393,13 @@ def _long_small_step(judged: _Judged, split: int, bounds: Bounds, steps: list[in
     """
     points, config, noise = judged.points, judged.config, judged.noise
     left, right = points[bounds[0] : split], points[split : bounds[1]]
-    size = _shift(left, right)[1]
+    shift, size = _shift(left, right)
     if size < config.small_effect(noise):
         return False
     edges = [0, *steps, len(points)]
     slope = _trend_slope(*(points[a:b] for a, b in itertools.pairwise(edges)))
     p_value = _level_p_value(left, right, judged.sigma, config.max_p_value)
-    if _small_weakness(left, right, config, noise, size, p_value, slope) is not None:
+    if _small_weakness(left, right, config, noise, shift, size, p_value, slope) is not None:
         return False
     window = points[bounds[0] : bounds[1]]
     two_levels = _two_level_cost(points, bounds[0], split, bounds[1], judged.sigma)
